@@ -1,0 +1,71 @@
+"""Pluggable JSON codecs: the stdlib one by default, orjson when the ``fast`` extra is installed.
+
+JSON work is most of the per-message cost, so the codec is chosen once per connection and its
+bound methods are called directly on the hot path.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+__all__ = ["JsonCodec", "OrjsonCodec", "StdlibJsonCodec", "default_codec"]
+
+
+class JsonCodec(Protocol):
+    """What a connection needs from a JSON library.
+
+    ``loads`` takes UTF-8 bytes and raises ``ValueError`` (``UnicodeDecodeError`` and
+    ``RecursionError`` are tolerated too) on anything that is not one valid JSON text; ``dumps``
+    returns UTF-8 bytes without a trailing newline.
+    """
+
+    def loads(self, data: bytes) -> Any: ...
+
+    def dumps(self, obj: Any) -> bytes: ...
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class StdlibJsonCodec:
+    """The standard library's C-accelerated json, strict about what RFC 8259 allows.
+
+    Python's json accepts ``NaN`` and ``Infinity`` by default; this codec refuses them, and
+    encodes compactly with non-ASCII escaped so that any string (lone surrogates included)
+    serializes.
+    """
+
+    __slots__ = ("_decode", "_encode")
+
+    def __init__(self) -> None:
+        self._decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+        self._encode = json.JSONEncoder(
+            separators=(",", ":"), check_circular=False, allow_nan=False
+        ).encode
+
+    def loads(self, data: bytes) -> Any:
+        return self._decode(data.decode("utf-8"))
+
+    def dumps(self, obj: Any) -> bytes:
+        return self._encode(obj).encode("ascii")
+
+
+class OrjsonCodec:
+    """orjson: several times faster than the stdlib on both directions (``fast`` extra)."""
+
+    __slots__ = ("dumps", "loads")
+
+    def __init__(self) -> None:
+        try:
+            import orjson
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("OrjsonCodec needs orjson: pip install 'mrtr-sansio[fast]'") from exc
+        self.loads = orjson.loads
+        self.dumps = orjson.dumps
+
+
+def default_codec() -> JsonCodec:
+    """The stdlib codec: always available, and identical output on every machine."""
+    return StdlibJsonCodec()

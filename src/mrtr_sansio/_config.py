@@ -1,0 +1,113 @@
+"""Frozen configuration for both roles, with every limit documented and bounded.
+
+Every size, count and round a peer can influence is capped here; the defaults are meant to be
+safe for a public server and generous for honest clients.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from ._codec import JsonCodec, default_codec
+from ._envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS
+from ._state import StateProtector
+
+__all__ = ["ClientConfig", "Limits", "ServerConfig"]
+
+MiB = 1024 * 1024
+
+
+def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{attribute.name}: must be a positive integer, got {value!r}")
+
+
+def _positive_number(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        raise ValueError(f"{attribute.name}: must be a positive number, got {value!r}")
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
+
+
+@attrs.frozen
+class Limits:
+    """Bounds on what a peer can make a connection hold or do."""
+
+    #: Largest message (a stream line or an HTTP body) accepted, in bytes.
+    max_message_bytes: int = attrs.field(default=4 * MiB, validator=_positive)
+    #: Requests from the peer that may be in flight at once; more are answered -32600.
+    max_in_flight: int = attrs.field(default=1024, validator=_positive)
+    #: Entries in one ``inputRequests`` map (sent or received).
+    max_input_requests: int = attrs.field(default=32, validator=_positive)
+    #: Entries accepted in one ``inputResponses`` map; more are answered -32602.
+    max_input_responses: int = attrs.field(default=64, validator=_positive)
+    #: Longest ``requestState`` accepted, in bytes (characters of the token), checked before
+    #: any cryptographic work.
+    max_request_state_bytes: int = attrs.field(default=64 * 1024, validator=_positive)
+    #: Legacy shim: requests being fulfilled through server-to-client legs at once.
+    max_shimmed_requests: int = attrs.field(default=64, validator=_positive)
+    #: Legacy shim: server-to-client requests awaiting an answer, over the whole connection.
+    max_pending_legs: int = attrs.field(default=256, validator=_positive)
+
+
+@attrs.frozen
+class ServerConfig:
+    """Everything a :class:`ServerConnection` needs to know about the server it speaks for.
+
+    ``server_info`` (``{"name", "version"}``) goes into every modern result's ``_meta`` and
+    into ``InitializeResult``; ``capabilities`` and ``instructions`` into ``server/discover``
+    and ``initialize``.
+    """
+
+    server_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    instructions: str | None = None
+    #: Modern versions served per request; others get -32022.
+    supported_versions: tuple[str, ...] = attrs.field(default=MODERN_VERSIONS, converter=tuple)
+    #: Legacy versions accepted by ``initialize``, newest first; empty = modern-only server.
+    legacy_versions: tuple[str, ...] = attrs.field(default=LEGACY_VERSIONS, converter=tuple)
+    #: Cache hints stamped on complete results of cacheable methods unless the handler set them.
+    cache_ttl_ms: int = 0
+    cache_scope: Literal["public", "private"] = "private"
+    #: Answer ``server/discover`` and ``initialize`` from this config (else the app gets them).
+    answer_discovery: bool = True
+    #: ``requestState`` protection (e.g. ``RequestStateSecurity``); None passes state through.
+    request_state: StateProtector | None = None
+    #: Fulfil ``input_required`` on the legacy wire with real server-to-client requests.
+    legacy_shim: bool = True
+    #: Legacy shim: rounds before the original request fails with -32603.
+    legacy_max_rounds: int = attrs.field(default=8, validator=_positive)
+    #: Legacy shim: seconds a server-to-client request may wait for its answer.
+    legacy_leg_timeout: float = attrs.field(default=600.0, validator=_positive_number)
+    limits: Limits = attrs.field(factory=Limits)
+    codec: JsonCodec = attrs.field(factory=default_codec)
+    #: Wall clock in seconds (state expiry, leg timeouts). Injected so tests control time.
+    clock: Callable[[], float] = time.time
+    #: Source of unguessable ids (legacy url-elicitation ids). Injected for determinism.
+    token_hex: Callable[[int], str] = secrets.token_hex
+
+
+@attrs.frozen
+class ClientConfig:
+    """Everything a :class:`ClientConnection` declares and bounds."""
+
+    client_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    #: ``"modern"``, ``"legacy"``, or ``"auto"`` (probe with ``server/discover``).
+    era: Literal["modern", "legacy", "auto"] = "modern"
+    protocol_version: str = LATEST_MODERN_VERSION
+    legacy_version: str = LEGACY_VERSIONS[0]
+    #: Rounds of ``input_required`` before a call ends with ``RoundsExhausted``.
+    max_rounds: int = attrs.field(default=10, validator=_positive)
+    #: Seconds to wait for the ``server/discover`` probe before falling back to legacy.
+    probe_timeout: float = attrs.field(default=5.0, validator=_positive_number)
+    limits: Limits = attrs.field(factory=Limits)
+    codec: JsonCodec = attrs.field(factory=default_codec)
+    clock: Callable[[], float] = time.monotonic

@@ -1,0 +1,153 @@
+"""The machinery both roles share: framing, the codec, the event queue and the outgoing queue.
+
+A connection never does IO. Bytes go in through ``receive_data`` (stream transports) or one
+message at a time through ``receive_message`` (HTTP bodies, or messages an embedding SDK has
+already decoded); events come out of ``next_event``; what must be written comes out of
+``outgoing`` (typed items) or ``data_to_send`` (newline-delimited bytes).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from ._codec import JsonCodec
+from ._config import Limits
+from ._errors import INVALID_REQUEST, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from ._events import (
+    NEED_DATA,
+    ConnectionClosed,
+    Event,
+    InvalidMessage,
+    Outgoing,
+    OutgoingError,
+    _Sentinel,
+)
+from ._framing import LineFramer, Oversized
+from ._jsonrpc import error_message, parse_error
+
+__all__ = ["Connection"]
+
+#: What a decode failure can raise, across codecs (orjson's error is a ValueError).
+DECODE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError, TypeError)
+
+
+class Connection:
+    """Base of :class:`ServerConnection` and :class:`ClientConnection`."""
+
+    def __init__(self, limits: Limits, codec: JsonCodec) -> None:
+        self._limits = limits
+        self._loads = codec.loads
+        self._dumps = codec.dumps
+        self._framer = LineFramer(limits.max_message_bytes)
+        self._events: deque[Event] = deque()
+        self._out: deque[Outgoing] = deque()
+        self._closed = False
+
+    # --- input ------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from a newline-delimited stream; ``b""`` means the peer closed it."""
+        if self._closed:
+            raise LocalProtocolError("receive_data after the stream was closed")
+        if not data:
+            for item in self._framer.close():
+                self._receive_line(item)
+            self._closed = True
+            self._on_close()
+            self._events.append(ConnectionClosed())
+            return
+        for item in self._framer.feed(data):
+            self._receive_line(item)
+
+    def _receive_line(self, item: bytes | Oversized) -> None:
+        if type(item) is Oversized:
+            self._reject_oversized()
+            return
+        assert isinstance(item, bytes)
+        self._receive_bytes(item, None)
+
+    def _reject_oversized(self) -> None:
+        limit = self._limits.max_message_bytes
+        self._invalid(
+            RemoteProtocolError(
+                JsonRpcError(INVALID_REQUEST, f"Message exceeds the {limit}-byte limit")
+            ),
+            answer=True,
+        )
+
+    def _receive_bytes(self, data: bytes, context: Any) -> None:
+        """Decode one message and hand it to the role; undecodable input gets -32700."""
+        if len(data) > self._limits.max_message_bytes:
+            self._reject_oversized()
+            return
+        try:
+            msg = self._loads(data)
+        except DECODE_ERRORS as exc:
+            detail = "invalid UTF-8" if isinstance(exc, UnicodeDecodeError) else "Invalid JSON"
+            self._invalid(parse_error(detail), answer=True)
+            return
+        self._dispatch(msg, context)
+
+    def _receive_decoded(self, message: bytes | str | Mapping[str, Any], context: Any) -> None:
+        """Shared body of the roles' ``receive_message``."""
+        if self._closed:
+            raise LocalProtocolError("receive_message after the stream was closed")
+        if isinstance(message, str):
+            message = message.encode("utf-8", "surrogatepass")
+        if isinstance(message, (bytes, bytearray, memoryview)):
+            self._receive_bytes(bytes(message), context)
+        elif isinstance(message, Mapping):
+            self._dispatch(message if type(message) is dict else dict(message), context)
+        else:
+            raise TypeError(
+                f"message must be bytes, str or a mapping, not {type(message).__name__}"
+            )
+
+    def _dispatch(self, msg: Any, context: Any) -> None:
+        raise NotImplementedError
+
+    def _on_close(self) -> None:
+        """Hook: the stream ended (roles drop what can no longer complete)."""
+
+    # --- output -----------------------------------------------------------------------------
+
+    def next_event(self) -> Event | Literal[_Sentinel.NEED_DATA]:
+        """The next event, or :data:`NEED_DATA` when nothing more can happen without input."""
+        events = self._events
+        return events.popleft() if events else NEED_DATA
+
+    def events(self) -> list[Event]:
+        """Every pending event, oldest first (drains the queue)."""
+        out = list(self._events)
+        self._events.clear()
+        return out
+
+    def outgoing(self) -> list[Outgoing]:
+        """Every message waiting to be written, oldest first (drains the queue)."""
+        out = list(self._out)
+        self._out.clear()
+        return out
+
+    def data_to_send(self) -> bytes:
+        """The pending messages as newline-delimited bytes, for stream transports."""
+        out = self._out
+        if not out:
+            return b""
+        data = b"".join([item.data + b"\n" for item in out])
+        out.clear()
+        return data
+
+    def _encode(self, message: Mapping[str, Any]) -> bytes:
+        try:
+            return self._dumps(message)
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+            raise LocalProtocolError(f"message cannot be serialized as JSON: {exc}") from exc
+
+    def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
+        """Report invalid input, answering it with an error response when ``answer``."""
+        if answer:
+            msg = error_message(exc.request_id, exc.error)
+            self._out.append(OutgoingError(self._dumps(msg), msg, exc.request_id, exc.error))
+        self._events.append(InvalidMessage(exc.error, exc.request_id, answer))

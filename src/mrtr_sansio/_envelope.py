@@ -1,0 +1,104 @@
+"""The modern per-request ``_meta`` envelope, protocol versions and eras.
+
+A request whose ``params._meta`` carries ``io.modelcontextprotocol/protocolVersion`` is a modern
+(2026-07-28) request and must also carry ``clientCapabilities``; anything else is legacy traffic,
+which is only served inside an ``initialize``-d session.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+from ._errors import INVALID_PARAMS, JsonRpcError, RemoteProtocolError
+
+__all__ = [
+    "CLIENT_CAPABILITIES",
+    "CLIENT_INFO",
+    "LATEST_LEGACY_VERSION",
+    "LATEST_MODERN_VERSION",
+    "LEGACY_VERSIONS",
+    "LOG_LEVEL",
+    "MODERN_VERSIONS",
+    "PROTOCOL_VERSION",
+    "SERVER_INFO",
+    "SUBSCRIPTION_ID",
+    "Era",
+    "modern_envelope",
+]
+
+PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+LATEST_MODERN_VERSION = "2026-07-28"
+LATEST_LEGACY_VERSION = "2025-11-25"
+#: Modern revisions this package implements.
+MODERN_VERSIONS: tuple[str, ...] = (LATEST_MODERN_VERSION,)
+#: Legacy revisions whose ``initialize`` handshake this package accepts, newest first.
+LEGACY_VERSIONS: tuple[str, ...] = (LATEST_LEGACY_VERSION, "2025-06-18", "2025-03-26", "2024-11-05")
+
+#: RFC 5424 severities in increasing order, as MCP's ``LoggingLevel`` names them.
+LOG_LEVELS: tuple[str, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+LOG_LEVEL_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+
+
+class Era(enum.Enum):
+    """Which wire a request arrived on."""
+
+    #: 2026-07-28 and later: per-request ``_meta`` envelope, stateless, MRTR on the wire.
+    MODERN = "modern"
+    #: 2025-11-25 and earlier: ``initialize`` handshake, real server-to-client requests.
+    LEGACY = "legacy"
+
+
+def invalid(request_id: Any, message: str) -> RemoteProtocolError:
+    """A -32602 for ``request_id`` (the answer to every malformed-envelope case)."""
+    return RemoteProtocolError(JsonRpcError(INVALID_PARAMS, message), request_id)
+
+
+def check_modern_meta(meta: Mapping[str, Any], request_id: Any) -> None:
+    """Validate the envelope of a request already known to be modern (version key present).
+
+    Raises :class:`RemoteProtocolError` (-32602) for a missing or mistyped required field, a
+    mistyped ``clientInfo`` or an unknown ``logLevel``. The version itself is checked by the
+    caller against the configured list, after these checks (the order the spec digest gives).
+    """
+    if not isinstance(meta[PROTOCOL_VERSION], str):
+        raise invalid(request_id, f"_meta field {PROTOCOL_VERSION} must be a string")
+    caps = meta.get(CLIENT_CAPABILITIES)
+    if not isinstance(caps, dict):
+        if caps is None:
+            raise invalid(request_id, f"Missing required _meta field {CLIENT_CAPABILITIES}")
+        raise invalid(request_id, f"_meta field {CLIENT_CAPABILITIES} must be an object")
+    info = meta.get(CLIENT_INFO)
+    if info is not None and not isinstance(info, dict):
+        raise invalid(request_id, f"_meta field {CLIENT_INFO} must be an object")
+    level = meta.get(LOG_LEVEL)
+    if level is not None and level not in LOG_LEVEL_RANK:
+        raise invalid(request_id, f"Unknown log level in _meta field {LOG_LEVEL}")
+
+
+def modern_envelope(
+    version: str,
+    capabilities: Mapping[str, Any],
+    client_info: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The ``_meta`` entries a modern client puts on every request."""
+    meta: dict[str, Any] = {PROTOCOL_VERSION: version, CLIENT_CAPABILITIES: capabilities}
+    if client_info is not None:
+        meta[CLIENT_INFO] = client_info
+    return meta

@@ -1,0 +1,391 @@
+"""Every event a connection reports, every command an application sends, every outgoing item.
+
+Three families, all frozen attrs classes:
+
+* **events** (``next_event()``): what the peer did, as the application needs to see it;
+* **commands** (``send()``): what the application asks the connection to say;
+* **outgoing** (``outgoing()``): what must be written, serialized, with routing facts.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from ._envelope import Era
+from ._errors import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
+from ._mrtr import InputRequiredResult, InputResponses
+
+__all__ = [
+    "NEED_DATA",
+    "Call",
+    "CallCompleted",
+    "CallFailed",
+    "ConnectionClosed",
+    "Event",
+    "FulfilRequest",
+    "InputNeeded",
+    "InputWithdrawn",
+    "InvalidMessage",
+    "NotificationReceived",
+    "Notify",
+    "Outgoing",
+    "OutgoingError",
+    "OutgoingInputRequired",
+    "OutgoingNotification",
+    "OutgoingRequest",
+    "OutgoingResponse",
+    "OutgoingResult",
+    "PingAnswered",
+    "RequestCancelled",
+    "RequestReceived",
+    "RequestStateRejected",
+    "Respond",
+    "RoundsExhausted",
+    "SessionInitialized",
+    "UnexpectedResponse",
+]
+
+
+class _Sentinel(enum.Enum):
+    NEED_DATA = "NEED_DATA"
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+#: Returned by ``next_event()`` when nothing more can happen until more data arrives.
+NEED_DATA: Literal[_Sentinel.NEED_DATA] = _Sentinel.NEED_DATA
+
+
+class Event:
+    """Base class of everything ``next_event()`` returns."""
+
+    __slots__ = ()
+
+
+# --- server-side events -----------------------------------------------------------------------
+
+
+@attrs.frozen(eq=False)
+class RequestReceived(Event):
+    """A request for the application to answer with ``send(Respond(request_id, ...))``.
+
+    On the modern wire the envelope facts come from this request's own ``_meta``; on the legacy
+    wire from ``initialize``. ``request_state`` is the state the handler wrote (unsealed when
+    the server seals state); ``round`` counts attempts at the same operation, starting at 1,
+    and is None when it cannot be known (a modern retry whose state does not carry it).
+    """
+
+    request_id: str | int
+    method: str
+    params: Mapping[str, Any]
+    era: Era
+    protocol_version: str
+    client_capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any] | None = None
+    request_state: Any = None
+    round: int | None = 1
+    principal: str | None = None
+
+    @property
+    def input_responses(self) -> InputResponses:
+        """The client's answers to the previous round's input requests (may be empty)."""
+        return InputResponses(self.params.get("inputResponses"))
+
+    def input_response(self, key: str) -> Mapping[str, Any] | None:
+        """The answer under ``key`` (any str-like key), or None."""
+        return self.input_responses.get_response(key)
+
+    @property
+    def arguments(self) -> Mapping[str, Any]:
+        """``params.arguments`` (tools/call, prompts/get), or an empty mapping."""
+        args = self.params.get("arguments")
+        return args if isinstance(args, Mapping) else {}
+
+    @property
+    def name(self) -> str | None:
+        """``params.name`` (tool or prompt name), or None."""
+        name = self.params.get("name")
+        return name if isinstance(name, str) else None
+
+    @property
+    def uri(self) -> str | None:
+        """``params.uri`` (resources/read), or None."""
+        uri = self.params.get("uri")
+        return uri if isinstance(uri, str) else None
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """``params._meta`` (progress token, trace context, envelope), or an empty mapping."""
+        meta = self.params.get("_meta")
+        return meta if isinstance(meta, Mapping) else {}
+
+    def missing_capability(
+        self, required: Mapping[str, Any], message: str | None = None
+    ) -> JsonRpcError:
+        """The -32021 error to answer with when the handler needs an undeclared capability.
+
+        On the legacy wire -32021 does not exist; the same facts go out as -32603.
+        """
+        error = JsonRpcError.missing_capability(required, message)
+        if self.era is Era.LEGACY:
+            return JsonRpcError.internal(error.message, error.data)
+        return error
+
+    def unknown(self, what: str = "") -> JsonRpcError:
+        """-32602 for an unknown tool, prompt or resource (``data.uri`` for resources)."""
+        if self.method == "resources/read":
+            return JsonRpcError(
+                INVALID_PARAMS, f"Resource not found: {self.uri}", {"uri": self.uri}
+            )
+        label = {"tools/call": "tool", "prompts/get": "prompt"}.get(self.method, "target")
+        return JsonRpcError(INVALID_PARAMS, f"Unknown {label}: {what or self.name}")
+
+    def method_not_found(self) -> JsonRpcError:
+        """-32601 for a method this server does not implement."""
+        return JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {self.method}")
+
+
+@attrs.frozen
+class NotificationReceived(Event):
+    """A notification from the peer that the connection does not consume itself."""
+
+    method: str
+    params: Mapping[str, Any] | None
+
+
+@attrs.frozen
+class RequestCancelled(Event):
+    """The peer cancelled one of its requests; nothing will be sent for it any more."""
+
+    request_id: str | int
+    reason: str | None
+
+
+@attrs.frozen
+class SessionInitialized(Event):
+    """A legacy ``initialize`` was answered: the session's version and client facts."""
+
+    protocol_version: str
+    client_capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any] | None
+
+
+@attrs.frozen
+class UnexpectedResponse(Event):
+    """A response whose id matches nothing we are waiting for (late, duplicate or bogus)."""
+
+    response_id: Any
+    message: Mapping[str, Any]
+
+
+@attrs.frozen
+class InvalidMessage(Event):
+    """The peer sent something invalid; ``answered`` says whether an error reply went out."""
+
+    error: JsonRpcError
+    request_id: Any
+    answered: bool
+
+
+@attrs.frozen
+class RequestStateRejected(Event):
+    """A ``requestState`` failed verification. ``reason`` never goes on the wire."""
+
+    request_id: str | int
+    method: str
+    reason: str
+
+
+@attrs.frozen
+class RoundsExhausted(Event):
+    """A multi round-trip operation hit its round cap and was ended.
+
+    Server (legacy shim): ``call`` is the original :class:`RequestReceived`. Client: ``call`` is
+    the :class:`Call`. ``last_result`` is the last ``input_required`` result, as wire JSON.
+    """
+
+    call: Any
+    rounds: int
+    last_result: Mapping[str, Any]
+
+
+@attrs.frozen
+class PingAnswered(Event):
+    """The peer answered our ``ping`` (``ok`` is False if it answered with an error)."""
+
+    request_id: int
+    ok: bool
+
+
+@attrs.frozen
+class ConnectionClosed(Event):
+    """The peer closed the stream (``receive_data(b"")``)."""
+
+
+# --- client-side events -----------------------------------------------------------------------
+
+
+@attrs.frozen(eq=False)
+class Call:
+    """Handle of one logical client operation, stable across all its rounds and retries."""
+
+    call_id: int
+    method: str
+    params: Mapping[str, Any]
+
+
+@attrs.frozen
+class InputNeeded(Event):
+    """The server needs one piece of input for ``call``; answer it with ``fulfil``.
+
+    ``key`` is the ``inputRequests`` key (modern) or the server's request id (legacy).
+    ``call`` is None for a legacy server request that could not be tied to one call.
+    """
+
+    call: Call | None
+    key: str | int
+    method: str
+    params: Mapping[str, Any]
+    round: int
+
+
+@attrs.frozen
+class InputWithdrawn(Event):
+    """The server cancelled a pending legacy request; its :class:`InputNeeded` is void."""
+
+    call: Call | None
+    key: str | int
+
+
+@attrs.frozen
+class CallCompleted(Event):
+    """The operation ended with a final result (``resultType`` complete, or absent)."""
+
+    call: Call
+    result: Mapping[str, Any]
+
+
+@attrs.frozen
+class CallFailed(Event):
+    """The operation ended with an error: a JSON-RPC error, or an invalid server response."""
+
+    call: Call
+    error: JsonRpcError
+
+    @property
+    def required_capabilities(self) -> Mapping[str, Any] | None:
+        """For -32021: the capabilities the server said it needs."""
+        data = self.error.data
+        if isinstance(data, Mapping) and isinstance(data.get("requiredCapabilities"), Mapping):
+            caps: Mapping[str, Any] = data["requiredCapabilities"]
+            return caps
+        return None
+
+    @property
+    def supported_versions(self) -> list[str] | None:
+        """For -32022: the protocol versions the server serves."""
+        data = self.error.data
+        if isinstance(data, Mapping) and isinstance(data.get("supported"), list):
+            return [v for v in data["supported"] if isinstance(v, str)]
+        return None
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Respond:
+    """Answer request ``request_id``: a result mapping, an input request, or an error."""
+
+    request_id: str | int
+    result: Mapping[str, Any] | InputRequiredResult | JsonRpcError
+
+
+@attrs.frozen
+class Notify:
+    """Send a notification, tied to the client request it belongs to when there is one.
+
+    Request-scoped notifications (progress, log messages) for a request that is no longer in
+    flight are dropped, as the spec requires.
+    """
+
+    method: str
+    params: Mapping[str, Any] | None = None
+    related_request_id: str | int | None = None
+
+
+# --- outgoing ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Outgoing:
+    """One message to write: ``data`` (UTF-8 JSON, no newline) and the decoded ``message``.
+
+    ``related_request_id`` is the id of the peer request this message belongs to, so that
+    transports can route it (the HTTP response or SSE stream of that request); None for
+    messages that belong to no request.
+    """
+
+    data: bytes
+    message: Mapping[str, Any]
+    related_request_id: str | int | None
+
+
+@attrs.frozen
+class OutgoingResponse(Outgoing):
+    """A response that ends a peer request (the transport may close its stream)."""
+
+
+@attrs.frozen
+class OutgoingResult(OutgoingResponse):
+    """A final (complete) result."""
+
+
+@attrs.frozen
+class OutgoingInputRequired(OutgoingResponse):
+    """An ``input_required`` result (modern wire): ends this request, not the operation."""
+
+
+@attrs.frozen
+class OutgoingError(OutgoingResponse):
+    """An error response."""
+
+    error: JsonRpcError
+
+    @property
+    def http_status(self) -> int:
+        """The HTTP status the modern Streamable HTTP transport prescribes for this error."""
+        code = self.error.code
+        if code == METHOD_NOT_FOUND:
+            return 404
+        if code in (INVALID_PARAMS, -32020, -32021, -32022, -32600, -32700):
+            return 400
+        return 200
+
+
+@attrs.frozen
+class OutgoingNotification(Outgoing):
+    """A notification."""
+
+
+@attrs.frozen
+class OutgoingRequest(Outgoing):
+    """A request we send (client requests; server ``ping``)."""
+
+    request_id: str | int
+
+
+@attrs.frozen
+class FulfilRequest(OutgoingRequest):
+    """A legacy shim leg: an embedded input request sent as a real server-to-client request.
+
+    ``related_request_id`` is the client request it serves (SEP-2260); ``key`` the
+    ``inputRequests`` key it answers.
+    """
+
+    key: str

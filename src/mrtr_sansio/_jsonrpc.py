@@ -1,0 +1,116 @@
+"""JSON-RPC 2.0: classify and validate decoded messages, build the ones we send.
+
+Messages stay plain dicts end to end: the connection reads the few fields it needs straight from
+the decoded object, which keeps the per-message cost to one pass of the JSON codec.
+
+Ids are strings or integers, never null, booleans or floats. Batches (JSON arrays) were removed
+from MCP in 2025-06-18 and are rejected. An error about a message whose id cannot be read omits
+``id`` (both MCP schemas type it as optional string-or-integer); peers' ``"id": null`` is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ._errors import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    JsonRpcError,
+    RemoteProtocolError,
+)
+
+__all__ = [
+    "NOTIFICATION",
+    "REQUEST",
+    "RESPONSE",
+    "classify",
+    "error_message",
+    "is_valid_id",
+    "notification_message",
+    "parse_error",
+    "request_message",
+    "result_message",
+]
+
+REQUEST: Final = 0
+NOTIFICATION: Final = 1
+RESPONSE: Final = 2
+
+
+def is_valid_id(value: Any) -> bool:
+    """A JSON-RPC id as MCP allows it: a string or an integer (``bool`` excluded)."""
+    t = type(value)
+    return t is str or t is int
+
+
+def _invalid(message: str, request_id: Any = None) -> RemoteProtocolError:
+    return RemoteProtocolError(JsonRpcError(INVALID_REQUEST, message), request_id)
+
+
+def parse_error(detail: str = "Invalid JSON") -> RemoteProtocolError:
+    """-32700 for bytes that are not one valid UTF-8 JSON text."""
+    return RemoteProtocolError(JsonRpcError(PARSE_ERROR, f"Parse error: {detail}"), None)
+
+
+def classify(msg: Any) -> int:
+    """Return REQUEST, NOTIFICATION or RESPONSE for a decoded message, or raise.
+
+    Raises :class:`RemoteProtocolError` (-32600) for anything that is not a valid JSON-RPC 2.0
+    message; its ``request_id`` is set only when the message is a request with a readable id.
+    A malformed *response* raises too, with ``request_id`` None: callers must not answer it.
+    """
+    if type(msg) is not dict:
+        if type(msg) is list:
+            raise _invalid("Invalid Request: batches are not supported")
+        raise _invalid("Invalid Request: a message must be a JSON object")
+    method = msg.get("method")
+    raw_id = msg.get("id")
+    request_id = raw_id if is_valid_id(raw_id) else None
+    if msg.get("jsonrpc") != "2.0":
+        raise _invalid('Invalid Request: "jsonrpc" must be "2.0"', request_id)
+    if method is not None:
+        if type(method) is not str:
+            raise _invalid('Invalid Request: "method" must be a string', request_id)
+        params = msg.get("params")
+        if params is not None and type(params) is not dict:
+            raise _invalid('Invalid Request: "params" must be an object', request_id)
+        if "id" not in msg:
+            return NOTIFICATION
+        if request_id is None:
+            raise _invalid('Invalid Request: "id" must be a string or an integer')
+        return REQUEST
+    if "result" in msg:
+        if "error" in msg or request_id is None:
+            raise _invalid("Invalid response")
+        return RESPONSE
+    if "error" in msg:
+        if raw_id is not None and request_id is None:
+            raise _invalid("Invalid response")
+        return RESPONSE
+    raise _invalid('Invalid Request: "method" is missing', request_id)
+
+
+def result_message(request_id: Any, result: Any) -> dict[str, Any]:
+    """A success response."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_message(request_id: Any, error: JsonRpcError) -> dict[str, Any]:
+    """An error response; ``id`` is omitted when None (the id could not be read)."""
+    if request_id is None:
+        return {"jsonrpc": "2.0", "error": error.to_wire()}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()}
+
+
+def request_message(request_id: Any, method: str, params: Any) -> dict[str, Any]:
+    """A request; ``params`` omitted when None."""
+    if params is None:
+        return {"jsonrpc": "2.0", "id": request_id, "method": method}
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def notification_message(method: str, params: Any) -> dict[str, Any]:
+    """A notification; ``params`` omitted when None."""
+    if params is None:
+        return {"jsonrpc": "2.0", "method": method}
+    return {"jsonrpc": "2.0", "method": method, "params": params}

@@ -1,0 +1,285 @@
+"""MRTR values: embedded input requests, the ``input_required`` result, and answer readers.
+
+A handler that needs input returns an :class:`InputRequiredResult`; on the next round it reads
+the client's answers through :class:`InputResponses`. The same values serve both wires: the
+modern wire sends the result as is, the legacy shim turns each request into a real
+server-to-client request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from ._capabilities import ELICIT, ROOTS, SAMPLE, merge_capabilities, required_capabilities
+
+__all__ = [
+    "EMBEDDABLE_METHODS",
+    "MRTR_METHODS",
+    "InputRequest",
+    "InputRequiredResult",
+    "InputResponses",
+    "elicit_form",
+    "elicit_url",
+    "list_roots",
+    "sample",
+]
+
+#: The requests that may be answered with ``input_required`` (spec: Supported Requests).
+MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+#: The requests that may be embedded in ``inputRequests``.
+EMBEDDABLE_METHODS = frozenset({ELICIT, SAMPLE, ROOTS})
+
+INPUT_REQUIRED = "input_required"
+
+
+def _key(key: object) -> str:
+    """A plain ``str`` for a key that is a str or a str subclass (e.g. a ``StrEnum`` member)."""
+    if type(key) is str:
+        return key
+    if isinstance(key, str):
+        return str.__str__(key)
+    raise TypeError(f"input request keys must be strings, got {type(key).__name__}")
+
+
+@attrs.frozen
+class InputRequest:
+    """One embedded request: ``elicitation/create``, ``sampling/createMessage`` or ``roots/list``.
+
+    Not a JSON-RPC request: it has no id. ``params`` may be None only for ``roots/list``.
+    """
+
+    method: str
+    params: Mapping[str, Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.method not in EMBEDDABLE_METHODS:
+            raise ValueError(
+                f"method: {self.method!r} cannot be embedded; use one of "
+                f"{', '.join(sorted(EMBEDDABLE_METHODS))}"
+            )
+        if self.params is None:
+            if self.method != ROOTS:
+                raise TypeError(f"params: {self.method} needs params")
+        elif not isinstance(self.params, Mapping):
+            raise TypeError(f"params: must be a mapping, got {type(self.params).__name__}")
+
+    @classmethod
+    def coerce(cls, value: InputRequest | Mapping[str, Any]) -> InputRequest:
+        """Accept an :class:`InputRequest` or a ``{"method": ..., "params": ...}`` mapping."""
+        if isinstance(value, InputRequest):
+            return value
+        if isinstance(value, Mapping):
+            method = value.get("method")
+            if not isinstance(method, str):
+                raise TypeError("method: must be a string")
+            return cls(method, value.get("params"))
+        raise TypeError(
+            f"input request must be an InputRequest or a mapping, got {type(value).__name__}"
+        )
+
+    def required_capabilities(self) -> dict[str, Any]:
+        """The client capabilities this request needs."""
+        return required_capabilities(self.method, self.params)
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"method": ..., "params": ...}``, params omitted when None."""
+        if self.params is None:
+            return {"method": self.method}
+        return {"method": self.method, "params": dict(self.params)}
+
+
+def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"input_requests: must be a mapping of key to request, got {type(value).__name__}"
+        )
+    out: dict[str, InputRequest] = {}
+    for key, request in value.items():
+        k = _key(key)
+        if not k:
+            raise ValueError("input_requests: keys must be non-empty strings")
+        out[k] = InputRequest.coerce(request)
+    return out
+
+
+@attrs.frozen
+class InputRequiredResult:
+    """The answer of a handler that needs input before it can complete.
+
+    At least one of ``input_requests`` and ``request_state`` must be given. ``request_state`` is
+    what the handler wants back on the next round: a string on an unsealed server, any JSON
+    value when the server seals state (see ``RequestStateSecurity``).
+    """
+
+    input_requests: Mapping[str, InputRequest] | None = attrs.field(
+        default=None, converter=_freeze_requests
+    )
+    request_state: Any = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.input_requests is None and self.request_state is None:
+            raise ValueError("input_requests or request_state: at least one must be given")
+
+    @classmethod
+    def from_wire(cls, result: Mapping[str, Any]) -> InputRequiredResult:
+        """Read an ``input_required`` result object (raises ValueError/TypeError if invalid)."""
+        requests = result.get("inputRequests")
+        state = result.get("requestState")
+        if state is not None and not isinstance(state, str):
+            raise TypeError("requestState: must be a string")
+        return cls(requests, state)
+
+    def required_capabilities(self) -> dict[str, Any]:
+        """Every client capability the embedded requests need, merged."""
+        if not self.input_requests:
+            return {}
+        return merge_capabilities(r.required_capabilities() for r in self.input_requests.values())
+
+    def to_wire(self, request_state: str | None = None) -> dict[str, Any]:
+        """The result object; ``request_state`` overrides the field (the sealed form)."""
+        out: dict[str, Any] = {"resultType": INPUT_REQUIRED}
+        if self.input_requests is not None:
+            out["inputRequests"] = {k: r.to_wire() for k, r in self.input_requests.items()}
+        state = self.request_state if request_state is None else request_state
+        if state is not None:
+            out["requestState"] = state
+        return out
+
+
+# --- builders -------------------------------------------------------------------------------
+
+
+def elicit_form(message: str, requested_schema: Mapping[str, Any], **extra: Any) -> InputRequest:
+    """A form-mode ``elicitation/create`` (``mode`` is left out: absent means form)."""
+    if not isinstance(message, str):
+        raise TypeError("message: must be a string")
+    if not isinstance(requested_schema, Mapping):
+        raise TypeError("requested_schema: must be a mapping (a JSON Schema object)")
+    return InputRequest(ELICIT, {"message": message, "requestedSchema": requested_schema, **extra})
+
+
+def elicit_url(
+    message: str, url: str, *, elicitation_id: str | None = None, **extra: Any
+) -> InputRequest:
+    """A url-mode ``elicitation/create``.
+
+    The modern wire has no ``elicitationId``; pass one only to fix the id the legacy shim sends
+    (it mints one otherwise).
+    """
+    if not isinstance(message, str):
+        raise TypeError("message: must be a string")
+    if not isinstance(url, str):
+        raise TypeError("url: must be a string")
+    params: dict[str, Any] = {"mode": "url", "message": message, "url": url, **extra}
+    if elicitation_id is not None:
+        params["elicitationId"] = elicitation_id
+    return InputRequest(ELICIT, params)
+
+
+def sample(
+    messages: list[Mapping[str, Any]] | str,
+    max_tokens: int,
+    *,
+    system_prompt: str | None = None,
+    tools: list[Mapping[str, Any]] | None = None,
+    tool_choice: Mapping[str, Any] | None = None,
+    **extra: Any,
+) -> InputRequest:
+    """A ``sampling/createMessage``; a plain string becomes one user text message."""
+    if isinstance(messages, str):
+        messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+    if type(max_tokens) is not int or max_tokens < 1:
+        raise ValueError("max_tokens: must be a positive integer")
+    params: dict[str, Any] = {"messages": list(messages), "maxTokens": max_tokens, **extra}
+    if system_prompt is not None:
+        params["systemPrompt"] = system_prompt
+    if tools is not None:
+        params["tools"] = list(tools)
+    if tool_choice is not None:
+        params["toolChoice"] = tool_choice
+    return InputRequest(SAMPLE, params)
+
+
+def list_roots() -> InputRequest:
+    """A ``roots/list`` (with empty params, which both schemas accept)."""
+    return InputRequest(ROOTS, {})
+
+
+# --- readers --------------------------------------------------------------------------------
+
+
+class InputResponses(Mapping[str, Any]):
+    """The ``inputResponses`` a request carried, with typed readers.
+
+    Lookups accept any str-like key. The typed readers return None when the answer is absent or
+    not of the expected shape, so that a handler can simply ask again (the spec's SHOULD).
+    """
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
+        self._raw: Mapping[str, Any] = raw if raw is not None else {}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._raw[_key(key)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and _key(key) in self._raw
+
+    def __repr__(self) -> str:
+        return f"InputResponses({dict(self._raw)!r})"
+
+    def get_response(self, key: str) -> Mapping[str, Any] | None:
+        """The raw answer object under ``key``, or None."""
+        value = self._raw.get(_key(key))
+        return value if isinstance(value, Mapping) else None
+
+    def elicitation_action(self, key: str) -> str | None:
+        """``"accept"``, ``"decline"`` or ``"cancel"`` for an elicitation answer, else None."""
+        value = self.get_response(key)
+        action = value.get("action") if value is not None else None
+        return action if action in ("accept", "decline", "cancel") else None
+
+    def accepted_content(self, key: str) -> Mapping[str, Any] | None:
+        """The form content of an accepted elicitation, else None.
+
+        A url-mode accept carries no content; it yields an empty mapping.
+        """
+        value = self.get_response(key)
+        if value is None or value.get("action") != "accept":
+            return None
+        content = value.get("content", {})
+        return content if isinstance(content, Mapping) else None
+
+    def sampled_text(self, key: str) -> str | None:
+        """The text of a sampling answer (all text blocks joined), else None."""
+        value = self.get_response(key)
+        if value is None:
+            return None
+        content = value.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        texts = [
+            b["text"]
+            for b in blocks
+            if isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+        return "".join(texts) if texts else None
+
+    def root_uris(self, key: str) -> list[str] | None:
+        """The URIs of a ``roots/list`` answer, else None."""
+        value = self.get_response(key)
+        roots = value.get("roots") if value is not None else None
+        if not isinstance(roots, list):
+            return None
+        return [r["uri"] for r in roots if isinstance(r, Mapping) and isinstance(r.get("uri"), str)]

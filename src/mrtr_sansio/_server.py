@@ -1,0 +1,654 @@
+"""ServerConnection: the server role on both wires.
+
+Per request, in order: JSON-RPC shape (-32600), HTTP mirror headers when given (-32020), the
+modern envelope (-32602), the protocol version (-32022), legacy-only methods on the modern wire
+(-32601), then for ``tools/call``/``prompts/get``/``resources/read`` the MRTR fields
+(``inputResponses``, ``requestState``; -32602). What survives reaches the application as a
+:class:`RequestReceived`.
+
+Answers pass one gate (see :meth:`ServerConnection.respond`): a cancelled request gets nothing;
+``input_required`` is allowed only on the three MRTR methods; on the legacy wire it is fulfilled
+by the shim (or refused with -32603); embedded requests beyond the declared capabilities become
+-32021. Modern results always carry ``resultType``; legacy results never do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._capabilities import missing_capabilities
+from ._config import ServerConfig
+from ._connection import Connection
+from ._envelope import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    LOG_LEVEL_RANK,
+    PROTOCOL_VERSION,
+    SERVER_INFO,
+    Era,
+    check_modern_meta,
+    invalid,
+)
+from ._errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    JsonRpcError,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+from ._events import (
+    NotificationReceived,
+    Notify,
+    OutgoingError,
+    OutgoingInputRequired,
+    OutgoingNotification,
+    OutgoingResult,
+    RequestCancelled,
+    RequestReceived,
+    RequestStateRejected,
+    Respond,
+    SessionInitialized,
+)
+from ._http import HttpRequestFacts, check_headers
+from ._jsonrpc import (
+    NOTIFICATION,
+    REQUEST,
+    RESPONSE,
+    classify,
+    error_message,
+    is_valid_id,
+    notification_message,
+    result_message,
+)
+from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
+from ._shim import LegacyShim
+from ._state import RequestStateError, StateBinding
+
+__all__ = ["LegacySession", "ServerConnection"]
+
+#: Methods of the legacy wire that the modern wire removed; with an envelope they are -32601.
+LEGACY_ONLY_METHODS = frozenset(
+    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
+)
+#: Methods whose complete results carry ``ttlMs`` and ``cacheScope`` (SEP-2549).
+CACHEABLE_METHODS = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+INVALID_STATE = JsonRpcError(
+    INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
+)
+_NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+class LegacySession:
+    """What ``initialize`` established for a legacy stdio process or HTTP session."""
+
+    __slots__ = (
+        "client_capabilities",
+        "client_info",
+        "initialized",
+        "log_level",
+        "protocol_version",
+    )
+
+    def __init__(
+        self,
+        protocol_version: str,
+        client_capabilities: Mapping[str, Any],
+        client_info: Mapping[str, Any] | None,
+    ) -> None:
+        self.protocol_version = protocol_version
+        self.client_capabilities = client_capabilities
+        self.client_info = client_info
+        #: True once ``notifications/initialized`` arrived.
+        self.initialized = False
+        #: Minimum level set by ``logging/setLevel``, or None (send every level).
+        self.log_level: str | None = None
+
+
+def _missing_meta_message(meta: Any) -> str:
+    if meta is None:
+        return (
+            "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
+        )
+    return f"Missing required _meta field {PROTOCOL_VERSION}"
+
+
+class ServerConnection(Connection):
+    """The server side of one stream (a stdio process, a TCP connection), one legacy HTTP
+    session, or one stateless HTTP exchange.
+
+    ``principal`` is the authenticated caller for every message on this connection (messages
+    may override it); it is bound into sealed state. ``server_requests`` says whether the
+    transport can carry server-to-client requests at all; without it legacy requests that
+    need input are refused, as the legacy shim cannot run.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        *,
+        principal: str | None = None,
+        server_requests: bool = True,
+    ) -> None:
+        config = config if config is not None else ServerConfig()
+        super().__init__(config.limits, config.codec)
+        self.config = config
+        self.principal = principal
+        self._server_requests = server_requests
+        self._server_info = config.server_info
+        self._protector = config.request_state
+        self._inflight: dict[Any, RequestReceived] = {}
+        # Cancelled requests the application may still answer (the answer is dropped).
+        self._cancelled: dict[Any, None] = {}
+        self._session: LegacySession | None = None
+        self._shim = LegacyShim(self)
+
+    # --- public API -------------------------------------------------------------------------
+
+    @property
+    def session(self) -> LegacySession | None:
+        """The legacy session, once ``initialize`` was received."""
+        return self._session
+
+    @property
+    def in_flight(self) -> frozenset[Any]:
+        """Ids of client requests received and not yet answered."""
+        return frozenset(self._inflight)
+
+    def receive_message(
+        self,
+        message: bytes | str | Mapping[str, Any],
+        *,
+        http: HttpRequestFacts | None = None,
+        principal: str | None = None,
+    ) -> None:
+        """Feed one whole message (an HTTP body, or a message already decoded).
+
+        ``http`` carries the request's MCP headers for the modern mirror-header checks;
+        ``principal`` overrides the connection's for this message.
+        """
+        context = None if http is None and principal is None else (http, principal)
+        self._receive_decoded(message, context)
+
+    def send(self, command: Respond | Notify) -> None:
+        """Carry out a :class:`Respond` or :class:`Notify` command."""
+        if type(command) is Respond:
+            self.respond(command.request_id, command.result)
+        elif type(command) is Notify:
+            self.notify(command.method, command.params, command.related_request_id)
+        else:
+            raise TypeError(f"cannot send {type(command).__name__}")
+
+    def respond(
+        self,
+        request_id: str | int,
+        result: Mapping[str, Any] | InputRequiredResult | JsonRpcError,
+    ) -> None:
+        """Answer a request with a result mapping, an :class:`InputRequiredResult`, or an error.
+
+        Raises :class:`LocalProtocolError` for an id that awaits no answer, and for
+        ``input_required`` on a method that does not allow it (the request stays open).
+        """
+        event = self._inflight.get(request_id)
+        if event is None:
+            if request_id in self._cancelled:
+                del self._cancelled[request_id]
+                return
+            raise LocalProtocolError(f"no request with id {request_id!r} awaits an answer")
+        if self._shim.waiting(request_id):
+            raise LocalProtocolError(
+                f"request {request_id!r} is waiting for the client's input (legacy shim)"
+            )
+        if isinstance(result, InputRequiredResult):
+            self._respond_input_required(event, result)
+        elif isinstance(result, JsonRpcError):
+            self._respond_error(event, result)
+        elif isinstance(result, Mapping):
+            if result.get("resultType") == INPUT_REQUIRED:
+                try:
+                    ir = InputRequiredResult.from_wire(result)
+                except (TypeError, ValueError) as exc:
+                    raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
+                self._respond_input_required(event, ir)
+            else:
+                self._respond_complete(event, result)
+        else:
+            raise TypeError(
+                "result must be a mapping, an InputRequiredResult or a JsonRpcError, not "
+                f"{type(result).__name__}"
+            )
+
+    def notify(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        related_request_id: str | int | None = None,
+    ) -> None:
+        """Send a notification; see :class:`Notify` for the request-scoped rules."""
+        if related_request_id is not None:
+            event = self._inflight.get(related_request_id)
+            if event is None:
+                return  # the request is over: progress and logs for it must stop
+            if method == "notifications/message" and not self._log_allowed(event, params):
+                return
+        elif method == "notifications/message" and not self._log_allowed(None, params):
+            return
+        msg = notification_message(method, params)
+        self._out.append(OutgoingNotification(self._encode(msg), msg, related_request_id))
+
+    def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
+        """The ``InitializeResult`` for this session (negotiated version unless given)."""
+        if protocol_version is None:
+            if self._session is None:
+                raise LocalProtocolError("no initialize has been received")
+            protocol_version = self._session.protocol_version
+        result: dict[str, Any] = {
+            "protocolVersion": protocol_version,
+            "capabilities": dict(self.config.capabilities),
+            "serverInfo": self._server_info or {"name": "mrtr-sansio", "version": "0"},
+        }
+        if self.config.instructions is not None:
+            result["instructions"] = self.config.instructions
+        return result
+
+    def discover_result(self) -> dict[str, Any]:
+        """The ``DiscoverResult``: versions, capabilities, instructions, cache hints."""
+        config = self.config
+        result: dict[str, Any] = {
+            "supportedVersions": [*config.supported_versions, *config.legacy_versions],
+            "capabilities": dict(config.capabilities),
+        }
+        if config.instructions is not None:
+            result["instructions"] = config.instructions
+        return result
+
+    def ping(self) -> str | int:
+        """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
+        if self._session is None or not self._server_requests:
+            raise LocalProtocolError("ping needs a legacy session that carries server requests")
+        return self._shim.send_ping()
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must next be called (clock seconds), or None."""
+        return self._shim.next_deadline()
+
+    def handle_timer(self, now: float) -> None:
+        """Expire what is due at ``now`` (legacy shim legs that got no answer)."""
+        self._shim.handle_timer(now)
+
+    # --- receive path -----------------------------------------------------------------------
+
+    def _dispatch(self, msg: Any, context: Any) -> None:
+        try:
+            kind = classify(msg)
+        except RemoteProtocolError as exc:
+            is_response = (
+                type(msg) is dict and "method" not in msg and ("result" in msg or "error" in msg)
+            )
+            self._invalid(exc, answer=not is_response)
+            return
+        if kind == REQUEST:
+            try:
+                self._on_request(msg, context)
+            except RemoteProtocolError as exc:
+                self._invalid(exc, answer=True)
+        elif kind == NOTIFICATION:
+            self._on_notification(msg["method"], msg.get("params"))
+        elif kind == RESPONSE:
+            self._shim.on_response(msg)
+
+    def _on_request(self, msg: dict[str, Any], context: Any) -> None:
+        rid = msg["id"]
+        method: str = msg["method"]
+        params = msg.get("params")
+        if params is None:
+            params = {}
+        if rid in self._inflight or rid in self._cancelled:
+            raise RemoteProtocolError(
+                JsonRpcError(INVALID_REQUEST, "Invalid Request: id is already in use"), rid
+            )
+        if len(self._inflight) >= self._limits.max_in_flight:
+            raise RemoteProtocolError(
+                JsonRpcError(INTERNAL_ERROR, "Too many requests in flight"), rid
+            )
+        meta = params.get("_meta")
+        if meta is not None and type(meta) is not dict:
+            raise invalid(rid, "_meta must be an object")
+        version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+        if context is not None:
+            http, principal = context
+            if http is not None:
+                check_headers(http, rid, method, params, version)
+        else:
+            principal = None
+        if principal is None:
+            principal = self.principal
+        if version is not None:
+            self._on_modern_request(rid, method, params, meta, version, principal)  # type: ignore[arg-type]
+        elif method == "initialize" and self.config.legacy_versions:
+            self._on_initialize(rid, params)
+        elif self._session is not None:
+            self._on_legacy_request(rid, method, params, principal)
+        elif method == "initialize":
+            raise RemoteProtocolError(
+                JsonRpcError(
+                    METHOD_NOT_FOUND,
+                    "initialize is not supported: send the 2026-07-28 _meta envelope on every "
+                    "request",
+                    {"supported": list(self.config.supported_versions)},
+                ),
+                rid,
+            )
+        else:
+            raise invalid(rid, _missing_meta_message(meta))
+
+    def _on_modern_request(
+        self,
+        rid: Any,
+        method: str,
+        params: dict[str, Any],
+        meta: dict[str, Any],
+        version: Any,
+        principal: str | None,
+    ) -> None:
+        check_modern_meta(meta, rid)
+        config = self.config
+        if version not in config.supported_versions:
+            raise RemoteProtocolError(
+                JsonRpcError.unsupported_version(
+                    [*config.supported_versions, *config.legacy_versions], version
+                ),
+                rid,
+            )
+        if method in LEGACY_ONLY_METHODS:
+            raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
+        state: Any = None
+        round_: int | None = 1
+        if method in MRTR_METHODS:
+            state, round_ = self._read_mrtr_fields(rid, method, params, principal)
+        event = RequestReceived(
+            rid,
+            method,
+            params,
+            Era.MODERN,
+            version,
+            meta[CLIENT_CAPABILITIES],
+            meta.get(CLIENT_INFO),
+            state,
+            round_,
+            principal,
+        )
+        self._inflight[rid] = event
+        if method == "server/discover" and config.answer_discovery:
+            self._respond_complete(event, self.discover_result())
+            return
+        self._events.append(event)
+
+    def _read_mrtr_fields(
+        self, rid: Any, method: str, params: dict[str, Any], principal: str | None
+    ) -> tuple[Any, int | None]:
+        """Validate ``inputResponses``/``requestState``; return (handler state, round)."""
+        limits = self._limits
+        responses = params.get("inputResponses", _ABSENT)
+        if responses is not _ABSENT:
+            if type(responses) is not dict:
+                raise invalid(rid, "inputResponses must be an object")
+            if len(responses) > limits.max_input_responses:
+                raise invalid(
+                    rid, f"inputResponses has more than {limits.max_input_responses} entries"
+                )
+            for value in responses.values():
+                if type(value) is not dict:
+                    raise invalid(rid, "each inputResponses value must be an object")
+        token = params.get("requestState", _ABSENT)
+        if token is _ABSENT:
+            return None, (1 if responses is _ABSENT else None)
+        if type(token) is not str:
+            raise invalid(rid, "requestState must be a string")
+        max_state = limits.max_request_state_bytes
+        if len(token) > max_state or (
+            len(token) * 4 > max_state and len(token.encode("utf-8", "surrogatepass")) > max_state
+        ):
+            self._reject_state(rid, method, "oversized")
+        protector = self._protector
+        if protector is None:
+            return token, None
+        try:
+            unsealed = protector.unseal(
+                token, _binding(method, params, principal), self.config.clock()
+            )
+        except RequestStateError as exc:
+            self._reject_state(rid, method, exc.reason)
+        return unsealed.state, unsealed.round + 1
+
+    def _reject_state(self, rid: Any, method: str, reason: str) -> None:
+        self._events.append(RequestStateRejected(rid, method, reason))
+        raise RemoteProtocolError(INVALID_STATE, rid)
+
+    def _on_initialize(self, rid: Any, params: dict[str, Any]) -> None:
+        if self._session is not None:
+            raise RemoteProtocolError(
+                JsonRpcError(
+                    INVALID_REQUEST, "Invalid Request: the session is already initialized"
+                ),
+                rid,
+            )
+        requested = params.get("protocolVersion")
+        caps = params.get("capabilities")
+        info = params.get("clientInfo")
+        if type(requested) is not str:
+            raise invalid(rid, "initialize: protocolVersion must be a string")
+        if type(caps) is not dict:
+            raise invalid(rid, "initialize: capabilities must be an object")
+        if info is not None and type(info) is not dict:
+            raise invalid(rid, "initialize: clientInfo must be an object")
+        legacy = self.config.legacy_versions
+        version = requested if requested in legacy else legacy[0]
+        self._session = LegacySession(version, caps, info)
+        self._events.append(SessionInitialized(version, caps, info))
+        event = RequestReceived(rid, "initialize", params, Era.LEGACY, version, caps, info)
+        self._inflight[rid] = event
+        if self.config.answer_discovery:
+            self._respond_complete(event, self.initialize_result(version))
+        else:
+            self._events.append(event)
+
+    def _on_legacy_request(
+        self, rid: Any, method: str, params: dict[str, Any], principal: str | None
+    ) -> None:
+        session = self._session
+        assert session is not None
+        if method == "ping":
+            msg = result_message(rid, {})
+            self._out.append(OutgoingResult(self._dumps(msg), msg, rid))
+            return
+        if method == "logging/setLevel":
+            level = params.get("level")
+            if level not in LOG_LEVEL_RANK:
+                raise invalid(rid, "logging/setLevel: unknown level")
+            session.log_level = level
+            msg = result_message(rid, {})
+            self._out.append(OutgoingResult(self._dumps(msg), msg, rid))
+            return
+        event = RequestReceived(
+            rid,
+            method,
+            params,
+            Era.LEGACY,
+            session.protocol_version,
+            session.client_capabilities,
+            session.client_info,
+            None,
+            1,
+            principal,
+        )
+        self._inflight[rid] = event
+        self._events.append(event)
+
+    def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
+        if method == "notifications/cancelled":
+            rid = params.get("requestId") if params is not None else None
+            if is_valid_id(rid) and rid in self._inflight:
+                self._cancel(rid, params.get("reason") if params is not None else None)
+            return
+        if method == "notifications/initialized" and self._session is not None:
+            self._session.initialized = True
+        self._events.append(NotificationReceived(method, params))
+
+    def _cancel(self, rid: Any, reason: Any) -> None:
+        del self._inflight[rid]
+        self._shim.abandon(rid, notify_client=True)
+        cancelled = self._cancelled
+        cancelled[rid] = None
+        if len(cancelled) > self._limits.max_in_flight:
+            del cancelled[next(iter(cancelled))]
+        self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
+
+    def _on_close(self) -> None:
+        self._shim.abandon_all()
+
+    # --- send path --------------------------------------------------------------------------
+
+    def _respond_complete(self, event: RequestReceived, result: Mapping[str, Any]) -> None:
+        rid = event.request_id
+        if event.era is Era.MODERN:
+            out = dict(result)
+            if "resultType" not in out:
+                out["resultType"] = "complete"
+            info = self._server_info
+            if info is not None:
+                meta = out.get("_meta")
+                if meta is None:
+                    out["_meta"] = {SERVER_INFO: info}
+                elif SERVER_INFO not in meta:
+                    out["_meta"] = {**meta, SERVER_INFO: info}
+            if event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
+                if "ttlMs" not in out:
+                    out["ttlMs"] = self.config.cache_ttl_ms
+                if "cacheScope" not in out:
+                    out["cacheScope"] = self.config.cache_scope
+        elif "resultType" in result:
+            out = {k: v for k, v in result.items() if k != "resultType"}
+        else:
+            out = result  # type: ignore[assignment]
+        msg = result_message(rid, out)
+        data = self._encode(msg)
+        del self._inflight[rid]
+        self._shim.finish(rid)
+        self._out.append(OutgoingResult(data, msg, rid))
+
+    def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
+        rid = event.request_id
+        msg = error_message(rid, error)
+        data = self._encode(msg)
+        del self._inflight[rid]
+        self._shim.finish(rid)
+        self._out.append(OutgoingError(data, msg, rid, error))
+
+    def _respond_input_required(self, event: RequestReceived, ir: InputRequiredResult) -> None:
+        if event.method not in MRTR_METHODS:
+            raise LocalProtocolError(
+                f"input_required is only allowed on {', '.join(sorted(MRTR_METHODS))}, "
+                f"not on {event.method}"
+            )
+        requests = ir.input_requests
+        if requests is not None and len(requests) > self._limits.max_input_requests:
+            raise LocalProtocolError(
+                f"input_requests has more than {self._limits.max_input_requests} entries"
+            )
+        if event.era is Era.LEGACY:
+            if not (self.config.legacy_shim and self._server_requests):
+                self._respond_error(
+                    event,
+                    JsonRpcError.internal(
+                        "The handler needs client input, which this server can only request "
+                        "on the 2026-07-28 protocol (input_required result)"
+                    ),
+                )
+                return
+            self._shim.start_round(event, ir)
+            return
+        required = ir.required_capabilities()
+        if required and missing_capabilities(required, event.client_capabilities):
+            self._respond_error(event, JsonRpcError.missing_capability(required))
+            return
+        token: str | None = None
+        if ir.request_state is not None:
+            token = self._seal(event, ir.request_state)
+        wire = ir.to_wire(token)
+        if self._server_info is not None:
+            wire["_meta"] = {SERVER_INFO: self._server_info}
+        rid = event.request_id
+        msg = result_message(rid, wire)
+        data = self._encode(msg)
+        del self._inflight[rid]
+        self._out.append(OutgoingInputRequired(data, msg, rid))
+
+    def _seal(self, event: RequestReceived, state: Any) -> str:
+        protector = self._protector
+        if protector is None:
+            if type(state) is not str:
+                raise LocalProtocolError(
+                    "request_state must be a string unless the server seals state "
+                    "(ServerConfig.request_state)"
+                )
+            return state
+        return protector.seal(
+            state,
+            _binding(event.method, event.params, event.principal),
+            event.round or 1,
+            self.config.clock(),
+        )
+
+    def _log_allowed(self, event: RequestReceived | None, params: Mapping[str, Any] | None) -> bool:
+        """Whether a ``notifications/message`` may go out (modern: only if the request asked)."""
+        level = params.get("level") if params is not None else None
+        if event is not None and event.era is Era.MODERN:
+            wanted = event.meta.get(LOG_LEVEL)
+        else:
+            wanted = self._session.log_level if self._session is not None else None
+            if wanted is None:
+                return True
+        if wanted is None:
+            return False
+        return LOG_LEVEL_RANK.get(level, len(LOG_LEVEL_RANK)) >= LOG_LEVEL_RANK[wanted]  # type: ignore[arg-type]
+
+    # --- used by the legacy shim ------------------------------------------------------------
+
+    def _fail(self, rid: Any, error: JsonRpcError) -> None:
+        event = self._inflight.get(rid)
+        if event is not None:
+            self._respond_error(event, error)
+
+    def _replay(self, event: RequestReceived) -> None:
+        self._inflight[event.request_id] = event
+        self._events.append(event)
+
+
+class _Absent:
+    __slots__ = ()
+
+
+_ABSENT: Any = _Absent()
+
+
+def _binding(method: str, params: Mapping[str, Any], principal: str | None) -> StateBinding:
+    target = params.get(_NAME_KEY[method])
+    return StateBinding(
+        method,
+        target if isinstance(target, str) else None,
+        None if method == "resources/read" else params.get("arguments"),
+        principal,
+    )

@@ -1,0 +1,277 @@
+"""The legacy shim: fulfil ``input_required`` on the 2025-11-25 wire with real server requests.
+
+A legacy client cannot receive an ``input_required`` result, so when a handler returns one for a
+legacy ``tools/call``, ``prompts/get`` or ``resources/read`` the connection sends each embedded
+request as a server-to-client JSON-RPC request tied to the original request (SEP-2260),
+collects the answers under the same keys, and replays the original request to the handler with
+this round's answers and the state it wrote. The handler re-runs from the start: the same
+contract as a modern retry, so one handler style serves both wires.
+
+Every round re-checks the session's capabilities before anything reaches the client. The round
+count, the shimmed requests and the pending legs are all bounded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._capabilities import ELICIT, missing_capabilities
+from ._envelope import Era
+from ._errors import JsonRpcError, _capability_paths
+from ._events import (
+    FulfilRequest,
+    OutgoingNotification,
+    OutgoingRequest,
+    PingAnswered,
+    RequestReceived,
+    RoundsExhausted,
+    UnexpectedResponse,
+)
+from ._jsonrpc import is_valid_id, notification_message, request_message
+from ._mrtr import InputRequiredResult
+
+if TYPE_CHECKING:
+    from ._server import ServerConnection
+
+__all__ = ["LegacyShim"]
+
+
+class _Leg:
+    """One server-to-client request awaiting its answer."""
+
+    __slots__ = ("deadline", "key", "method", "request_id")
+
+    def __init__(self, request_id: Any, key: str, method: str, deadline: float) -> None:
+        self.request_id = request_id
+        self.key = key
+        self.method = method
+        self.deadline = deadline
+
+
+class _Run:
+    """One client request being fulfilled through the shim, across its rounds."""
+
+    __slots__ = ("answers", "first", "last_result", "pending", "rounds", "state")
+
+    def __init__(self, first: RequestReceived) -> None:
+        self.first = first
+        self.rounds = 0
+        self.pending: dict[str, Any] = {}  # key -> leg id
+        self.answers: dict[str, Any] = {}
+        self.state: Any = None
+        self.last_result: dict[str, Any] = {}
+
+
+class LegacyShim:
+    """The shim state of one :class:`ServerConnection` (legacy session or stdio process)."""
+
+    def __init__(self, conn: ServerConnection) -> None:
+        self._conn = conn
+        self._runs: dict[Any, _Run] = {}
+        self._legs: dict[int, _Leg] = {}
+        self._pings: set[int] = set()
+        self._next_id = 0
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id - 1
+
+    def waiting(self, request_id: Any) -> bool:
+        """True while ``request_id`` has legs awaiting the client's answers."""
+        run = self._runs.get(request_id)
+        return run is not None and bool(run.pending)
+
+    # --- rounds -----------------------------------------------------------------------------
+
+    def start_round(self, event: RequestReceived, ir: InputRequiredResult) -> None:
+        """The handler answered ``event`` with ``ir``: send its legs (or replay at once)."""
+        conn = self._conn
+        config = conn.config
+        limits = conn._limits
+        rid = event.request_id
+        run = self._runs.get(rid)
+        if run is None:
+            if len(self._runs) >= limits.max_shimmed_requests:
+                conn._fail(rid, JsonRpcError.internal("Too many requests are waiting for input"))
+                return
+            run = self._runs[rid] = _Run(event)
+        run.last_result = ir.to_wire()
+        if run.rounds >= config.legacy_max_rounds:
+            conn._events.append(RoundsExhausted(run.first, run.rounds, run.last_result))
+            self._fail(
+                run,
+                JsonRpcError.internal(
+                    f"The handler still needed input after {run.rounds} rounds "
+                    f"(legacy_max_rounds={config.legacy_max_rounds})"
+                ),
+            )
+            return
+        run.rounds += 1
+        required = ir.required_capabilities()
+        if required:
+            missing = missing_capabilities(required, event.client_capabilities)
+            if missing:
+                names = ", ".join(_capability_paths(missing))
+                self._fail(
+                    run,
+                    JsonRpcError.internal(
+                        f"The handler needs client capabilities this session did not declare: "
+                        f"{names}",
+                        {"requiredCapabilities": required},
+                    ),
+                )
+                return
+        requests = ir.input_requests or {}
+        if len(self._legs) + len(requests) > limits.max_pending_legs:
+            self._fail(run, JsonRpcError.internal("Too many requests to the client are pending"))
+            return
+        run.state = ir.request_state
+        run.answers = {}
+        if not requests:
+            self._replay(run)
+            return
+        deadline = config.clock() + config.legacy_leg_timeout
+        legs: list[FulfilRequest] = []
+        for key, request in requests.items():
+            params = None if request.params is None else dict(request.params)
+            if (
+                request.method == ELICIT
+                and params is not None
+                and params.get("mode") == "url"
+                and "elicitationId" not in params
+            ):
+                params["elicitationId"] = config.token_hex(16)
+            leg_id = self._new_id()
+            msg = request_message(leg_id, request.method, params)
+            legs.append(FulfilRequest(conn._encode(msg), msg, rid, leg_id, key))
+        for leg in legs:
+            self._legs[leg.request_id] = _Leg(rid, leg.key, leg.message["method"], deadline)  # type: ignore[index]
+            run.pending[leg.key] = leg.request_id
+            conn._out.append(leg)
+
+    def _replay(self, run: _Run) -> None:
+        first = run.first
+        params = dict(first.params)
+        params["inputResponses"] = run.answers
+        params.pop("requestState", None)
+        self._conn._replay(
+            RequestReceived(
+                first.request_id,
+                first.method,
+                params,
+                Era.LEGACY,
+                first.protocol_version,
+                first.client_capabilities,
+                first.client_info,
+                run.state,
+                run.rounds + 1,
+                first.principal,
+            )
+        )
+
+    # --- answers from the client ------------------------------------------------------------
+
+    def on_response(self, msg: dict[str, Any]) -> None:
+        """A response from the client: a leg's answer, a ping's, or nothing we asked for."""
+        conn = self._conn
+        rid = msg.get("id")
+        leg = self._legs.pop(rid, None) if is_valid_id(rid) else None  # type: ignore[arg-type]
+        if leg is None:
+            if rid in self._pings:
+                self._pings.discard(rid)
+                conn._events.append(PingAnswered(rid, "error" not in msg))
+            else:
+                conn._events.append(UnexpectedResponse(rid, msg))
+            return
+        run = self._runs[leg.request_id]
+        if "error" in msg:
+            err = JsonRpcError.from_wire(msg["error"])
+            self._fail(
+                run,
+                JsonRpcError.internal(
+                    f"The client answered {leg.method} with an error: {err.message} "
+                    f"(code {err.code})",
+                    {"clientError": err.to_wire()},
+                ),
+            )
+            return
+        result = msg["result"]
+        if type(result) is not dict:
+            self._fail(
+                run, JsonRpcError.internal(f"The client's {leg.method} result is not an object")
+            )
+            return
+        del run.pending[leg.key]
+        run.answers[leg.key] = result
+        if not run.pending:
+            self._replay(run)
+
+    # --- endings ----------------------------------------------------------------------------
+
+    def _cancel_legs(self, run: _Run, reason: str | None) -> None:
+        """Forget ``run``'s pending legs, telling the client unless ``reason`` is None."""
+        conn = self._conn
+        for leg_id in run.pending.values():
+            self._legs.pop(leg_id, None)
+            if reason is not None:
+                msg = notification_message(
+                    "notifications/cancelled", {"requestId": leg_id, "reason": reason}
+                )
+                conn._out.append(OutgoingNotification(conn._dumps(msg), msg, run.first.request_id))
+        run.pending.clear()
+
+    def _fail(self, run: _Run, error: JsonRpcError) -> None:
+        self._cancel_legs(run, "The original request failed")
+        del self._runs[run.first.request_id]
+        self._conn._fail(run.first.request_id, error)
+
+    def finish(self, request_id: Any) -> None:
+        """The original request was answered: forget its run."""
+        run = self._runs.pop(request_id, None)
+        if run is not None and run.pending:
+            self._cancel_legs(run, "The original request completed")
+
+    def abandon(self, request_id: Any, *, notify_client: bool) -> None:
+        """The client cancelled the original request: cancel its legs, send nothing else."""
+        run = self._runs.pop(request_id, None)
+        if run is not None:
+            self._cancel_legs(run, "The original request was cancelled" if notify_client else None)
+
+    def abandon_all(self) -> None:
+        """The stream closed: nothing can be answered any more."""
+        for run in self._runs.values():
+            self._cancel_legs(run, None)
+        self._runs.clear()
+        self._pings.clear()
+
+    # --- timers and pings -------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """The earliest leg deadline, or None."""
+        if not self._legs:
+            return None
+        return min(leg.deadline for leg in self._legs.values())
+
+    def handle_timer(self, now: float) -> None:
+        """Fail every request one of whose legs is past its deadline."""
+        late = {leg.request_id for leg in self._legs.values() if leg.deadline <= now}
+        for rid in late:
+            run = self._runs[rid]
+            self._cancel_legs(run, "Timed out waiting for the client's answer")
+            del self._runs[rid]
+            self._conn._fail(
+                rid,
+                JsonRpcError.internal(
+                    "Timed out waiting for the client's answer to an input request "
+                    f"(legacy_leg_timeout={self._conn.config.legacy_leg_timeout}s)"
+                ),
+            )
+
+    def send_ping(self) -> int:
+        """Send a ``ping`` to the client and remember its id."""
+        conn = self._conn
+        ping_id = self._new_id()
+        msg = request_message(ping_id, "ping", None)
+        conn._out.append(OutgoingRequest(conn._dumps(msg), msg, None, ping_id))
+        self._pings.add(ping_id)
+        return ping_id

@@ -1,0 +1,58 @@
+"""The seam between the server connection and ``requestState`` protection.
+
+The connection produces outgoing state and reads incoming state in exactly one place each, and
+goes through a :class:`StateProtector` there. Without one, state travels as the handler wrote it
+(a string), which the spec allows only when tampering can cause nothing worse than request
+failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import attrs
+
+__all__ = ["RequestStateError", "StateBinding", "StateProtector", "UnsealedState"]
+
+
+@attrs.frozen
+class StateBinding:
+    """What a sealed state is bound to: the request it belongs to and who made it.
+
+    ``target`` is the tool or prompt name or the resource URI; ``arguments`` the salient
+    parameters (``arguments`` of tools/call and prompts/get, None for resources/read);
+    ``principal`` the authenticated caller as the adapter or application supplied it.
+    """
+
+    method: str
+    target: str | None
+    arguments: Any
+    principal: str | None
+
+
+@attrs.frozen
+class UnsealedState:
+    """The state a handler wrote, recovered from a token, and the round that wrote it."""
+
+    state: Any
+    round: int
+
+
+class RequestStateError(Exception):
+    """A token failed verification; ``reason`` is for logs and events, never for the wire."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StateProtector(Protocol):
+    """Seals the state a handler returns and opens the token a client echoes back.
+
+    ``seal`` takes any JSON value; ``unseal`` returns it or raises :class:`RequestStateError`.
+    ``now`` is the connection's clock reading, so that implementations never read time.
+    """
+
+    def seal(self, state: Any, binding: StateBinding, round: int, now: float) -> str: ...
+
+    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState: ...
