@@ -1,0 +1,64 @@
+"""The schema checker itself: it finds the official schemas and it can fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from mrtr_sansio import Era
+from wire import SCHEMA_SKIP_REASON, check, check_message, spec_dir
+
+needs_schema = pytest.mark.skipif(spec_dir() is None, reason=SCHEMA_SKIP_REASON)
+
+
+@needs_schema
+def test_schema_folder_present() -> None:
+    assert spec_dir() is not None
+
+
+@needs_schema
+def test_rejects_result_without_result_type_on_modern() -> None:
+    with pytest.raises(AssertionError):
+        check_message({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}, Era.MODERN)
+
+
+@needs_schema
+def test_rejects_input_required_without_fields() -> None:
+    with pytest.raises(AssertionError):
+        check(
+            "2026-07-28",
+            "InputRequiredResult",
+            {"resultType": "input_required", "x": 1} | {"requestState": 5},
+        )
+
+
+@needs_schema
+def test_rejects_missing_capability_error_without_data() -> None:
+    with pytest.raises(AssertionError):
+        check_message(
+            {"jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": "x"}}, Era.MODERN
+        )
+
+
+@needs_schema
+def test_accepts_spec_example_error() -> None:
+    check_message(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {
+                "code": -32022,
+                "message": "Unsupported protocol version",
+                "data": {"supported": ["2026-07-28"], "requested": "1900-01-01"},
+            },
+        },
+        Era.MODERN,
+    )
+
+
+@needs_schema
+def test_legacy_result_must_not_carry_result_type() -> None:
+    with pytest.raises(AssertionError):
+        check_message(
+            {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "resultType": "complete"}},
+            Era.LEGACY,
+        )
