@@ -111,3 +111,11 @@ class ClientConfig:
     limits: Limits = attrs.field(factory=Limits)
     codec: JsonCodec = attrs.field(factory=default_codec)
     clock: Callable[[], float] = time.monotonic
+    #: Seconds before retrying after a state-only ``input_required`` (no ``inputRequests``);
+    #: doubles on each consecutive one, up to ``max_retry_backoff``.
+    retry_backoff: float = attrs.field(default=0.05, validator=_positive_number)
+    max_retry_backoff: float = attrs.field(default=0.25, validator=_positive_number)
+    #: ``resultType`` values beyond ``complete``/``input_required`` that end a call with
+    #: ``CallCompleted`` (those of extensions the client declares, e.g. ``"task"``); any
+    #: other value is an invalid response.
+    extra_result_types: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
