@@ -18,24 +18,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._client_checks import InvalidResponseError, check_answer, read_input_required
-from ._client_legacy import ServerRequests, read_initialize_result
+from ._client_era import Handshake
+from ._client_legacy import ServerRequests
 from ._config import ClientConfig
 from ._connection import Connection
 from ._envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
-    LEGACY_VERSIONS,
-    MODERN_VERSIONS,
     PROTOCOL_VERSION,
-    SERVER_INFO,
     Era,
     modern_envelope,
 )
 from ._errors import (
-    HEADER_MISMATCH,
     INTERNAL_ERROR,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    UNSUPPORTED_PROTOCOL_VERSION,
     JsonRpcError,
     LocalProtocolError,
     RemoteProtocolError,
@@ -58,7 +53,6 @@ from ._events import (
 )
 from ._http import encode_header_value
 from ._jsonrpc import (
-    NOTIFICATION,
     REQUEST,
     RESPONSE,
     classify,
@@ -73,19 +67,7 @@ __all__ = ["ClientConnection"]
 #: Fields of the params that belong to the connection, never to the application.
 _MANAGED_PARAMS = ("inputResponses", "requestState")
 _ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
-#: Errors that only a modern server sends: a probe answered with one means "modern".
-_MODERN_ERRORS = frozenset(
-    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
-)
 _NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-#: ``initialize`` requires ``clientInfo``; this stands in when ClientConfig has none.
-_DEFAULT_CLIENT_INFO = {"name": "mrtr-sansio", "version": "0"}
-
-# Phases of the connection as a whole.
-_PROBING = 0  # era="auto": server/discover in flight
-_INITIALIZING = 1  # legacy: initialize in flight
-_READY = 2
-_FAILED = 3
 
 
 class _CallState:
@@ -129,6 +111,9 @@ class ClientConnection(Connection):
         config = config if config is not None else ClientConfig()
         if config.era not in ("modern", "legacy", "auto"):
             raise ValueError(f"era: must be 'modern', 'legacy' or 'auto', got {config.era!r}")
+        for name, value in config.capabilities.items():
+            if not isinstance(value, Mapping):
+                raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
         super().__init__(config.limits, config.codec)
         self.config = config
         self._caps = config.capabilities
@@ -140,12 +125,11 @@ class ClientConnection(Connection):
         self._queue: list[_CallState] = []  # calls made before the era was known
         self._timers: dict[int, float] = {}  # call id -> when its state-only retry is due
         self._ignored: dict[Any, None] = {}  # ids whose late answers are dropped silently
-        self._probe_id: int | None = None
-        self._probe_due: float | None = None
-        self._init_id: int | None = None
         self._failure: JsonRpcError | None = None
         self._envelope: dict[str, Any] = {}
+        self._ready = False  # the era is known and calls go out at once
         self._server = ServerRequests(self)
+        self._handshake = Handshake(self)
         #: The era of the server, once known.
         self.era: Era | None = None
         #: The protocol version in use, once known.
@@ -155,12 +139,12 @@ class ClientConnection(Connection):
         self.server_info: Mapping[str, Any] | None = None
         self.instructions: str | None = None
         if config.era == "modern":
-            self._phase = _READY
-            self._set_modern(config.protocol_version)
+            self._use_version(config.protocol_version)
+            self._ready = True
         elif config.era == "legacy":
-            self._start_initialize()
+            self._handshake.start_initialize()
         else:
-            self._start_probe()
+            self._handshake.start_probe()
 
     # --- public API -------------------------------------------------------------------------
 
@@ -201,7 +185,7 @@ class ClientConnection(Connection):
                     raise LocalProtocolError(f"params._meta: {key} comes from ClientConfig")
         call = Call(self._next_call, method, dict(params))
         st = _CallState(call, self.config.retry_backoff)
-        if self._phase == _READY:
+        if self._ready:
             self._send_leg(st)
         else:
             self._encode(call.params)  # fail now, not when the era is known
@@ -282,7 +266,7 @@ class ClientConnection(Connection):
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` must next be called (clock seconds), or None."""
         due = min(self._timers.values(), default=None)
-        probe = self._probe_due
+        probe = self._handshake.deadline
         if probe is not None and (due is None or probe < due):
             return probe
         return due
@@ -290,9 +274,7 @@ class ClientConnection(Connection):
     def handle_timer(self, now: float) -> None:
         """Do what is due at ``now`` (read from ``ClientConfig.clock``): state-only retries,
         and the probe's fallback to legacy when the server did not answer it in time."""
-        if self._probe_due is not None and now >= self._probe_due:
-            self._ignore(self._probe_id)
-            self._start_initialize()
+        self._handshake.on_timer(now)
         timers = self._timers
         for call_id in [cid for cid, due in timers.items() if due <= now]:
             del timers[call_id]
@@ -348,129 +330,16 @@ class ClientConnection(Connection):
             )
         return self.fulfil(event, {"action": action})
 
-    # --- era --------------------------------------------------------------------------------
+    # --- era (driven by the Handshake) -------------------------------------------------------
 
-    def _set_modern(self, version: str) -> None:
+    def _use_version(self, version: str) -> None:
         self.era = Era.MODERN
         self.protocol_version = version
         self._envelope = modern_envelope(version, self._caps, self.config.client_info)
 
-    def _start_probe(self) -> None:
-        self._phase = _PROBING
-        self._envelope = modern_envelope(
-            self.config.protocol_version, self._caps, self.config.client_info
-        )
-        rid = self._new_id()
-        msg = request_message(rid, "server/discover", {"_meta": dict(self._envelope)})
-        self._out.append(OutgoingRequest(self._encode(msg), msg, None, rid))
-        self._probe_id = rid
-        self._probe_due = self._clock() + self.config.probe_timeout
-
-    def _start_initialize(self) -> None:
-        self._phase = _INITIALIZING
-        self._probe_id = self._probe_due = None
-        self.era = Era.LEGACY
-        config = self.config
-        rid = self._new_id()
-        params = {
-            "protocolVersion": config.legacy_version,
-            "capabilities": dict(self._caps),
-            "clientInfo": dict(config.client_info or _DEFAULT_CLIENT_INFO),
-        }
-        msg = request_message(rid, "initialize", params)
-        self._out.append(OutgoingRequest(self._encode(msg), msg, None, rid))
-        self._init_id = rid
-
-    def _on_probe_response(self, msg: dict[str, Any]) -> None:
-        self._probe_id = self._probe_due = None
-        if "error" in msg:
-            error = JsonRpcError.from_wire(msg["error"])
-            if error.code not in _MODERN_ERRORS:
-                self._start_initialize()
-                return
-            if error.code != UNSUPPORTED_PROTOCOL_VERSION:
-                self._settle_modern(self.config.protocol_version, None)
-                return
-            data = error.data
-            supported = data.get("supported") if isinstance(data, Mapping) else None
-            if type(supported) is not list:
-                self._fail_handshake(error)
-                return
-            self._choose_version(supported, None, error)
-            return
-        result = msg["result"]
-        supported = result.get("supportedVersions") if type(result) is dict else None
-        if type(supported) is not list:
-            self._start_initialize()  # not a DiscoverResult: not a modern server
-            return
-        self._choose_version(supported, result, None)
-
-    def _choose_version(
-        self, supported: list[Any], discovered: dict[str, Any] | None, error: JsonRpcError | None
-    ) -> None:
-        """Pick a mutual version: modern first; a legacy one means ``initialize``."""
-        preferred = self.config.protocol_version
-        for version in (preferred, *MODERN_VERSIONS):
-            if version in supported:
-                self._settle_modern(version, discovered)
-                return
-        if self.config.legacy_version in supported or any(v in supported for v in LEGACY_VERSIONS):
-            self._start_initialize()
-            return
-        self._fail_handshake(
-            error
-            or JsonRpcError(
-                INTERNAL_ERROR,
-                "The server supports no protocol version this client speaks",
-                {"supported": supported},
-            )
-        )
-
-    def _settle_modern(self, version: str, discovered: dict[str, Any] | None) -> None:
-        self._set_modern(version)
-        if discovered is not None:
-            caps = discovered.get("capabilities")
-            meta = discovered.get("_meta")
-            info = meta.get(SERVER_INFO) if type(meta) is dict else None
-            instructions = discovered.get("instructions")
-            self.server_capabilities = caps if type(caps) is dict else None
-            self.server_info = info if type(info) is dict else None
-            self.instructions = instructions if type(instructions) is str else None
-        self._ready()
-
-    def _on_initialize_response(self, msg: dict[str, Any]) -> None:
-        self._init_id = None
-        if "error" in msg:
-            self._fail_handshake(JsonRpcError.from_wire(msg["error"]))
-            return
-        try:
-            version, caps, info, instructions = read_initialize_result(msg["result"])
-        except InvalidResponseError as exc:
-            self._fail_handshake(
-                JsonRpcError(INTERNAL_ERROR, f"Invalid initialize result: {exc}"), local=True
-            )
-            return
-        if version not in LEGACY_VERSIONS:
-            self._fail_handshake(
-                JsonRpcError(
-                    INTERNAL_ERROR,
-                    f"The server chose protocol version {version!r}, which this client does "
-                    "not speak",
-                    {"supported": list(LEGACY_VERSIONS), "requested": version},
-                ),
-                local=True,
-            )
-            return
-        self.protocol_version = version
-        self.server_capabilities = caps
-        self.server_info = info
-        self.instructions = instructions
-        msg = notification_message("notifications/initialized", None)
-        self._out.append(OutgoingNotification(self._encode(msg), msg, None))
-        self._ready()
-
-    def _ready(self) -> None:
-        self._phase = _READY
+    def _era_known(self) -> None:
+        """The handshake settled: report it and send the calls that waited for it."""
+        self._ready = True
         assert self.era is not None
         assert self.protocol_version is not None
         self._events.append(
@@ -487,9 +356,8 @@ class ClientConnection(Connection):
             self._send_leg(st)
 
     def _fail_handshake(self, error: JsonRpcError, *, local: bool = False) -> None:
-        self._phase = _FAILED
         self._failure = error
-        self._probe_id = self._probe_due = None
+        self._handshake.stop()
         self._events.append(HandshakeFailed(error, local))
         queue, self._queue = self._queue, []
         for st in queue:
@@ -567,7 +435,7 @@ class ClientConnection(Connection):
             self._on_response(msg)
         elif kind == REQUEST:
             self._server.on_request(msg)
-        elif kind == NOTIFICATION:
+        else:
             self._on_notification(msg["method"], msg.get("params"))
 
     def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
@@ -584,7 +452,7 @@ class ClientConnection(Connection):
         self._invalid(exc, answer=True)
 
     def _owns(self, rid: Any) -> bool:
-        return rid in self._legs or rid in (self._probe_id, self._init_id)
+        return rid in self._legs or self._handshake.owns(rid)
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
         # A client answers only identifiable server requests, and only on the legacy wire.
@@ -592,17 +460,12 @@ class ClientConnection(Connection):
         super()._invalid(exc, answer=answer)
 
     def _invalid_response(self, rid: Any, reason: str) -> None:
-        if rid == self._probe_id:
-            self._start_initialize()  # not a recognised modern answer
-        elif rid == self._init_id:
-            self._init_id = None
-            self._fail_handshake(
-                JsonRpcError(INTERNAL_ERROR, f"Invalid initialize response: {reason}"), local=True
-            )
-        else:
-            st = self._legs.pop(rid)
-            st.leg = None
-            self._fail_invalid(st, reason)
+        st = self._legs.pop(rid, None)
+        if st is None:
+            self._handshake.on_broken(rid, reason)
+            return
+        st.leg = None
+        self._fail_invalid(st, reason)
 
     def _on_response(self, msg: dict[str, Any]) -> None:
         rid = msg.get("id")
@@ -610,12 +473,8 @@ class ClientConnection(Connection):
         if st is not None:
             st.leg = None
             self._on_leg_response(st, msg)
-        elif rid is None:
-            self._events.append(UnexpectedResponse(rid, msg))
-        elif rid == self._probe_id:
-            self._on_probe_response(msg)
-        elif rid == self._init_id:
-            self._on_initialize_response(msg)
+        elif self._handshake.owns(rid):
+            self._handshake.on_response(rid, msg)
         elif rid in self._ignored:
             del self._ignored[rid]
         else:
@@ -685,12 +544,16 @@ class ClientConnection(Connection):
         self._end(st, CallFailed(st.call, error, True))
 
     def _forget(self, st: _CallState) -> None:
-        """Drop every trace of a call (its request in flight is no longer ours to route)."""
+        """Drop every trace of a call: its request in flight is no longer ours to route, and
+        its pending input (legacy server requests linked to it included) is void."""
         del self._calls[st.call.call_id]
         self._timers.pop(st.call.call_id, None)
         if st.leg is not None:
             self._legs.pop(st.leg, None)
             st.leg = None
+        if st.open_requests:
+            self._server.drop_call(st.call)
+            st.open_requests = 0
         st.asked = {}
         st.answers = {}
 
@@ -700,7 +563,7 @@ class ClientConnection(Connection):
 
     def _on_close(self) -> None:
         error = JsonRpcError(INTERNAL_ERROR, "The connection closed before the call ended")
-        self._probe_id = self._probe_due = None
+        self._handshake.stop()
         self._queue.clear()
         for st in list(self._calls.values()):
             self._end(st, CallFailed(st.call, error, True))

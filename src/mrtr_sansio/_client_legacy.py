@@ -5,14 +5,15 @@ A legacy server asks for input with real JSON-RPC requests (``elicitation/create
 Each becomes the same :class:`InputNeeded` event the modern wire produces, keyed by the server's
 request id and linked to our call when exactly one is in flight; the application's answer goes
 back as the JSON-RPC response. A request with no call of ours in flight, an unusable one, or one
-beyond our declared capabilities is answered with the error DIGEST §5.6 prescribes.
+beyond our declared capabilities is answered with the error DIGEST §5.6 prescribes. (The
+``initialize`` handshake lives in ``_client_era.py``.)
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._client_checks import InvalidResponseError, check_server_request
+from ._client_checks import check_server_request
 from ._envelope import Era
 from ._errors import (
     INTERNAL_ERROR,
@@ -28,32 +29,7 @@ from ._mrtr import EMBEDDABLE_METHODS
 if TYPE_CHECKING:
     from ._client import ClientConnection
 
-__all__ = ["ServerRequests", "read_initialize_result"]
-
-
-def read_initialize_result(
-    result: Any,
-) -> tuple[str, dict[str, Any], dict[str, Any] | None, str | None]:
-    """(protocolVersion, capabilities, serverInfo, instructions) of an ``InitializeResult``.
-
-    Raises :class:`InvalidResponseError` for a missing or mistyped field; a missing ``serverInfo``
-    is tolerated (it identifies, it does not change behaviour).
-    """
-    if type(result) is not dict:
-        raise InvalidResponseError("the result is not an object")
-    version = result.get("protocolVersion")
-    caps = result.get("capabilities")
-    info = result.get("serverInfo")
-    instructions = result.get("instructions")
-    if type(version) is not str:
-        raise InvalidResponseError("protocolVersion must be a string")
-    if type(caps) is not dict:
-        raise InvalidResponseError("capabilities must be an object")
-    if info is not None and type(info) is not dict:
-        raise InvalidResponseError("serverInfo must be an object")
-    if instructions is not None and type(instructions) is not str:
-        raise InvalidResponseError("instructions must be a string")
-    return version, caps, info, instructions
+__all__ = ["ServerRequests"]
 
 
 class ServerRequests:
@@ -157,6 +133,10 @@ class ServerRequests:
             self._close(event)
             self._conn._events.append(InputWithdrawn(event.call, event.key))
 
+    def drop_call(self, call: Any) -> None:
+        """``call`` ended: its linked requests are void (the server was told, or answered)."""
+        self._open = {rid: ev for rid, ev in self._open.items() if ev.call is not call}
+
     def close(self) -> list[InputNeeded]:
         """The stream ended: every pending request is void; return them."""
         events = list(self._open.values())
@@ -175,7 +155,5 @@ class ServerRequests:
     def _close(self, event: InputNeeded) -> None:
         del self._open[event.key]
         call = event.call
-        if call is not None:
-            st = self._conn._calls.get(call.call_id)
-            if st is not None and st.call is call:
-                st.open_requests -= 1
+        if call is not None:  # alive: a call's end drops its requests (drop_call)
+            self._conn._calls[call.call_id].open_requests -= 1
