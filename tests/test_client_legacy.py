@@ -343,11 +343,70 @@ def test_a_server_request_with_no_call_in_flight_is_answered_invalid_params() ->
             "id": 3,
             "error": {
                 "code": -32602,
-                "message": "Invalid params: elicitation/create must be sent while a request of "
-                "this client is in flight (SEP-2260)",
+                "message": "Invalid params: elicitation/create must be sent while a "
+                "tools/call, prompts/get or resources/read of this client is in flight (SEP-2260)",
             },
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("tools/list", {}),
+        ("resources/list", {}),
+        (
+            "completion/complete",
+            {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "b"}},
+        ),
+    ],
+)
+def test_only_the_three_methods_can_originate_server_requests(method: str, params: Any) -> None:
+    conn = client("legacy")
+    legacy_ready(conn)
+    conn.call(method, params)
+    one(conn, L)
+    (event,) = server_request(conn, 3, "roots/list")
+    assert type(event) is InvalidMessage
+    assert answers(conn)[0]["error"]["code"] == -32602
+    call = conn.call("prompts/get", {"name": "p"})
+    one(conn, L)
+    (event,) = server_request(conn, 4, "roots/list")
+    assert event == InputNeeded(call, 4, "roots/list", {}, 1)  # linked despite the tools/list
+
+
+def test_a_request_cancelled_in_flight_stays_a_possible_origin_until_settled() -> None:
+    conn = client("legacy")
+    legacy_ready(conn)
+    a = conn.call("tools/call", {"name": "a"})
+    b = conn.call("tools/call", {"name": "b"})
+    sent(conn, L)
+    conn.cancel(a)
+    answers(conn)
+    # The server may not have read the cancellation yet: this may be a's, so it is not b's.
+    (event,) = server_request(conn, 10, "roots/list")
+    assert event.call is None
+    result(conn, 2, {"content": []})  # b was sent before the cancellation: proves nothing
+    assert conn.events() == [CallCompleted(b, {"content": []})]
+    c = conn.call("tools/call", {"name": "c"})
+    (msg,) = answers(conn)
+    (event,) = server_request(conn, 11, "roots/list")
+    assert event.call is None
+    d = conn.call("tools/list")
+    answers(conn)
+    result(conn, msg["id"] + 1, {"tools": []})  # sent after the cancellation: a is settled
+    assert conn.events() == [CallCompleted(d, {"tools": []})]
+    (event,) = server_request(conn, 12, "roots/list")
+    assert event.call is c
+
+
+def test_a_server_request_that_can_only_be_for_a_cancelled_call_is_refused() -> None:
+    conn, call = ready_with_call()
+    conn.cancel(call)
+    answers(conn)
+    (event,) = server_request(conn, 10, "roots/list")
+    assert type(event) is InvalidMessage
+    assert answers(conn)[0]["error"]["code"] == -32602
 
 
 def test_a_server_request_after_the_call_completed_is_unassociated() -> None:

@@ -241,6 +241,8 @@ class ClientConnection(Connection):
             msg = notification_message("notifications/cancelled", params)
             self._out.append(OutgoingNotification(self._encode(msg), msg, None))
             self._ignore(st.leg)
+            if self.era is Era.LEGACY:
+                self._server.cancelled(target.method, self._next_id)
         elif st in self._queue:
             self._queue.remove(st)
         self._forget(st)
@@ -469,6 +471,7 @@ class ClientConnection(Connection):
 
     def _on_response(self, msg: dict[str, Any]) -> None:
         rid = msg.get("id")
+        self._server.answered(rid)
         st = self._legs.pop(rid, None) if rid is not None else None
         if st is not None:
             st.leg = None

@@ -7,6 +7,12 @@ request id and linked to our call when exactly one is in flight; the application
 back as the JSON-RPC response. A request with no call of ours in flight, an unusable one, or one
 beyond our declared capabilities is answered with the error DIGEST §5.6 prescribes. (The
 ``initialize`` handshake lives in ``_client_era.py``.)
+
+Association on a stream is by timing alone, so it is kept sound: only ``tools/call``,
+``prompts/get`` and ``resources/read`` can originate server requests (the scope SEP-2260 and
+MRTR share), and a request we cancelled while it was in flight stays a possible origin until
+the server answers a request we sent after the cancellation, which proves it read the
+cancellation first (a stream is ordered). A request whose origin is not certain is unlinked.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from ._errors import (
 )
 from ._events import InputNeeded, InputWithdrawn, OutgoingError, OutgoingResult, RoundsExhausted
 from ._jsonrpc import error_message, is_valid_id, result_message
-from ._mrtr import EMBEDDABLE_METHODS
+from ._mrtr import EMBEDDABLE_METHODS, MRTR_METHODS
 
 if TYPE_CHECKING:
     from ._client import ClientConnection
@@ -35,11 +41,25 @@ __all__ = ["ServerRequests"]
 class ServerRequests:
     """The legacy server's requests awaiting the application's answers, by server id."""
 
-    __slots__ = ("_conn", "_open")
+    __slots__ = ("_conn", "_mark", "_open", "_unsettled")
 
     def __init__(self, conn: ClientConnection) -> None:
         self._conn = conn
         self._open: dict[Any, InputNeeded] = {}
+        self._unsettled = 0  # requests cancelled in flight the server may still be serving
+        self._mark = 0  # the first request id sent after the latest such cancellation
+
+    def cancelled(self, method: str, next_id: int) -> None:
+        """One of our requests was cancelled in flight; ``next_id`` is the id to come next."""
+        if method in MRTR_METHODS:
+            self._unsettled += 1
+            self._mark = next_id
+
+    def answered(self, rid: Any) -> None:
+        """The server answered our request ``rid``: if it was sent after the latest
+        cancellation, the server has read every cancellation and no longer serves them."""
+        if self._unsettled and type(rid) is int and rid >= self._mark:
+            self._unsettled = 0
 
     def on_request(self, msg: dict[str, Any]) -> None:
         """A request from the server: answer it here, or surface it as :class:`InputNeeded`."""
@@ -55,25 +75,25 @@ class ServerRequests:
         if method == "ping":
             self._send(result_message(rid, {}), None)
             return
-        legs = conn._legs
+        origins = [st for st in conn._legs.values() if st.call.method in MRTR_METHODS]
         if method not in EMBEDDABLE_METHODS:
             error = JsonRpcError.method_not_found(method)
         elif rid in self._open:
             error = JsonRpcError(INVALID_REQUEST, "Invalid Request: id is already in use")
         elif len(self._open) >= conn._limits.max_in_flight:
             error = JsonRpcError(INTERNAL_ERROR, "Too many requests in flight")
-        elif not legs:
+        elif not origins:
             error = JsonRpcError(
                 INVALID_PARAMS,
-                f"Invalid params: {method} must be sent while a request of this client is in "
-                "flight (SEP-2260)",
+                f"Invalid params: {method} must be sent while a tools/call, prompts/get or "
+                "resources/read of this client is in flight (SEP-2260)",
             )
         else:
             error = check_server_request(method, params, conn._caps)  # type: ignore[assignment]
         if error is not None:
             conn._invalid(RemoteProtocolError(error, rid), answer=True)
             return
-        st = next(iter(legs.values())) if len(legs) == 1 else None
+        st = origins[0] if len(origins) == 1 and not self._unsettled else None
         round_ = 1
         if st is not None:
             if st.open_requests == 0:  # the previous round is answered: a new one starts
