@@ -1214,8 +1214,7 @@ def test_pair_missing_capability_from_our_server() -> None:
     def handler(ev: RequestReceived) -> Any:
         return InputRequiredResult({"k": elicit_form("?", SCHEMA)})
 
-    roots_only: dict[str, Any] = {"roots": {}}
-    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities=roots_only))
+    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities={"roots": {}}))
     call = pair.client.call("tools/call", {"name": "t"})
     (event,) = pair.run()
     assert type(event) is CallFailed

@@ -157,12 +157,11 @@ class ClientServerMachine(RuleBasedStateMachine):
             )
         )
         # a server without modern versions answers the probe -32022, listing legacy ones
-        modern_less: dict[str, Any] = {"supported_versions": ()} if era == "auto-legacy" else {}
         self.server = ServerConnection(
             ServerConfig(
                 server_info={"name": "srv", "version": "1"},
                 legacy_max_rounds=shim_rounds,
-                **modern_less,
+                supported_versions=() if era == "auto-legacy" else ("2026-07-28",),
             )
         )
 
