@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._capabilities import ELICIT, missing_capabilities
-from ._envelope import Era
 from ._errors import JsonRpcError, _capability_paths
 from ._events import (
     FulfilRequest,
@@ -131,7 +130,7 @@ class LegacyShim:
             self._replay(run)
             return
         deadline = config.clock() + config.legacy_leg_timeout
-        legs: list[FulfilRequest] = []
+        legs: list[tuple[Any, ...]] = []
         for key, request in requests.items():
             params = None if request.params is None else dict(request.params)
             if (
@@ -143,10 +142,11 @@ class LegacyShim:
                 params["elicitationId"] = config.token_hex(16)
             leg_id = self._new_id()
             msg = request_message(leg_id, request.method, params)
-            legs.append(FulfilRequest(conn._encode(msg), msg, rid, leg_id, key))
+            legs.append((FulfilRequest, conn._encode(msg), msg, rid, leg_id, key))
         for leg in legs:
-            self._legs[leg.request_id] = _Leg(rid, leg.key, leg.message["method"], deadline)  # type: ignore[index]
-            run.pending[leg.key] = leg.request_id
+            leg_id, key = leg[4], leg[5]
+            self._legs[leg_id] = _Leg(rid, key, leg[2]["method"], deadline)
+            run.pending[key] = leg_id
             conn._out.append(leg)
 
     def _replay(self, run: _Run) -> None:
@@ -159,10 +159,7 @@ class LegacyShim:
                 first.request_id,
                 first.method,
                 params,
-                Era.LEGACY,
-                first.protocol_version,
-                first.client_capabilities,
-                first.client_info,
+                first.session,
                 run.state,
                 run.rounds + 1,
                 first.principal,
@@ -217,7 +214,9 @@ class LegacyShim:
                 msg = notification_message(
                     "notifications/cancelled", {"requestId": leg_id, "reason": reason}
                 )
-                conn._out.append(OutgoingNotification(conn._dumps(msg), msg, run.first.request_id))
+                conn._out.append(
+                    (OutgoingNotification, conn._dumps(msg), msg, run.first.request_id)
+                )
         run.pending.clear()
 
     def _fail(self, run: _Run, error: JsonRpcError) -> None:
@@ -272,6 +271,6 @@ class LegacyShim:
         conn = self._conn
         ping_id = self._new_id()
         msg = request_message(ping_id, "ping", None)
-        conn._out.append(OutgoingRequest(conn._dumps(msg), msg, None, ping_id))
+        conn._out.append((OutgoingRequest, conn._dumps(msg), msg, None, ping_id))
         self._pings.add(ping_id)
         return ping_id
