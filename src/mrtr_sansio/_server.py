@@ -225,6 +225,15 @@ class ServerConnection(Connection):
         msg = notification_message(method, params)
         self._out.append((OutgoingNotification, self._encode(msg), msg, related_request_id))
 
+    def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
+        """Abandon a client request locally (e.g. its HTTP stream is gone): as if the client
+        had cancelled it. Legacy shim legs are cancelled on the wire; a later answer from the
+        application is dropped. Returns False when the request was not in flight."""
+        if request_id not in self._inflight:
+            return False
+        self._cancel(request_id, reason)
+        return True
+
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
         if protocol_version is None:
@@ -306,7 +315,7 @@ class ServerConnection(Connection):
         version = meta.get(PROTOCOL_VERSION) if meta is not None else None
         if context is not None:
             http, principal = context
-            if http is not None:
+            if http is not None and version is not None:
                 check_headers(http, rid, method, params, version)
         else:
             principal = None
