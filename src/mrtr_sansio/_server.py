@@ -66,6 +66,7 @@ from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from ._session import LegacySession
 from ._shim import LegacyShim
 from ._state import RequestStateError, StateBinding
+from ._subscriptions import ACKNOWLEDGED, LISTEN, allowed_on_stream, tag
 
 __all__ = ["ServerConnection"]
 
@@ -127,6 +128,7 @@ class ServerConnection(Connection):
         self._cancelled: dict[Any, None] = {}
         self._session: LegacySession | None = None
         self._shim = LegacyShim(self)
+        self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
 
     # --- public API -------------------------------------------------------------------------
 
@@ -218,12 +220,44 @@ class ServerConnection(Connection):
             event = self._inflight.get(related_request_id)
             if event is None:
                 return  # the request is over: progress and logs for it must stop
-            if method == "notifications/message" and not self._log_allowed(event, params):
+            if event.method == LISTEN:
+                if method == ACKNOWLEDGED:
+                    raise LocalProtocolError("use acknowledge() to acknowledge a subscription")
+                if related_request_id not in self._acknowledged:
+                    raise LocalProtocolError(
+                        "acknowledge() the subscription before notifying on it"
+                    )
+                if not allowed_on_stream(event.params["notifications"], method, params):
+                    return  # the client did not opt in to this notification type
+                params = tag(params, related_request_id)
+            elif method == "notifications/message" and not self._log_allowed(event, params):
                 return
         elif method == "notifications/message" and not self._log_allowed(None, params):
             return
         msg = notification_message(method, params)
         self._out.append((OutgoingNotification, self._encode(msg), msg, related_request_id))
+
+    def acknowledge(
+        self, request_id: str | int, notifications: Mapping[str, Any] | None = None
+    ) -> None:
+        """Acknowledge a ``subscriptions/listen`` request: the first message on its stream.
+
+        ``notifications`` is the subset of the requested filter the server will honour
+        (default: all of it); only notification types in it are sent on the stream afterwards.
+        """
+        event = self._inflight.get(request_id)
+        if event is None or event.method != LISTEN:
+            raise LocalProtocolError(f"{request_id!r} is not an open subscriptions/listen request")
+        requested = event.params["notifications"]
+        honored = dict(requested) if notifications is None else dict(notifications)
+        if not all(k in requested for k in honored):
+            raise LocalProtocolError("acknowledge() may only honour notification types requested")
+        if notifications is not None:
+            event.params["notifications"] = honored  # type: ignore[index]
+        self._acknowledged.add(request_id)
+        params = tag({"notifications": honored}, request_id)
+        msg = notification_message(ACKNOWLEDGED, params)
+        self._out.append((OutgoingNotification, self._encode(msg), msg, request_id))
 
     def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
         """Abandon a client request locally (e.g. its HTTP stream is gone): as if the client
@@ -313,16 +347,14 @@ class ServerConnection(Connection):
         if meta is not None and type(meta) is not dict:
             raise invalid(rid, "_meta must be an object")
         version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+        http = None
+        principal = None
         if context is not None:
             http, principal = context
-            if http is not None and version is not None:
-                check_headers(http, rid, method, params, version)
-        else:
-            principal = None
         if principal is None:
             principal = self.principal
         if version is not None:
-            self._on_modern_request(rid, method, params, meta, version, principal)  # type: ignore[arg-type]
+            self._on_modern_request(rid, method, params, meta, version, principal, http)  # type: ignore[arg-type]
         elif method == "initialize" and self.config.legacy_versions:
             self._on_initialize(rid, params)
         elif self._session is not None:
@@ -348,7 +380,10 @@ class ServerConnection(Connection):
         meta: dict[str, Any],
         version: Any,
         principal: str | None,
+        http: HttpRequestFacts | None,
     ) -> None:
+        # Order (conformance-pinned): required _meta fields (-32602), mirror headers (-32020),
+        # version (-32022), method (-32601), then per-method params.
         caps = meta.get(CLIENT_CAPABILITIES)
         if type(caps) is not dict:
             if caps is None:
@@ -361,6 +396,8 @@ class ServerConnection(Connection):
             raise invalid(rid, f"_meta field {CLIENT_INFO} must be an object")
         if LOG_LEVEL in meta and meta[LOG_LEVEL] not in LOG_LEVEL_RANK:
             raise invalid(rid, f"Unknown log level in _meta field {LOG_LEVEL}")
+        if http is not None:
+            check_headers(http, rid, method, params, version)
         config = self.config
         if version not in config.supported_versions:
             raise RemoteProtocolError(
@@ -375,6 +412,8 @@ class ServerConnection(Connection):
         round_: int | None = 1
         if method in MRTR_METHODS:
             state, round_ = self._read_mrtr_fields(rid, method, params, principal)
+        elif method == LISTEN and type(params.get("notifications")) is not dict:
+            raise invalid(rid, "subscriptions/listen: notifications must be an object")
         event = RequestReceived(rid, method, params, None, state, round_, principal)
         self._inflight[rid] = event
         if method == "server/discover" and config.answer_discovery:
@@ -484,6 +523,7 @@ class ServerConnection(Connection):
 
     def _cancel(self, rid: Any, reason: Any) -> None:
         del self._inflight[rid]
+        self._acknowledged.discard(rid)
         self._shim.abandon(rid, notify_client=True)
         cancelled = self._cancelled
         cancelled[rid] = None
@@ -509,7 +549,10 @@ class ServerConnection(Connection):
                     out["_meta"] = {SERVER_INFO: info}
                 elif SERVER_INFO not in meta:
                     out["_meta"] = {**meta, SERVER_INFO: info}
-            if event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
+            if event.method == LISTEN:
+                self._acknowledged.discard(rid)
+                out["_meta"] = tag(out, rid)["_meta"]
+            elif event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
                 if "ttlMs" not in out:
                     out["ttlMs"] = self.config.cache_ttl_ms
                 if "cacheScope" not in out:
@@ -527,6 +570,7 @@ class ServerConnection(Connection):
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
+        self._acknowledged.discard(rid)
         msg = error_message(rid, error)
         data = self._encode(msg)
         del self._inflight[rid]
