@@ -274,7 +274,7 @@ class ServerConnection(Connection):
             result["instructions"] = config.instructions
         return result
 
-    def ping(self) -> str | int:
+    def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
         if self._session is None or not self._server_requests:
             raise LocalProtocolError("ping needs a legacy session that carries server requests")
