@@ -19,6 +19,8 @@ from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     PROTOCOL_VERSION,
     Era,
+    HttpRequestFacts,
+    InvalidMessage,
     LocalProtocolError,
     NotificationReceived,
     Notify,
@@ -32,6 +34,7 @@ from mrtr_sansio import (
     SessionInitialized,
     UnexpectedResponse,
 )
+from wire import drain
 
 TEXT = {"content": [{"type": "text", "text": "done"}]}
 
@@ -508,6 +511,88 @@ def test_dual_era_connection_serves_modern_requests_statelessly_after_initialize
 
 
 # --- Streamable HTTP legacy sessions --------------------------------------------------------
+
+
+def test_legacy_http_session_is_not_held_to_the_modern_mirror_headers() -> None:
+    """2025-11-25 clients send no Mcp-Method/Mcp-Name, and no version header on initialize."""
+    conn = server()
+    app = App(conn, echo)
+    conn.receive_message(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()},
+        http=HttpRequestFacts(),
+    )
+    (reply,) = conn.outgoing()
+    assert reply.message["result"]["protocolVersion"] == LEGACY
+    conn.receive_message(
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        http=HttpRequestFacts(protocol_version=LEGACY),
+    )
+    conn.receive_message(
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}},
+        http=HttpRequestFacts(protocol_version=LEGACY),
+    )
+    conn.receive_message(
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+        http=HttpRequestFacts(),  # no header: the session's version applies
+    )
+    app.run()
+    assert [e.request_id for e in app.seen] == [2, 3]
+    assert [i.message.get("result") for i in conn.outgoing()] == [TEXT, TEXT]
+
+
+@pytest.mark.parametrize("header", ["1999-01-01", "2026-07-28", "garbage"])
+def test_legacy_http_request_with_an_unsupported_version_header_is_rejected(header: str) -> None:
+    conn = server()
+    conn.receive_message(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()},
+        http=HttpRequestFacts(),
+    )
+    conn.outgoing()
+    conn.receive_message(
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}},
+        http=HttpRequestFacts(protocol_version=header),
+    )
+    (item,) = drain(conn, Era.LEGACY)
+    assert isinstance(item, OutgoingError)
+    assert item.http_status == 400
+    if header == "2026-07-28":  # claims the modern wire without its envelope
+        assert item.error.code == -32602
+    else:
+        assert item.message == {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {
+                "code": -32600,
+                "message": f"Bad Request: unsupported MCP-Protocol-Version header '{header}'",
+                "data": {"supported": ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]},
+            },
+        }
+    assert conn.in_flight == frozenset()
+    assert isinstance(conn.events()[-1], InvalidMessage)
+
+
+def test_modern_request_on_a_legacy_http_session_keeps_its_header_rules() -> None:
+    conn = server()
+    conn.receive_message(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params()},
+        http=HttpRequestFacts(),
+    )
+    conn.outgoing()
+    conn.receive_message(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "t",
+                "_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}},
+            },
+        },
+        http=HttpRequestFacts(protocol_version="2026-07-28", method="tools/call"),
+    )
+    (item,) = conn.outgoing()
+    assert isinstance(item, OutgoingError)
+    assert item.error.code == -32020
 
 
 # --- the byte stream --------------------------------------------------------------------------

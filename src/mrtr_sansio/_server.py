@@ -330,7 +330,13 @@ class ServerConnection(Connection):
         if context is not None:
             http, principal = context
             if http is not None:
-                check_headers(http, rid, method, params, version)
+                if version is None and (
+                    self._session is not None
+                    or (method == "initialize" and self.config.legacy_versions)
+                ):
+                    self._check_legacy_header(http, rid, method, meta)
+                else:
+                    check_headers(http, rid, method, params, version)
         else:
             principal = None
         if principal is None:
@@ -436,6 +442,29 @@ class ServerConnection(Connection):
     def _reject_state(self, rid: Any, method: str, reason: str) -> None:
         self._events.append(RequestStateRejected(rid, method, reason))
         raise RemoteProtocolError(INVALID_STATE, rid)
+
+    def _check_legacy_header(
+        self, http: HttpRequestFacts, rid: Any, method: str, meta: Any
+    ) -> None:
+        """Legacy HTTP: the only MCP header is ``MCP-Protocol-Version``, absent on initialize.
+
+        The modern mirror headers do not exist before 2026-07-28. A version header naming a
+        version this server does not serve is refused (400); a modern one on a body without the
+        envelope is the modern wire's missing ``_meta`` (-32602).
+        """
+        header = http.protocol_version
+        if header is None or method == "initialize" or header in self.config.legacy_versions:
+            return
+        if header in self.config.supported_versions:
+            raise invalid(rid, _missing_meta_message(meta))
+        raise RemoteProtocolError(
+            JsonRpcError(
+                INVALID_REQUEST,
+                f"Bad Request: unsupported MCP-Protocol-Version header '{header}'",
+                {"supported": list(self.config.legacy_versions)},
+            ),
+            rid,
+        )
 
     def _on_initialize(self, rid: Any, params: dict[str, Any]) -> None:
         if self._session is not None:
