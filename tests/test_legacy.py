@@ -466,6 +466,29 @@ def test_missing_capability_on_legacy_is_internal_error_with_required_capabiliti
     }
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"inputResponses": {"k": {"action": "accept", "content": {"x": 1}}}},
+        {"inputResponses": ["not", "a", "map"]},
+        {"requestState": "forged"},
+        {"requestState": 7, "inputResponses": "junk"},
+    ],
+)
+def test_legacy_client_cannot_forge_answers_or_state(extra: dict[str, Any]) -> None:
+    """MRTR fields do not exist on the legacy wire: a first round never sees client values."""
+    _conn, client, app = open_session(echo)
+    client.request("tools/call", {"name": "t", "arguments": {}, **extra})
+    app.run()
+    (event,) = app.seen
+    assert event.input_responses == {}
+    assert event.input_response("k") is None
+    assert event.request_state is None
+    assert "inputResponses" not in event.params
+    assert "requestState" not in event.params
+    assert event.params == {"name": "t", "arguments": {}}
+
+
 def test_other_legacy_methods_reach_the_application_untouched() -> None:
     _conn, client, app = open_session(lambda e: {"tools": []})
     rid = client.request("tools/list", {"cursor": "c"})

@@ -88,6 +88,7 @@ CACHEABLE_METHODS = frozenset(
 INVALID_STATE = JsonRpcError(
     INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
 )
+_MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
 _NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -511,6 +512,9 @@ class ServerConnection(Connection):
             msg = result_message(rid, {})
             self._out.append(OutgoingResult(self._dumps(msg), msg, rid))
             return
+        if method in MRTR_METHODS and ("inputResponses" in params or "requestState" in params):
+            # Not fields of the legacy wire: on a first round they could only be forged answers.
+            params = {k: v for k, v in params.items() if k not in _MRTR_FIELDS}
         event = RequestReceived(
             rid,
             method,
