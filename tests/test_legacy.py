@@ -21,6 +21,7 @@ from mrtr_sansio import (
     Era,
     HttpRequestFacts,
     InvalidMessage,
+    JsonRpcError,
     LocalProtocolError,
     NotificationReceived,
     Notify,
@@ -127,8 +128,7 @@ def test_application_answers_initialize_when_discovery_is_not_automatic() -> Non
     client = LegacyClient(conn)
     client.request("initialize", init_params("2025-06-18"))
     assert client.take() == []
-    session_event, request = conn.events()
-    assert session_event == SessionInitialized("2025-06-18", FULL_CAPS, CLIENT_INFO)
+    (request,) = conn.events()  # SessionInitialized waits for the answer
     assert isinstance(request, RequestReceived)
     assert (request.request_id, request.method, request.era) == (1, "initialize", Era.LEGACY)
     assert request.protocol_version == "2025-06-18"
@@ -146,6 +146,24 @@ def test_application_answers_initialize_when_discovery_is_not_automatic() -> Non
             },
         }
     ]
+    assert conn.events() == [SessionInitialized("2025-06-18", FULL_CAPS, CLIENT_INFO)]
+
+
+def test_the_version_the_application_answers_is_the_negotiated_one() -> None:
+    conn = server(answer_discovery=False)
+    client = LegacyClient(conn)
+    client.request("initialize", init_params())
+    conn.events()
+    conn.send(Respond(1, conn.initialize_result("2025-03-26")))
+    (reply,) = client.take()
+    assert reply["result"]["protocolVersion"] == "2025-03-26"
+    assert conn.events() == [SessionInitialized("2025-03-26", FULL_CAPS, CLIENT_INFO)]
+    assert conn.session is not None
+    assert conn.session.protocol_version == "2025-03-26"
+    client.request("tools/call", {"name": "t"})
+    (event,) = conn.events()
+    assert isinstance(event, RequestReceived)
+    assert event.protocol_version == "2025-03-26"
 
 
 def test_initialize_result_needs_a_session_or_an_explicit_version() -> None:
@@ -257,6 +275,38 @@ def test_legacy_request_before_initialize_is_invalid_params(method: str) -> None
     assert conn.in_flight == frozenset()
 
 
+def test_initialize_answered_with_an_error_discards_the_session() -> None:
+    conn = server(answer_discovery=False)
+    client = LegacyClient(conn)
+    client.request("initialize", init_params())
+    conn.events()
+    conn.send(Respond(1, JsonRpcError(-32602, "Unsupported protocol version")))
+    (reply,) = client.take()
+    assert reply["error"]["code"] == -32602
+    assert conn.session is None
+    client.request("tools/call", {"name": "x"})
+    (reply,) = client.take()
+    assert reply["error"]["code"] == -32602  # no session: not served
+    client.request("initialize", init_params())
+    conn.events()
+    conn.send(Respond(3, conn.initialize_result()))
+    (reply,) = client.take()
+    assert reply["result"]["protocolVersion"] == LEGACY
+
+
+def test_initialize_cannot_be_cancelled() -> None:
+    conn = server(answer_discovery=False)
+    client = LegacyClient(conn)
+    client.request("initialize", init_params())
+    conn.events()
+    client.cancel(1)
+    assert conn.in_flight == {1}
+    assert not any(isinstance(e, RequestCancelled) for e in conn.events())
+    conn.send(Respond(1, conn.initialize_result()))
+    (reply,) = client.take()
+    assert reply["result"]["protocolVersion"] == LEGACY
+
+
 # --- notifications/initialized --------------------------------------------------------------
 
 
@@ -344,6 +394,13 @@ def test_server_ping_needs_a_session_that_carries_requests() -> None:
         server().ping()
     conn = server(server_requests=False)
     LegacyClient(conn).initialize()
+    with pytest.raises(LocalProtocolError):
+        conn.ping()
+
+
+def test_server_ping_after_close_is_refused() -> None:
+    conn, _client, _app = open_session(echo)
+    conn.receive_data(b"")
     with pytest.raises(LocalProtocolError):
         conn.ping()
 

@@ -277,8 +277,10 @@ class ServerConnection(Connection):
 
     def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
-        if self._session is None or not self._server_requests:
-            raise LocalProtocolError("ping needs a legacy session that carries server requests")
+        if self._session is None or not self._server_requests or self._closed:
+            raise LocalProtocolError(
+                "ping needs an open legacy session that carries server requests"
+            )
         return self._shim.send_ping()
 
     def next_deadline(self) -> float | None:
@@ -487,7 +489,6 @@ class ServerConnection(Connection):
         legacy = self.config.legacy_versions
         version = requested if requested in legacy else legacy[0]
         self._session = LegacySession(version, caps, info)
-        self._events.append(SessionInitialized(version, caps, info))
         event = RequestReceived(rid, "initialize", params, Era.LEGACY, version, caps, info)
         self._inflight[rid] = event
         if self.config.answer_discovery:
@@ -533,7 +534,9 @@ class ServerConnection(Connection):
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
             rid = params.get("requestId") if params is not None else None
-            if is_valid_id(rid) and rid in self._inflight:
+            event = self._inflight.get(rid) if is_valid_id(rid) else None
+            # initialize must not be cancelled (2025-11-25 cancellation); ignore the attempt.
+            if event is not None and event.method != "initialize":
                 self._cancel(rid, params.get("reason") if params is not None else None)
             return
         if method == "notifications/initialized" and self._session is not None:
@@ -581,6 +584,8 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._shim.finish(rid)
         self._out.append(OutgoingResult(data, msg, rid))
+        if event.method == "initialize" and event.era is Era.LEGACY:
+            self._session_opened(out)
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
@@ -589,6 +594,8 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._shim.finish(rid)
         self._out.append(OutgoingError(data, msg, rid, error))
+        if event.method == "initialize" and event.era is Era.LEGACY:
+            self._session = None  # the handshake failed: the client may try again
 
     def _respond_input_required(self, event: RequestReceived, ir: InputRequiredResult) -> None:
         if event.method not in MRTR_METHODS:
@@ -657,6 +664,19 @@ class ServerConnection(Connection):
         if wanted is None:
             return False
         return LOG_LEVEL_RANK.get(level, len(LOG_LEVEL_RANK)) >= LOG_LEVEL_RANK[wanted]  # type: ignore[arg-type]
+
+    def _session_opened(self, result: Mapping[str, Any]) -> None:
+        """``initialize`` was answered: the version in the answer is the negotiated one."""
+        session = self._session
+        assert session is not None
+        version = result.get("protocolVersion")
+        if isinstance(version, str):
+            session.protocol_version = version
+        self._events.append(
+            SessionInitialized(
+                session.protocol_version, session.client_capabilities, session.client_info
+            )
+        )
 
     # --- used by the legacy shim ------------------------------------------------------------
 
