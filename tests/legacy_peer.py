@@ -132,14 +132,15 @@ class App:
     def run(self) -> list[Event]:
         """Process pending events; returns the non-request events seen in this call."""
         fresh: list[Event] = []
-        for event in self.conn.events():
-            if isinstance(event, RequestReceived):
-                self.seen.append(event)
-                answer = self.handler(event)
-                if answer is not None:
-                    self.conn.send(Respond(event.request_id, answer))
-            else:
-                fresh.append(event)
+        while events := self.conn.events():  # answers may queue more (shim replays)
+            for event in events:
+                if isinstance(event, RequestReceived):
+                    self.seen.append(event)
+                    answer = self.handler(event)
+                    if answer is not None:
+                        self.conn.send(Respond(event.request_id, answer))
+                else:
+                    fresh.append(event)
         self.other.extend(fresh)
         return fresh
 
@@ -165,5 +166,6 @@ def session(
     client.initialize(capabilities)
     app = App(conn, handler)
     app.run()
+    app.other.clear()
     assert client.take() == []
     return conn, client, app
