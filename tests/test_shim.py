@@ -27,7 +27,9 @@ from mrtr_sansio import (
     InputRequiredResult,
     Limits,
     LocalProtocolError,
+    OutgoingError,
     OutgoingInputRequired,
+    OutgoingNotification,
     OutgoingResult,
     PingAnswered,
     RequestCancelled,
@@ -338,6 +340,75 @@ def test_a_handler_supplied_elicitation_id_rides_unchanged() -> None:
 
 
 # --- failures -------------------------------------------------------------------------------
+
+
+def test_a_leg_answered_with_an_error_fails_the_original() -> None:
+    def handler(event: RequestReceived) -> Any:
+        return InputRequiredResult({"a": LOGIN, "b": sample("q", 10), "c": list_roots()})
+
+    conn, client, app = session(handler)
+    rid = client.request("tools/call", TARGET["tools/call"])
+    app.run()
+    client.take()
+    client.answer(0, ACCEPT)
+    client.answer_error(1, -1, "User rejected sampling request", {"why": "no"})
+    app.run()
+    items = client.take_items()
+    assert [i.message for i in items] == [
+        cancelled(2, "The original request failed"),
+        internal(
+            rid,
+            "The client answered sampling/createMessage with an error: User rejected sampling "
+            "request (code -1)",
+            {
+                "clientError": {
+                    "code": -1,
+                    "message": "User rejected sampling request",
+                    "data": {"why": "no"},
+                }
+            },
+        ),
+    ]
+    assert all(i.related_request_id == rid for i in items)
+    assert isinstance(items[0], OutgoingNotification)
+    assert isinstance(items[1], OutgoingError)
+    assert len(app.seen) == 1  # the handler is not re-run
+    assert conn.in_flight == frozenset()
+    assert conn.next_deadline() is None
+    client.answer(2, ROOTS)  # too late
+    (event,) = app.run()
+    assert isinstance(event, UnexpectedResponse)
+    assert event.response_id == 2
+    assert client.take() == []
+
+
+def test_a_leg_answered_with_a_malformed_error_still_fails_cleanly() -> None:
+    _conn, client, app = session(one_question)
+    rid = client.request("tools/call", TARGET["tools/call"])
+    app.run()
+    client.take()
+    client.send({"jsonrpc": "2.0", "id": 0, "error": "nope"})
+    app.run()
+    (msg,) = client.take()
+    assert msg["id"] == rid
+    assert msg["error"]["code"] == -32603
+    assert msg["error"]["message"].startswith(
+        "The client answered elicitation/create with an error"
+    )
+
+
+@pytest.mark.parametrize("result", [5, "accept", None, [ACCEPT]])
+def test_a_leg_result_that_is_not_an_object_fails_the_original(result: Any) -> None:
+    _conn, client, app = session(one_question)
+    rid = client.request("tools/call", TARGET["tools/call"])
+    app.run()
+    client.take()
+    client.send({"jsonrpc": "2.0", "id": 0, "result": result})
+    app.run()
+    assert client.take() == [
+        internal(rid, "The client's elicitation/create result is not an object")
+    ]
+    assert len(app.seen) == 1
 
 
 def test_round_cap_fails_after_eight_rounds() -> None:
@@ -789,3 +860,37 @@ def test_closing_the_stream_drops_pending_legs() -> None:
     assert client.take() == []  # nothing is written to a closed stream
     conn.handle_timer(1e12)
     assert client.take() == []
+
+
+# --- robustness -------------------------------------------------------------------------------
+
+
+def test_an_unserializable_leg_changes_nothing() -> None:
+    conn, client, _app = session(lambda e: None)
+    rid = client.request("tools/call", TARGET["tools/call"])
+    conn.events()
+    bad = InputRequest("elicitation/create", {"message": object(), "requestedSchema": SCHEMA})
+    with pytest.raises(LocalProtocolError):
+        conn.send(Respond(rid, InputRequiredResult({"ok": LOGIN, "bad": bad})))
+    assert client.take() == []
+    assert conn.in_flight == {rid}
+    assert conn.next_deadline() is None
+    conn.send(Respond(rid, InputRequiredResult({"ok": LOGIN})))
+    (leg,) = client.take()
+    assert leg["params"] == LOGIN.params
+    client.answer(leg["id"], ACCEPT)
+    (replay,) = conn.events()
+    assert isinstance(replay, RequestReceived)
+    assert replay.round == 2
+
+
+def test_a_null_elicitation_id_is_replaced() -> None:
+    ask = InputRequest(
+        "elicitation/create",
+        {"mode": "url", "message": "m", "url": "https://x.example", "elicitationId": None},
+    )
+    _conn, client, app = session(lambda e: InputRequiredResult({"k": ask}))
+    client.request("tools/call", TARGET["tools/call"])
+    app.run()
+    (leg,) = client.take()
+    assert leg["params"]["elicitationId"] == "e" * 32

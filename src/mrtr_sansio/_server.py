@@ -545,7 +545,7 @@ class ServerConnection(Connection):
 
     def _cancel(self, rid: Any, reason: Any) -> None:
         del self._inflight[rid]
-        self._shim.abandon(rid, notify_client=True)
+        self._shim.abandon(rid)
         cancelled = self._cancelled
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
