@@ -862,6 +862,67 @@ def test_closing_the_stream_drops_pending_legs() -> None:
     assert client.take() == []
 
 
+# --- before notifications/initialized -------------------------------------------------------
+
+
+def uninitialized(handler: Any, **config: Any) -> tuple[Any, LegacyClient, App]:
+    conn = server(**config)
+    client = LegacyClient(conn)
+    client.initialize(initialized=False)
+    app = App(conn, handler)
+    app.run()
+    app.other.clear()
+    return conn, client, app
+
+
+def test_legs_wait_for_the_initialized_notification() -> None:
+    """A server sends no request but ping before notifications/initialized (2025-11-25)."""
+    clock = Clock()
+    conn, client, app = uninitialized(one_question, clock=clock)
+    rid = client.request("tools/call", TARGET["tools/call"])
+    app.run()
+    assert client.take() == []
+    assert conn.in_flight == {rid}
+    assert conn.next_deadline() == 1600.0
+    client.answer(0, ACCEPT)  # a guess at an id we never wrote
+    assert [type(e) for e in app.run()] == [UnexpectedResponse]
+    clock.now = 1100.0
+    client.notify("notifications/initialized")
+    (leg,) = client.take_items()
+    assert isinstance(leg, FulfilRequest)
+    assert leg.message == leg_message(0, LOGIN)
+    assert leg.related_request_id == rid
+    assert conn.next_deadline() == 1700.0  # the clock starts when the client can see it
+    client.answer(0, ACCEPT)
+    app.run()
+    assert client.take() == [{"jsonrpc": "2.0", "id": rid, "result": TEXT}]
+
+
+def test_held_legs_are_never_cancelled_on_the_wire() -> None:
+    conn, client, app = uninitialized(one_question)
+    cancelled_rid = client.request("tools/call", TARGET["tools/call"])
+    timed_out = client.request("tools/call", TARGET["tools/call"])
+    app.run()
+    client.cancel(cancelled_rid)
+    conn.handle_timer(1600.0)
+    assert client.take() == [
+        internal(
+            timed_out,
+            "Timed out waiting for the client's answer to an input request "
+            "(legacy_leg_timeout=600.0s)",
+        )
+    ]
+    assert conn.next_deadline() is None
+    client.notify("notifications/initialized")
+    assert client.take() == []
+
+
+def test_ping_does_not_wait_for_initialized() -> None:
+    conn, client, _app = uninitialized(one_question)
+    assert conn.ping() == 0
+    assert client.take() == [{"jsonrpc": "2.0", "id": 0, "method": "ping"}]
+
+
 # --- robustness -------------------------------------------------------------------------------
 
 

@@ -541,6 +541,7 @@ class ServerConnection(Connection):
             return
         if method == "notifications/initialized" and self._session is not None:
             self._session.initialized = True
+            self._shim.release()
         self._events.append(NotificationReceived(method, params))
 
     def _cancel(self, rid: Any, reason: Any) -> None:

@@ -13,7 +13,8 @@ fulfils at most ``legacy_max_rounds`` rounds per request, so the handler runs at
 ``legacy_max_rounds + 1`` times; one more ``input_required`` fails the request with -32603 and a
 :class:`RoundsExhausted` event.
 
-Every round re-checks the session's capabilities before anything reaches the client. The rounds,
+Every round re-checks the session's capabilities before anything reaches the client. Legs wait
+for ``notifications/initialized`` (a server sends no requests but ``ping`` before it). The rounds,
 the shimmed requests and the pending legs are all bounded.
 """
 
@@ -75,6 +76,8 @@ class LegacyShim:
         self._conn = conn
         self._runs: dict[Any, _Run] = {}
         self._legs: dict[int, _Leg] = {}
+        #: Legs built before ``notifications/initialized``, in order, not yet written.
+        self._held: list[_Leg] = []
         self._pings: set[int] = set()
         self._next_id = 0
 
@@ -156,10 +159,30 @@ class LegacyShim:
             self._replay(run)
             return
         deadline = config.clock() + config.legacy_leg_timeout
+        session = conn._session
+        hold = session is not None and not session.initialized
         for leg_id, leg in legs.items():
             leg.deadline = deadline
             self._legs[leg_id] = leg
             run.pending[leg.key] = leg_id
+            if hold:
+                self._held.append(leg)
+            else:
+                self._write(leg)
+
+    def release(self) -> None:
+        """``notifications/initialized`` arrived: write the legs held until now.
+
+        Their deadlines start now, as the client sees them only now.
+        """
+        held = self._held
+        if not held:
+            return
+        self._held = []
+        config = self._conn.config
+        deadline = config.clock() + config.legacy_leg_timeout
+        for leg in held:
+            leg.deadline = deadline
             self._write(leg)
 
     def _write(self, leg: _Leg) -> None:
@@ -194,7 +217,7 @@ class LegacyShim:
         conn = self._conn
         rid: Any = msg.get("id")
         leg = self._legs.get(rid) if is_valid_id(rid) else None
-        if leg is None:  # unknown or finished
+        if leg is None or leg.item is not None:  # unknown, finished, or never written
             if rid in self._pings:
                 self._pings.discard(rid)
                 conn._events.append(PingAnswered(rid, "error" not in msg))
@@ -231,11 +254,15 @@ class LegacyShim:
     # --- endings ----------------------------------------------------------------------------
 
     def _cancel_legs(self, run: _Run, reason: str | None) -> None:
-        """Forget ``run``'s pending legs, telling the client unless ``reason`` is None."""
+        """Forget ``run``'s pending legs, telling the client about written ones unless
+        ``reason`` is None."""
         conn = self._conn
         rid = run.first.request_id
         for leg_id in run.pending.values():
-            self._legs.pop(leg_id)
+            leg = self._legs.pop(leg_id)
+            if leg.item is not None:
+                self._held.remove(leg)  # never written: nothing to cancel on the wire
+                continue
             if reason is None:
                 continue
             msg = notification_message(
@@ -269,6 +296,7 @@ class LegacyShim:
         for run in self._runs.values():
             self._cancel_legs(run, None)
         self._runs.clear()
+        self._held.clear()
         self._pings.clear()
 
     # --- timers and pings -------------------------------------------------------------------
