@@ -862,6 +862,29 @@ def test_closing_the_stream_drops_pending_legs() -> None:
     assert client.take() == []
 
 
+def test_closing_the_stream_forgets_requests_waiting_for_the_client() -> None:
+    """A request waiting on legs can never complete; one whose replay is queued still can."""
+    conn = server()
+    client = LegacyClient(conn)
+    client.initialize()
+    conn.events()
+    waiting = client.request("tools/call", {"name": "a"})
+    replayed = client.request("tools/call", {"name": "b"})
+    conn.events()
+    conn.send(Respond(waiting, InputRequiredResult({"login": LOGIN})))
+    conn.send(Respond(replayed, InputRequiredResult({"login": LOGIN})))
+    client.take()
+    client.answer(1, ACCEPT)
+    conn.receive_data(b"")
+    assert conn.in_flight == {replayed}
+    replay, _closed = conn.events()
+    assert isinstance(replay, RequestReceived)
+    assert replay.request_id == replayed
+    conn.send(Respond(replayed, TEXT))  # the application may still finish it
+    with pytest.raises(LocalProtocolError):
+        conn.send(Respond(waiting, TEXT))
+
+
 # --- before notifications/initialized -------------------------------------------------------
 
 

@@ -554,7 +554,8 @@ class ServerConnection(Connection):
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _on_close(self) -> None:
-        self._shim.abandon_all()
+        for rid in self._shim.abandon_all():
+            del self._inflight[rid]
 
     # --- send path --------------------------------------------------------------------------
 

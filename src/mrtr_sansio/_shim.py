@@ -291,13 +291,16 @@ class LegacyShim:
         if run is not None:
             self._cancel_legs(run, "The original request was cancelled")
 
-    def abandon_all(self) -> None:
-        """The stream closed: nothing can be answered any more."""
+    def abandon_all(self) -> list[Any]:
+        """The stream closed: forget everything; returns the requests that were waiting for
+        the client (nothing can answer them any more)."""
+        waiting = [rid for rid, run in self._runs.items() if run.pending]
         for run in self._runs.values():
             self._cancel_legs(run, None)
         self._runs.clear()
         self._held.clear()
         self._pings.clear()
+        return waiting
 
     # --- timers and pings -------------------------------------------------------------------
 
