@@ -22,6 +22,7 @@ from mrtr_sansio import (
     HttpRequestFacts,
     InvalidMessage,
     JsonRpcError,
+    Limits,
     LocalProtocolError,
     NotificationReceived,
     Notify,
@@ -164,6 +165,16 @@ def test_the_version_the_application_answers_is_the_negotiated_one() -> None:
     (event,) = conn.events()
     assert isinstance(event, RequestReceived)
     assert event.protocol_version == "2025-03-26"
+
+
+def test_an_initialize_answer_without_a_version_keeps_the_negotiated_one() -> None:
+    conn = server(answer_discovery=False)
+    client = LegacyClient(conn)
+    client.request("initialize", init_params("2025-06-18"))
+    conn.events()
+    conn.send(Respond(1, {"capabilities": {}, "serverInfo": SERVER_INFO}))  # an app bug
+    conn.outgoing()  # not schema-valid on purpose
+    assert conn.events() == [SessionInitialized("2025-06-18", FULL_CAPS, CLIENT_INFO)]
 
 
 def test_initialize_result_needs_a_session_or_an_explicit_version() -> None:
@@ -565,6 +576,19 @@ def test_legacy_cancellation_without_legs() -> None:
     assert client.take() == []
     with pytest.raises(LocalProtocolError):
         conn.send(Respond(3, TEXT))
+
+
+def test_remembered_cancellations_are_bounded() -> None:
+    conn, client, app = open_session(lambda e: None, limits=Limits(max_in_flight=1))
+    client.request("tools/call", {"name": "a"}, request_id="a")
+    client.cancel("a")
+    client.request("tools/call", {"name": "b"}, request_id="b")
+    client.cancel("b")
+    app.run()
+    conn.send(Respond("b", TEXT))  # still remembered: dropped
+    with pytest.raises(LocalProtocolError):  # forgotten to stay within the bound
+        conn.send(Respond("a", TEXT))
+    assert client.take() == []
 
 
 def test_cancellation_of_unknown_or_malformed_ids_is_ignored() -> None:

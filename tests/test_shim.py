@@ -978,3 +978,23 @@ def test_a_null_elicitation_id_is_replaced() -> None:
     app.run()
     (leg,) = client.take()
     assert leg["params"]["elicitationId"] == "e" * 32
+
+
+def test_a_wire_form_input_required_mapping_is_shimmed_too() -> None:
+    def handler(event: RequestReceived) -> Any:
+        if event.round == 1:
+            return {
+                "resultType": "input_required",
+                "inputRequests": {"login": LOGIN.to_wire()},
+                "requestState": "s",
+            }
+        return TEXT
+
+    _conn, client, app = session(handler)
+    rid = client.request("tools/call", TARGET["tools/call"])
+    app.run()
+    assert client.take() == [leg_message(0, LOGIN)]
+    client.answer(0, ACCEPT)
+    app.run()
+    assert app.seen[1].request_state == "s"
+    assert client.take() == [{"jsonrpc": "2.0", "id": rid, "result": TEXT}]

@@ -683,9 +683,8 @@ class ServerConnection(Connection):
     # --- used by the legacy shim ------------------------------------------------------------
 
     def _fail(self, rid: Any, error: JsonRpcError) -> None:
-        event = self._inflight.get(rid)
-        if event is not None:
-            self._respond_error(event, error)
+        """Answer a shimmed request (always still in flight) with an error."""
+        self._respond_error(self._inflight[rid], error)
 
     def _replay(self, event: RequestReceived) -> None:
         self._inflight[event.request_id] = event
