@@ -998,3 +998,16 @@ def test_a_wire_form_input_required_mapping_is_shimmed_too() -> None:
     app.run()
     assert app.seen[1].request_state == "s"
     assert client.take() == [{"jsonrpc": "2.0", "id": rid, "result": TEXT}]
+
+
+def test_local_cancel_withdraws_the_legs_on_the_wire() -> None:
+    """ServerConnection.cancel (e.g. the HTTP stream is gone) acts like the client's cancel."""
+    conn, client, app = session(one_question)
+    rid = client.request("tools/call", TARGET["tools/call"])
+    app.run()
+    client.take()
+    assert conn.cancel(rid, "The HTTP client disconnected") is True
+    assert client.take() == [cancelled(0, "The original request was cancelled")]
+    assert app.run() == [RequestCancelled(rid, "The HTTP client disconnected")]
+    assert conn.cancel(rid) is False
+    assert conn.next_deadline() is None

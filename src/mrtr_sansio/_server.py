@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._capabilities import missing_capabilities
 from ._config import ServerConfig
 from ._connection import Connection
 from ._envelope import (
@@ -28,7 +27,6 @@ from ._envelope import (
     PROTOCOL_VERSION,
     SERVER_INFO,
     Era,
-    check_modern_meta,
     invalid,
 )
 from ._errors import (
@@ -65,10 +63,11 @@ from ._jsonrpc import (
     result_message,
 )
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
+from ._session import LegacySession
 from ._shim import LegacyShim
 from ._state import RequestStateError, StateBinding
 
-__all__ = ["LegacySession", "ServerConnection"]
+__all__ = ["ServerConnection"]
 
 #: Methods of the legacy wire that the modern wire removed; with an envelope they are -32601.
 LEGACY_ONLY_METHODS = frozenset(
@@ -90,32 +89,6 @@ INVALID_STATE = JsonRpcError(
 )
 _MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
 _NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-class LegacySession:
-    """What ``initialize`` established for a legacy stdio process or HTTP session."""
-
-    __slots__ = (
-        "client_capabilities",
-        "client_info",
-        "initialized",
-        "log_level",
-        "protocol_version",
-    )
-
-    def __init__(
-        self,
-        protocol_version: str,
-        client_capabilities: Mapping[str, Any],
-        client_info: Mapping[str, Any] | None,
-    ) -> None:
-        self.protocol_version = protocol_version
-        self.client_capabilities = client_capabilities
-        self.client_info = client_info
-        #: True once ``notifications/initialized`` arrived.
-        self.initialized = False
-        #: Minimum level set by ``logging/setLevel``, or None (send every level).
-        self.log_level: str | None = None
 
 
 def _missing_meta_message(meta: Any) -> str:
@@ -208,21 +181,25 @@ class ServerConnection(Connection):
                 del self._cancelled[request_id]
                 return
             raise LocalProtocolError(f"no request with id {request_id!r} awaits an answer")
-        if self._shim.waiting(request_id):
+        if event.session is not None and self._shim.waiting(request_id):
             raise LocalProtocolError(
                 f"request {request_id!r} is waiting for the client's input (legacy shim)"
             )
-        if isinstance(result, InputRequiredResult):
-            self._respond_input_required(event, result)
+        kind = type(result)
+        if kind is dict:
+            if result.get("resultType") == INPUT_REQUIRED:  # type: ignore[union-attr]
+                self._respond_input_required(event, _input_required(result))  # type: ignore[arg-type]
+            else:
+                self._respond_complete(event, result)  # type: ignore[arg-type]
+        elif kind is InputRequiredResult:
+            self._respond_input_required(event, result)  # type: ignore[arg-type]
         elif isinstance(result, JsonRpcError):
             self._respond_error(event, result)
+        elif isinstance(result, InputRequiredResult):
+            self._respond_input_required(event, result)
         elif isinstance(result, Mapping):
             if result.get("resultType") == INPUT_REQUIRED:
-                try:
-                    ir = InputRequiredResult.from_wire(result)
-                except (TypeError, ValueError) as exc:
-                    raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
-                self._respond_input_required(event, ir)
+                self._respond_input_required(event, _input_required(result))
             else:
                 self._respond_complete(event, result)
         else:
@@ -247,7 +224,16 @@ class ServerConnection(Connection):
         elif method == "notifications/message" and not self._log_allowed(None, params):
             return
         msg = notification_message(method, params)
-        self._out.append(OutgoingNotification(self._encode(msg), msg, related_request_id))
+        self._out.append((OutgoingNotification, self._encode(msg), msg, related_request_id))
+
+    def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
+        """Abandon a client request locally (e.g. its HTTP stream is gone): as if the client
+        had cancelled it. Legacy shim legs are cancelled on the wire; a later answer from the
+        application is dropped. Returns False when the request was not in flight."""
+        if request_id not in self._inflight:
+            return False
+        self._cancel(request_id, reason)
+        return True
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
@@ -333,13 +319,10 @@ class ServerConnection(Connection):
         if context is not None:
             http, principal = context
             if http is not None:
-                if version is None and (
-                    self._session is not None
-                    or (method == "initialize" and self.config.legacy_versions)
-                ):
-                    self._check_legacy_header(http, rid, method, meta)
-                else:
+                if version is not None:
                     check_headers(http, rid, method, params, version)
+                elif self._session is not None:
+                    self._check_legacy_header(http, rid, method, meta)
         else:
             principal = None
         if principal is None:
@@ -372,7 +355,18 @@ class ServerConnection(Connection):
         version: Any,
         principal: str | None,
     ) -> None:
-        check_modern_meta(meta, rid)
+        caps = meta.get(CLIENT_CAPABILITIES)
+        if type(caps) is not dict:
+            if caps is None:
+                raise invalid(rid, f"Missing required _meta field {CLIENT_CAPABILITIES}")
+            raise invalid(rid, f"_meta field {CLIENT_CAPABILITIES} must be an object")
+        if type(version) is not str:
+            raise invalid(rid, f"_meta field {PROTOCOL_VERSION} must be a string")
+        info = meta.get(CLIENT_INFO)
+        if info is not None and type(info) is not dict:
+            raise invalid(rid, f"_meta field {CLIENT_INFO} must be an object")
+        if LOG_LEVEL in meta and meta[LOG_LEVEL] not in LOG_LEVEL_RANK:
+            raise invalid(rid, f"Unknown log level in _meta field {LOG_LEVEL}")
         config = self.config
         if version not in config.supported_versions:
             raise RemoteProtocolError(
@@ -387,18 +381,7 @@ class ServerConnection(Connection):
         round_: int | None = 1
         if method in MRTR_METHODS:
             state, round_ = self._read_mrtr_fields(rid, method, params, principal)
-        event = RequestReceived(
-            rid,
-            method,
-            params,
-            Era.MODERN,
-            version,
-            meta[CLIENT_CAPABILITIES],
-            meta.get(CLIENT_INFO),
-            state,
-            round_,
-            principal,
-        )
+        event = RequestReceived(rid, method, params, None, state, round_, principal)
         self._inflight[rid] = event
         if method == "server/discover" and config.answer_discovery:
             self._respond_complete(event, self.discover_result())
@@ -489,7 +472,7 @@ class ServerConnection(Connection):
         legacy = self.config.legacy_versions
         version = requested if requested in legacy else legacy[0]
         self._session = LegacySession(version, caps, info)
-        event = RequestReceived(rid, "initialize", params, Era.LEGACY, version, caps, info)
+        event = RequestReceived(rid, "initialize", params, self._session)
         self._inflight[rid] = event
         if self.config.answer_discovery:
             self._respond_complete(event, self.initialize_result(version))
@@ -503,7 +486,7 @@ class ServerConnection(Connection):
         assert session is not None
         if method == "ping":
             msg = result_message(rid, {})
-            self._out.append(OutgoingResult(self._dumps(msg), msg, rid))
+            self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
             return
         if method == "logging/setLevel":
             level = params.get("level")
@@ -511,23 +494,12 @@ class ServerConnection(Connection):
                 raise invalid(rid, "logging/setLevel: unknown level")
             session.log_level = level
             msg = result_message(rid, {})
-            self._out.append(OutgoingResult(self._dumps(msg), msg, rid))
+            self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
             return
         if method in MRTR_METHODS and ("inputResponses" in params or "requestState" in params):
             # Not fields of the legacy wire: on a first round they could only be forged answers.
             params = {k: v for k, v in params.items() if k not in _MRTR_FIELDS}
-        event = RequestReceived(
-            rid,
-            method,
-            params,
-            Era.LEGACY,
-            session.protocol_version,
-            session.client_capabilities,
-            session.client_info,
-            None,
-            1,
-            principal,
-        )
+        event = RequestReceived(rid, method, params, session, None, 1, principal)
         self._inflight[rid] = event
         self._events.append(event)
 
@@ -561,7 +533,7 @@ class ServerConnection(Connection):
 
     def _respond_complete(self, event: RequestReceived, result: Mapping[str, Any]) -> None:
         rid = event.request_id
-        if event.era is Era.MODERN:
+        if event.session is None:
             out = dict(result)
             if "resultType" not in out:
                 out["resultType"] = "complete"
@@ -584,10 +556,12 @@ class ServerConnection(Connection):
         msg = result_message(rid, out)
         data = self._encode(msg)
         del self._inflight[rid]
-        self._shim.finish(rid)
-        self._out.append(OutgoingResult(data, msg, rid))
-        if event.method == "initialize" and event.era is Era.LEGACY:
-            self._session_opened(out)
+        self._out.append((OutgoingResult, data, msg, rid))
+        session = event.session
+        if session is not None:
+            self._shim.finish(rid)
+            if event.method == "initialize":
+                self._session_opened(session, out)
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
@@ -595,8 +569,8 @@ class ServerConnection(Connection):
         data = self._encode(msg)
         del self._inflight[rid]
         self._shim.finish(rid)
-        self._out.append(OutgoingError(data, msg, rid, error))
-        if event.method == "initialize" and event.era is Era.LEGACY:
+        self._out.append((OutgoingError, data, msg, rid, error))
+        if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again
 
     def _respond_input_required(self, event: RequestReceived, ir: InputRequiredResult) -> None:
@@ -610,7 +584,7 @@ class ServerConnection(Connection):
             raise LocalProtocolError(
                 f"input_requests has more than {self._limits.max_input_requests} entries"
             )
-        if event.era is Era.LEGACY:
+        if event.session is not None:
             if not (self.config.legacy_shim and self._server_requests):
                 self._respond_error(
                     event,
@@ -622,21 +596,22 @@ class ServerConnection(Connection):
                 return
             self._shim.start_round(event, ir)
             return
-        required = ir.required_capabilities()
-        if required and missing_capabilities(required, event.client_capabilities):
-            self._respond_error(event, JsonRpcError.missing_capability(required))
+        if requests and not ir.allowed_by(event.client_capabilities):
+            self._respond_error(event, JsonRpcError.missing_capability(ir.required_capabilities()))
             return
-        token: str | None = None
-        if ir.request_state is not None:
-            token = self._seal(event, ir.request_state)
-        wire = ir.to_wire(token)
+        state = ir.request_state
+        wire = ir.to_wire(
+            state
+            if state is None or (self._protector is None and type(state) is str)
+            else self._seal(event, state)
+        )
         if self._server_info is not None:
             wire["_meta"] = {SERVER_INFO: self._server_info}
         rid = event.request_id
         msg = result_message(rid, wire)
         data = self._encode(msg)
         del self._inflight[rid]
-        self._out.append(OutgoingInputRequired(data, msg, rid))
+        self._out.append((OutgoingInputRequired, data, msg, rid))
 
     def _seal(self, event: RequestReceived, state: Any) -> str:
         protector = self._protector
@@ -667,10 +642,8 @@ class ServerConnection(Connection):
             return False
         return LOG_LEVEL_RANK.get(level, len(LOG_LEVEL_RANK)) >= LOG_LEVEL_RANK[wanted]  # type: ignore[arg-type]
 
-    def _session_opened(self, result: Mapping[str, Any]) -> None:
+    def _session_opened(self, session: LegacySession, result: Mapping[str, Any]) -> None:
         """``initialize`` was answered: the version in the answer is the negotiated one."""
-        session = self._session
-        assert session is not None
         version = result.get("protocolVersion")
         if isinstance(version, str):
             session.protocol_version = version
@@ -689,6 +662,14 @@ class ServerConnection(Connection):
     def _replay(self, event: RequestReceived) -> None:
         self._inflight[event.request_id] = event
         self._events.append(event)
+
+
+def _input_required(result: Mapping[str, Any]) -> InputRequiredResult:
+    """An application's ``input_required`` mapping, validated like a constructed value."""
+    try:
+        return InputRequiredResult.from_wire(result)
+    except (TypeError, ValueError) as exc:
+        raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
 
 
 class _Absent:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._capabilities import ELICIT, missing_capabilities
-from ._envelope import Era
 from ._errors import JsonRpcError, _capability_paths
 from ._events import (
     FulfilRequest,
@@ -44,16 +43,19 @@ __all__ = ["LegacyShim"]
 
 
 class _Leg:
-    """One server-to-client request awaiting its answer (``item`` is None once sent)."""
+    """One server-to-client request awaiting its answer.
+
+    ``item`` is its outgoing-queue entry while it is held (not yet written), else None.
+    """
 
     __slots__ = ("deadline", "item", "key", "method", "request_id")
 
-    def __init__(self, request_id: Any, key: str, method: str, item: FulfilRequest) -> None:
+    def __init__(self, request_id: Any, key: str, method: str, item: tuple[Any, ...]) -> None:
         self.request_id = request_id
         self.key = key
         self.method = method
         self.deadline = 0.0
-        self.item: FulfilRequest | None = item
+        self.item: tuple[Any, ...] | None = item
 
 
 class _Run:
@@ -148,7 +150,7 @@ class LegacyShim:
                 params["elicitationId"] = config.token_hex(16)
             leg_id = self._new_id()
             msg = request_message(leg_id, request.method, params)
-            item = FulfilRequest(conn._encode(msg), msg, rid, leg_id, key)
+            item = (FulfilRequest, conn._encode(msg), msg, rid, leg_id, key)
             legs[leg_id] = _Leg(rid, key, request.method, item)
         # Nothing below can fail: commit the round.
         self._runs[rid] = run
@@ -200,10 +202,7 @@ class LegacyShim:
                 first.request_id,
                 first.method,
                 params,
-                Era.LEGACY,
-                first.protocol_version,
-                first.client_capabilities,
-                first.client_info,
+                first.session,
                 run.state,
                 run.rounds + 1,
                 first.principal,
@@ -268,7 +267,7 @@ class LegacyShim:
             msg = notification_message(
                 "notifications/cancelled", {"requestId": leg_id, "reason": reason}
             )
-            conn._out.append(OutgoingNotification(conn._dumps(msg), msg, rid))
+            conn._out.append((OutgoingNotification, conn._dumps(msg), msg, rid))
         run.pending.clear()
 
     def _fail(self, run: _Run, error: JsonRpcError, reason: str) -> None:
@@ -329,6 +328,6 @@ class LegacyShim:
         conn = self._conn
         ping_id = self._new_id()
         msg = request_message(ping_id, "ping", None)
-        conn._out.append(OutgoingRequest(conn._dumps(msg), msg, None, ping_id))
+        conn._out.append((OutgoingRequest, conn._dumps(msg), msg, None, ping_id))
         self._pings.add(ping_id)
         return ping_id
