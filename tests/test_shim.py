@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from legacy_peer import FULL_CAPS, LEGACY, App, LegacyClient, server, session
 from mrtr_sansio import (
@@ -1011,3 +1013,75 @@ def test_local_cancel_withdraws_the_legs_on_the_wire() -> None:
     assert app.run() == [RequestCancelled(rid, "The HTTP client disconnected")]
     assert conn.cancel(rid) is False
     assert conn.next_deadline() is None
+
+
+# --- properties -----------------------------------------------------------------------------
+
+
+@given(
+    plans=st.lists(
+        st.lists(st.integers(min_value=0, max_value=3), min_size=0, max_size=3),
+        min_size=1,
+        max_size=4,
+    ),
+    data=st.data(),
+)
+@settings(max_examples=150, deadline=None)
+def test_any_answer_order_completes_every_request_exactly_once(
+    plans: list[list[int]], data: st.DataObject
+) -> None:
+    """Each request asks ``plan[r]`` questions in round r+1 (0 = state-only); the client
+    answers pending legs in any order, with stray responses mixed in. Every request completes
+    once, every replay sees exactly its round's keys, and no leg is cancelled or sent twice."""
+
+    def handler(event: RequestReceived) -> Any:
+        plan = plans[int(event.name or "0")]
+        done = (event.round or 1) - 1
+        if done >= len(plan):
+            return {"content": [{"type": "text", "text": f"{event.name}:{done}"}]}
+        count = plan[done]
+        if count == 0:
+            return InputRequiredResult(request_state=done)
+        return InputRequiredResult(
+            {f"r{done}k{i}": LOGIN for i in range(count)}, request_state=done
+        )
+
+    conn, client, app = session(handler)
+    ids = [client.request("tools/call", {"name": str(i)}) for i in range(len(plans))]
+    app.run()
+    pending: dict[int, dict[str, Any]] = {}
+    finals: dict[Any, dict[str, Any]] = {}
+    sent: set[int] = set()
+    strays = 0
+    while True:
+        for msg in client.take():
+            if "method" in msg:
+                assert msg["method"] == "elicitation/create"
+                assert msg["id"] not in sent
+                sent.add(msg["id"])
+                pending[msg["id"]] = msg
+            else:
+                assert msg["id"] not in finals
+                finals[msg["id"]] = msg
+        if not pending:
+            break
+        if data.draw(st.booleans()):  # a duplicate answer to a finished leg, or a bogus id
+            answered = sorted(sent - pending.keys())
+            client.answer(data.draw(st.sampled_from([*answered, 10_000])), {})
+            strays += 1
+        leg_id = data.draw(st.sampled_from(sorted(pending)))
+        del pending[leg_id]
+        client.answer(leg_id, ACCEPT)
+        app.run()
+    assert set(finals) == set(ids)
+    for i, rid in enumerate(ids):
+        assert finals[rid]["result"]["content"][0]["text"] == f"{i}:{len(plans[i])}"
+        replays = [e for e in app.seen if e.request_id == rid]
+        assert [e.round for e in replays] == list(range(1, len(plans[i]) + 2))
+        for e in replays[1:]:
+            done = (e.round or 1) - 2
+            assert set(e.input_responses) == {f"r{done}k{k}" for k in range(plans[i][done])}
+            assert e.request_state == done
+    assert conn.in_flight == frozenset()
+    assert conn.next_deadline() is None
+    assert [type(e) for e in app.other] == [UnexpectedResponse] * strays
