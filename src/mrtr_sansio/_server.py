@@ -88,6 +88,7 @@ CACHEABLE_METHODS = frozenset(
 INVALID_STATE = JsonRpcError(
     INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
 )
+_MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
 _NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -294,10 +295,12 @@ class ServerConnection(Connection):
             result["instructions"] = config.instructions
         return result
 
-    def ping(self) -> str | int:
+    def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
-        if self._session is None or not self._server_requests:
-            raise LocalProtocolError("ping needs a legacy session that carries server requests")
+        if self._session is None or not self._server_requests or self._closed:
+            raise LocalProtocolError(
+                "ping needs an open legacy session that carries server requests"
+            )
         return self._shim.send_ping()
 
     def next_deadline(self) -> float | None:
@@ -351,6 +354,8 @@ class ServerConnection(Connection):
         principal = None
         if context is not None:
             http, principal = context
+            if http is not None and version is None and self._session is not None:
+                self._check_legacy_header(http, rid, method, meta)
         if principal is None:
             principal = self.principal
         if version is not None:
@@ -462,6 +467,29 @@ class ServerConnection(Connection):
         self._events.append(RequestStateRejected(rid, method, reason))
         raise RemoteProtocolError(INVALID_STATE, rid)
 
+    def _check_legacy_header(
+        self, http: HttpRequestFacts, rid: Any, method: str, meta: Any
+    ) -> None:
+        """Legacy HTTP: the only MCP header is ``MCP-Protocol-Version``, absent on initialize.
+
+        The modern mirror headers do not exist before 2026-07-28. A version header naming a
+        version this server does not serve is refused (400); a modern one on a body without the
+        envelope is the modern wire's missing ``_meta`` (-32602).
+        """
+        header = http.protocol_version
+        if header is None or method == "initialize" or header in self.config.legacy_versions:
+            return
+        if header in self.config.supported_versions:
+            raise invalid(rid, _missing_meta_message(meta))
+        raise RemoteProtocolError(
+            JsonRpcError(
+                INVALID_REQUEST,
+                f"Bad Request: unsupported MCP-Protocol-Version header '{header}'",
+                {"supported": list(self.config.legacy_versions)},
+            ),
+            rid,
+        )
+
     def _on_initialize(self, rid: Any, params: dict[str, Any]) -> None:
         if self._session is not None:
             raise RemoteProtocolError(
@@ -482,7 +510,6 @@ class ServerConnection(Connection):
         legacy = self.config.legacy_versions
         version = requested if requested in legacy else legacy[0]
         self._session = LegacySession(version, caps, info)
-        self._events.append(SessionInitialized(version, caps, info))
         event = RequestReceived(rid, "initialize", params, self._session)
         self._inflight[rid] = event
         if self.config.answer_discovery:
@@ -507,6 +534,9 @@ class ServerConnection(Connection):
             msg = result_message(rid, {})
             self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
             return
+        if method in MRTR_METHODS and ("inputResponses" in params or "requestState" in params):
+            # Not fields of the legacy wire: on a first round they could only be forged answers.
+            params = {k: v for k, v in params.items() if k not in _MRTR_FIELDS}
         event = RequestReceived(rid, method, params, session, None, 1, principal)
         self._inflight[rid] = event
         self._events.append(event)
@@ -514,17 +544,20 @@ class ServerConnection(Connection):
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
             rid = params.get("requestId") if params is not None else None
-            if is_valid_id(rid) and rid in self._inflight:
+            event = self._inflight.get(rid) if is_valid_id(rid) else None
+            # initialize must not be cancelled (2025-11-25 cancellation); ignore the attempt.
+            if event is not None and event.method != "initialize":
                 self._cancel(rid, params.get("reason") if params is not None else None)
             return
         if method == "notifications/initialized" and self._session is not None:
             self._session.initialized = True
+            self._shim.release()
         self._events.append(NotificationReceived(method, params))
 
     def _cancel(self, rid: Any, reason: Any) -> None:
         del self._inflight[rid]
         self._acknowledged.discard(rid)
-        self._shim.abandon(rid, notify_client=True)
+        self._shim.abandon(rid)
         cancelled = self._cancelled
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
@@ -532,7 +565,8 @@ class ServerConnection(Connection):
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _on_close(self) -> None:
-        self._shim.abandon_all()
+        for rid in self._shim.abandon_all():
+            del self._inflight[rid]
 
     # --- send path --------------------------------------------------------------------------
 
@@ -564,9 +598,12 @@ class ServerConnection(Connection):
         msg = result_message(rid, out)
         data = self._encode(msg)
         del self._inflight[rid]
-        if event.session is not None:
-            self._shim.finish(rid)
         self._out.append((OutgoingResult, data, msg, rid))
+        session = event.session
+        if session is not None:
+            self._shim.finish(rid)
+            if event.method == "initialize":
+                self._session_opened(session, out)
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
@@ -576,6 +613,8 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._shim.finish(rid)
         self._out.append((OutgoingError, data, msg, rid, error))
+        if event.session is not None and event.method == "initialize":
+            self._session = None  # the handshake failed: the client may try again
 
     def _respond_input_required(self, event: RequestReceived, ir: InputRequiredResult) -> None:
         if event.method not in MRTR_METHODS:
@@ -646,12 +685,22 @@ class ServerConnection(Connection):
             return False
         return LOG_LEVEL_RANK.get(level, len(LOG_LEVEL_RANK)) >= LOG_LEVEL_RANK[wanted]  # type: ignore[arg-type]
 
+    def _session_opened(self, session: LegacySession, result: Mapping[str, Any]) -> None:
+        """``initialize`` was answered: the version in the answer is the negotiated one."""
+        version = result.get("protocolVersion")
+        if isinstance(version, str):
+            session.protocol_version = version
+        self._events.append(
+            SessionInitialized(
+                session.protocol_version, session.client_capabilities, session.client_info
+            )
+        )
+
     # --- used by the legacy shim ------------------------------------------------------------
 
     def _fail(self, rid: Any, error: JsonRpcError) -> None:
-        event = self._inflight.get(rid)
-        if event is not None:
-            self._respond_error(event, error)
+        """Answer a shimmed request (always still in flight) with an error."""
+        self._respond_error(self._inflight[rid], error)
 
     def _replay(self, event: RequestReceived) -> None:
         self._inflight[event.request_id] = event
