@@ -119,9 +119,11 @@ def check_message(
         return
     if "error" in msg:
         check(version, "JSONRPCErrorResponse", msg)
-        specific = _ERROR_DEFS.get(msg["error"].get("code"))
+        code = msg["error"].get("code")
+        specific = _ERROR_DEFS.get(code)
         if specific is not None and version == MODERN:
-            check(version, specific, msg)
+            # JSON-RPC's own codes are defined as error objects, MCP's (-320xx) as responses.
+            check(version, specific, msg["error"] if code <= -32600 else msg)
         return
     check(version, "JSONRPCResultResponse", msg)
     result = msg["result"]
