@@ -1,0 +1,1 @@
+"""Tests of the transports in mrtr_sansio.adapters."""
