@@ -21,7 +21,15 @@ from mrtr_sansio.adapters import Handler, HandlerResult, RequestContext
 from mrtr_sansio.adapters import asyncio as asyncio_adapter
 from mrtr_sansio.adapters import trio as trio_adapter
 
-from .scenarios import CONFIG, TIMEOUT, Transcript, answer_plain, chat, text
+from .scenarios import (
+    CONFIG,
+    TIMEOUT,
+    Transcript,
+    answer_plain,
+    initialize,
+    initialize_result,
+    text,
+)
 
 
 class Gate(Protocol):
@@ -30,14 +38,40 @@ class Gate(Protocol):
     async def wait(self) -> Any: ...
 
 
-class Peer(Protocol):
-    transcript: Transcript
+class Peer:
+    """A test client: ``send``/``recv`` whole messages (checked by its transcript)."""
 
-    async def send(self, *messages: dict[str, Any]) -> None: ...
-    async def send_raw(self, data: bytes) -> None: ...
-    async def recv(self) -> dict[str, Any]: ...
-    async def close_input(self) -> None: ...
-    async def wait_closed(self) -> None: ...
+    def __init__(self) -> None:
+        self.transcript = Transcript()
+
+    async def send(self, *messages: dict[str, Any]) -> None:
+        await self.send_raw(b"".join(self.transcript.encode(m) for m in messages))
+
+    async def recv(self) -> dict[str, Any]:
+        while (msg := self.transcript.next_line()) is None:
+            data = await self._receive()
+            assert data, "the server closed its output"
+            self.transcript.feed(data)
+        return msg
+
+    async def send_raw(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    async def _receive(self) -> bytes:
+        """The next bytes from the server (b"" at its end), failing after TIMEOUT."""
+        raise NotImplementedError
+
+    async def close_input(self) -> None:
+        raise NotImplementedError
+
+    async def wait_closed(self) -> None:
+        raise NotImplementedError
+
+
+async def open_legacy(peer: Peer) -> None:
+    """Start a legacy session (``initialize`` id 0)."""
+    await peer.send(initialize(0))
+    assert await peer.recv() == initialize_result(0)
 
 
 class Probe:
@@ -53,11 +87,9 @@ class Probe:
     def handler(self) -> Handler:
         async def handler(request: RequestReceived, ctx: RequestContext) -> HandlerResult:
             self.calls.append(request)
-            plain = answer_plain(request)
+            plain = answer_plain(request, ctx)
             if plain is not None:
                 return plain
-            if request.name == "chatty":
-                return chat(ctx)
             if request.name == "slow":
                 await self.gate.wait()
                 return text("slow")
@@ -75,43 +107,57 @@ class Probe:
         return handler
 
 
-class Harness(Protocol):
+class Harness:
+    """Runs test bodies under one async library against its adapter."""
+
     name: str
 
-    def event(self) -> Gate: ...
-    def run(self, body: Callable[[], Awaitable[None]]) -> None: ...
-    async def wait(self, gate: Gate) -> None: ...
-    def session(
-        self, handler: Handler, config: ServerConfig | None = CONFIG
-    ) -> Any:  # an async context manager yielding a Peer
-        ...
+    def event(self) -> Gate:
+        raise NotImplementedError
+
+    def run(self, body: Callable[[], Awaitable[None]]) -> None:
+        raise NotImplementedError
+
+    async def wait(self, gate: Gate) -> None:
+        raise NotImplementedError
+
+    def session(self, handler: Handler, config: ServerConfig | None = CONFIG) -> Any:
+        """An async context manager: ``serve`` running, and a :class:`Peer` talking to it."""
+        raise NotImplementedError
+
+    def serve(
+        self,
+        probe: Probe,
+        body: Callable[[Peer], Awaitable[None]],
+        config: ServerConfig | None = CONFIG,
+    ) -> None:
+        """Run ``body`` with a peer of a server whose handler is ``probe``'s."""
+
+        async def main() -> None:
+            async with self.session(probe.handler(), config) as peer:
+                await body(peer)
+
+        self.run(main)
 
 
 # --- asyncio --------------------------------------------------------------------------------
 
 
-class AsyncioPeer:
+class AsyncioPeer(Peer):
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, server: asyncio.Task[None]
     ) -> None:
-        self.transcript = Transcript()
+        super().__init__()
         self._reader = reader
         self._writer = writer
         self.server = server
-
-    async def send(self, *messages: dict[str, Any]) -> None:
-        await self.send_raw(b"".join(self.transcript.encode(m) for m in messages))
 
     async def send_raw(self, data: bytes) -> None:
         self._writer.write(data)
         await self._writer.drain()
 
-    async def recv(self) -> dict[str, Any]:
-        while (msg := self.transcript.next_line()) is None:
-            data = await asyncio.wait_for(self._reader.read(65536), TIMEOUT)
-            assert data, "the server closed its output"
-            self.transcript.feed(data)
-        return msg
+    async def _receive(self) -> bytes:
+        return await asyncio.wait_for(self._reader.read(65536), TIMEOUT)
 
     async def close_input(self) -> None:
         if self._writer.can_write_eof() and not self._writer.is_closing():
@@ -121,7 +167,7 @@ class AsyncioPeer:
         await asyncio.wait_for(asyncio.shield(self.server), TIMEOUT)
 
 
-class AsyncioHarness:
+class AsyncioHarness(Harness):
     name = "asyncio"
 
     def event(self) -> Gate:
@@ -164,26 +210,19 @@ class AsyncioHarness:
 # --- trio -----------------------------------------------------------------------------------
 
 
-class TrioPeer:
+class TrioPeer(Peer):
     def __init__(self, stream: trio.abc.Stream, done: trio.Event) -> None:
-        self.transcript = Transcript()
+        super().__init__()
         self._stream = stream
         self._done = done
         self._closed = False
 
-    async def send(self, *messages: dict[str, Any]) -> None:
-        await self.send_raw(b"".join(self.transcript.encode(m) for m in messages))
-
     async def send_raw(self, data: bytes) -> None:
         await self._stream.send_all(data)
 
-    async def recv(self) -> dict[str, Any]:
-        while (msg := self.transcript.next_line()) is None:
-            with trio.fail_after(TIMEOUT):
-                data = await self._stream.receive_some(65536)
-            assert data, "the server closed its output"
-            self.transcript.feed(bytes(data))
-        return msg
+    async def _receive(self) -> bytes:
+        with trio.fail_after(TIMEOUT):
+            return bytes(await self._stream.receive_some(65536))
 
     async def close_input(self) -> None:
         if not self._closed:
@@ -196,7 +235,7 @@ class TrioPeer:
             await self._done.wait()
 
 
-class TrioHarness:
+class TrioHarness(Harness):
     name = "trio"
 
     def event(self) -> Gate:

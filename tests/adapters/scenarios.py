@@ -186,8 +186,20 @@ def chatty_transcript(rid: Any) -> list[dict[str, Any]]:
 # --- the test server's tools ----------------------------------------------------------------
 
 
-def answer_plain(request: RequestReceived) -> HandlerResult | None:
-    """The tools that need no context and no waiting; None for the others."""
+class Chat(Protocol):
+    """What ``chatty`` uses of a request context (async and blocking alike)."""
+
+    def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> bool: ...
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None: ...
+
+
+def answer_plain(request: RequestReceived, ctx: Chat) -> HandlerResult | None:
+    """The tools that need no waiting; None for the others."""
+    if request.method == "tools/list":  # wrongly: input_required is not allowed here
+        return InputRequiredResult(None, "not allowed")
     if request.method != "tools/call":
         return request.method_not_found()
     name = request.name
@@ -205,23 +217,12 @@ def answer_plain(request: RequestReceived) -> HandlerResult | None:
         raise RuntimeError("boom")
     if name == "bad":
         return {"content": [{"type": "text", "text": object()}]}
+    if name == "chatty":
+        ctx.progress(1, 2, "half")
+        ctx.log("info", "hidden")
+        ctx.log("warning", "shown")
+        return text("chatted")
     return None
-
-
-class Chat(Protocol):
-    def progress(
-        self, progress: float, total: float | None = None, message: str | None = None
-    ) -> bool: ...
-
-    def log(self, level: str, data: Any, logger: str | None = None) -> None: ...
-
-
-def chat(ctx: Chat) -> HandlerResult:
-    """The body of ``chatty``."""
-    ctx.progress(1, 2, "half")
-    ctx.log("info", "hidden")
-    ctx.log("warning", "shown")
-    return text("chatted")
 
 
 # --- the client's transcript ----------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from mrtr_sansio import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, Limits, ServerConfig
 
-from .async_harness import HARNESSES, Harness, Probe
+from .async_harness import HARNESSES, Harness, Peer, Probe, open_legacy
 from .scenarios import (
     ADA,
     INITIALIZED,
@@ -24,13 +24,13 @@ from .scenarios import (
     cancelled,
     chatty_call,
     chatty_transcript,
+    envelope,
     error,
-    initialize,
-    initialize_result,
     leg,
     leg_cancelled,
     legacy_call,
     modern_call,
+    request,
     result,
     text,
 )
@@ -42,16 +42,13 @@ def test_modern_mrtr_exchange(lib: Harness) -> None:
     """input_required -> retry with a new id, the answers and the echoed state -> complete."""
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "greet"))
-            assert await peer.recv() == ask_name(1)
-            await peer.send(
-                modern_call(2, "greet", inputResponses={"name": ADA}, requestState="s1")
-            )
-            assert await peer.recv() == result(2, text("Hello, Ada!"))
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "greet"))
+        assert await peer.recv() == ask_name(1)
+        await peer.send(modern_call(2, "greet", inputResponses={"name": ADA}, requestState="s1"))
+        assert await peer.recv() == result(2, text("Hello, Ada!"))
 
-    lib.run(body)
+    lib.serve(probe, body)
     assert [(c.request_id, c.request_state) for c in probe.calls] == [(1, None), (2, "s1")]
 
 
@@ -60,16 +57,14 @@ def test_legacy_exchange_through_the_shim(lib: Harness) -> None:
     real elicitation/create, replays the handler with the answer, and sends the result."""
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(initialize(0))
-            assert await peer.recv() == initialize_result(0)
-            await peer.send(INITIALIZED, legacy_call(1, "greet"))
-            assert await peer.recv() == leg(0)
-            await peer.send({"jsonrpc": "2.0", "id": 0, "result": ADA})
-            assert await peer.recv() == result(1, text("Hello, Ada!"), peer.transcript.era)
+    async def body(peer: Peer) -> None:
+        await open_legacy(peer)
+        await peer.send(INITIALIZED, legacy_call(1, "greet"))
+        assert await peer.recv() == leg(0)
+        await peer.send({"jsonrpc": "2.0", "id": 0, "result": ADA})
+        assert await peer.recv() == result(1, text("Hello, Ada!"), peer.transcript.era)
 
-    lib.run(body)
+    lib.serve(probe, body)
     assert [c.round for c in probe.calls] == [1, 2]
     assert probe.calls[1].input_response("name") == ADA
 
@@ -77,43 +72,40 @@ def test_legacy_exchange_through_the_shim(lib: Harness) -> None:
 def test_slow_handler_does_not_block_a_fast_one(lib: Harness) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "slow"), modern_call(2, "fast"))
-            assert await peer.recv() == result(2, text("fast"))
-            assert not probe.gate.is_set()
-            probe.gate.set()
-            assert await peer.recv() == result(1, text("slow"))
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "slow"), modern_call(2, "fast"))
+        assert await peer.recv() == result(2, text("fast"))
+        assert not probe.gate.is_set()
+        probe.gate.set()
+        assert await peer.recv() == result(1, text("slow"))
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_cancelled_request_gets_no_answer(lib: Harness) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "hang"))
-            await lib.wait(probe.started)
-            await peer.send(cancelled(1))
-            await lib.wait(probe.cancelled)
-            # The next thing on the wire is the answer to the next request, nothing for 1.
-            await peer.send(modern_call(2, "fast"))
-            assert await peer.recv() == result(2, text("fast"))
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "hang"))
+        await lib.wait(probe.started)
+        await peer.send(cancelled(1))
+        await lib.wait(probe.cancelled)
+        # The next thing on the wire is the answer to the next request, nothing for 1.
+        await peer.send(modern_call(2, "fast"))
+        assert await peer.recv() == result(2, text("fast"))
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_cancel_before_the_handler_starts(lib: Harness) -> None:
     """A request and its cancellation in one read: the handler never runs."""
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "hang"), cancelled(1), modern_call(2, "fast"))
-            assert await peer.recv() == result(2, text("fast"))
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "hang"), cancelled(1), modern_call(2, "fast"))
+        assert await peer.recv() == result(2, text("fast"))
 
-    lib.run(body)
+    lib.serve(probe, body)
     assert not probe.started.is_set()
 
 
@@ -121,17 +113,15 @@ def test_legacy_cancel_while_the_shim_waits(lib: Harness) -> None:
     """No handler runs while the client is asked; cancelling withdraws the question."""
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(initialize(0))
-            assert await peer.recv() == initialize_result(0)
-            await peer.send(INITIALIZED, legacy_call(1, "greet"))
-            assert await peer.recv() == leg(0)
-            await peer.send(cancelled(1), legacy_call(2, "fast"))
-            assert await peer.recv() == leg_cancelled(0, "The original request was cancelled")
-            assert await peer.recv() == result(2, text("fast"), peer.transcript.era)
+    async def body(peer: Peer) -> None:
+        await open_legacy(peer)
+        await peer.send(INITIALIZED, legacy_call(1, "greet"))
+        assert await peer.recv() == leg(0)
+        await peer.send(cancelled(1), legacy_call(2, "fast"))
+        assert await peer.recv() == leg_cancelled(0, "The original request was cancelled")
+        assert await peer.recv() == result(2, text("fast"), peer.transcript.era)
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_handler_that_raises_gets_internal_error(
@@ -139,15 +129,14 @@ def test_handler_that_raises_gets_internal_error(
 ) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "boom"))
-            assert await peer.recv() == error(1, INTERNAL_ERROR, INTERNAL)
-            await peer.send(modern_call(2, "fast"))
-            assert await peer.recv() == result(2, text("fast"))
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "boom"))
+        assert await peer.recv() == error(1, INTERNAL_ERROR, INTERNAL)
+        await peer.send(modern_call(2, "fast"))
+        assert await peer.recv() == result(2, text("fast"))
 
     with caplog.at_level(logging.ERROR, "mrtr_sansio.adapters"):
-        lib.run(body)
+        lib.serve(probe, body)
     assert "handler failed for tools/call 1" in caplog.text
     assert "RuntimeError: boom" in caplog.text
 
@@ -156,77 +145,74 @@ def test_invalid_answer_gets_internal_error(lib: Harness, caplog: pytest.LogCapt
     """A result that is not JSON, and input_required where the method forbids it."""
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "bad"))
-            assert await peer.recv() == error(1, INTERNAL_ERROR, INTERNAL)
-            await peer.send(modern_call(2, "fast"))
-            assert await peer.recv() == result(2, text("fast"))
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "bad"))
+        assert await peer.recv() == error(1, INTERNAL_ERROR, INTERNAL)
+        await peer.send(request(2, "tools/list", {"_meta": envelope()}))
+        assert await peer.recv() == error(2, INTERNAL_ERROR, INTERNAL)
+        await peer.send(modern_call(3, "fast"))
+        assert await peer.recv() == result(3, text("fast"))
 
     with caplog.at_level(logging.ERROR, "mrtr_sansio.adapters"):
-        lib.run(body)
+        lib.serve(probe, body)
     assert "returned an invalid answer" in caplog.text
 
 
 def test_progress_and_logs_reach_the_wire_before_the_result(lib: Harness) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(chatty_call(1))
-            assert [await peer.recv() for _ in range(3)] == chatty_transcript(1)
+    async def body(peer: Peer) -> None:
+        await peer.send(chatty_call(1))
+        assert [await peer.recv() for _ in range(3)] == chatty_transcript(1)
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_legacy_logs_follow_set_level(lib: Harness) -> None:
     """On the legacy wire the session's logging/setLevel decides (no level set: all go)."""
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(initialize(0))
-            assert await peer.recv() == initialize_result(0)
-            await peer.send(legacy_call(1, "chatty"))
-            assert [(await peer.recv()).get("params", {}).get("data") for _ in range(3)] == [
-                "hidden",
-                "shown",
-                None,
-            ]
-            await peer.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "logging/setLevel",
-                    "params": {"level": "error"},
-                }
-            )
-            assert await peer.recv() == {"jsonrpc": "2.0", "id": 2, "result": {}}
-            await peer.send(legacy_call(3, "chatty"))
-            assert await peer.recv() == result(3, text("chatted"), peer.transcript.era)
+    async def body(peer: Peer) -> None:
+        await open_legacy(peer)
+        await peer.send(legacy_call(1, "chatty"))
+        assert [(await peer.recv()).get("params", {}).get("data") for _ in range(3)] == [
+            "hidden",
+            "shown",
+            None,
+        ]
+        await peer.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "logging/setLevel",
+                "params": {"level": "error"},
+            }
+        )
+        assert await peer.recv() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        await peer.send(legacy_call(3, "chatty"))
+        assert await peer.recv() == result(3, text("chatted"), peer.transcript.era)
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_garbage_lines_get_errors_and_serving_goes_on(lib: Harness) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send_raw(b"this is not json\n")
-            assert await peer.recv() == error(None, PARSE_ERROR, "Parse error: Invalid JSON")
-            await peer.send_raw(b"\xff\xfe\n[1, 2]\n")
-            assert (await peer.recv())["error"]["code"] == PARSE_ERROR
-            msg = await peer.recv()
-            assert msg["error"]["code"] == INVALID_REQUEST
-            # A request split across writes, with garbage around it.
-            line = peer.transcript.encode(modern_call(1, "fast"))
-            await peer.send_raw(b"{oops\n" + line[:10])
-            assert (await peer.recv())["error"]["code"] == PARSE_ERROR
-            await peer.send_raw(line[10:])
-            assert await peer.recv() == result(1, text("fast"))
+    async def body(peer: Peer) -> None:
+        await peer.send_raw(b"this is not json\n")
+        assert await peer.recv() == error(None, PARSE_ERROR, "Parse error: Invalid JSON")
+        await peer.send_raw(b"\xff\xfe\n[1, 2]\n")
+        assert (await peer.recv())["error"]["code"] == PARSE_ERROR
+        msg = await peer.recv()
+        assert msg["error"]["code"] == INVALID_REQUEST
+        # A request split across writes, with garbage around it.
+        line = peer.transcript.encode(modern_call(1, "fast"))
+        await peer.send_raw(b"{oops\n" + line[:10])
+        assert (await peer.recv())["error"]["code"] == PARSE_ERROR
+        await peer.send_raw(line[10:])
+        assert await peer.recv() == result(1, text("fast"))
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_oversized_line_is_refused(lib: Harness) -> None:
@@ -237,63 +223,59 @@ def test_oversized_line_is_refused(lib: Harness) -> None:
         limits=Limits(max_message_bytes=1000),
     )
 
-    async def body() -> None:
-        async with lib.session(probe.handler(), config) as peer:
-            await peer.send_raw(b'{"x": "' + b"a" * 5000 + b'"}\n')
-            assert await peer.recv() == error(
-                None, INVALID_REQUEST, "Message exceeds the 1000-byte limit"
-            )
-            await peer.send(modern_call(1, "fast"))
-            assert await peer.recv() == result(1, text("fast"))
+    async def body(peer: Peer) -> None:
+        await peer.send_raw(b'{"x": "' + b"a" * 5000 + b'"}\n')
+        assert await peer.recv() == error(
+            None, INVALID_REQUEST, "Message exceeds the 1000-byte limit"
+        )
+        await peer.send(modern_call(1, "fast"))
+        assert await peer.recv() == result(1, text("fast"))
 
-    lib.run(body)
+    lib.serve(probe, body, config)
 
 
 def test_eof_mid_request_cancels_handlers_and_leaves_no_task(lib: Harness) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "hang"), modern_call(2, "slow"))
-            await lib.wait(probe.started)
-            await peer.close_input()
-            await peer.wait_closed()
-            assert probe.cancelled.is_set()
-        # (the session checks that serve() returned and no task is left)
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "hang"), modern_call(2, "slow"))
+        await lib.wait(probe.started)
+        await peer.close_input()
+        await peer.wait_closed()
+        assert probe.cancelled.is_set()
 
-    lib.run(body)
+    # (the session checks that serve() returned and no task is left)
+
+    lib.serve(probe, body)
     assert not probe.gate.is_set()
 
 
 def test_eof_with_unanswered_legacy_legs(lib: Harness) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(initialize(0))
-            assert await peer.recv() == initialize_result(0)
-            await peer.send(legacy_call(1, "greet"))
-            assert await peer.recv() == leg(0)
-            await peer.close_input()
-            await peer.wait_closed()
+    async def body(peer: Peer) -> None:
+        await open_legacy(peer)
+        await peer.send(legacy_call(1, "greet"))
+        assert await peer.recv() == leg(0)
+        await peer.close_input()
+        await peer.wait_closed()
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_answers_before_eof_are_written(lib: Harness) -> None:
     """Input that ends right after a request: what was answered still goes out."""
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "fast"))
-            assert await peer.recv() == result(1, text("fast"))
-            await peer.send_raw(b"not json")  # no newline: the end of input completes it
-            await peer.close_input()
-            assert await peer.recv() == error(None, PARSE_ERROR, "Parse error: Invalid JSON")
-            await peer.wait_closed()
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "fast"))
+        assert await peer.recv() == result(1, text("fast"))
+        await peer.send_raw(b"not json")  # no newline: the end of input completes it
+        await peer.close_input()
+        assert await peer.recv() == error(None, PARSE_ERROR, "Parse error: Invalid JSON")
+        await peer.wait_closed()
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_legacy_leg_timeout_fires_through_the_adapter_timer(lib: Harness) -> None:
@@ -311,26 +293,24 @@ def test_legacy_leg_timeout_fires_through_the_adapter_timer(lib: Harness) -> Non
         clock=lambda: time.time() + offset,
     )
 
-    async def body() -> None:
-        async with lib.session(probe.handler(), config) as peer:
-            await peer.send(initialize(0))
-            assert await peer.recv() == initialize_result(0)
-            started = time.monotonic()
-            await peer.send(legacy_call(1, "greet"))
-            assert await peer.recv() == leg(0)
-            assert await peer.recv() == leg_cancelled(0, TIMED_OUT)
-            assert await peer.recv() == error(
-                1,
-                INTERNAL_ERROR,
-                "Timed out waiting for the client's answer to an input request "
-                "(legacy_leg_timeout=0.05s)",
-            )
-            assert time.monotonic() - started >= 0.04
-            # A late answer is ignored and serving goes on.
-            await peer.send({"jsonrpc": "2.0", "id": 0, "result": ADA}, legacy_call(2, "fast"))
-            assert await peer.recv() == result(2, text("fast"), peer.transcript.era)
+    async def body(peer: Peer) -> None:
+        await open_legacy(peer)
+        started = time.monotonic()
+        await peer.send(legacy_call(1, "greet"))
+        assert await peer.recv() == leg(0)
+        assert await peer.recv() == leg_cancelled(0, TIMED_OUT)
+        assert await peer.recv() == error(
+            1,
+            INTERNAL_ERROR,
+            "Timed out waiting for the client's answer to an input request "
+            "(legacy_leg_timeout=0.05s)",
+        )
+        assert time.monotonic() - started >= 0.04
+        # A late answer is ignored and serving goes on.
+        await peer.send({"jsonrpc": "2.0", "id": 0, "result": ADA}, legacy_call(2, "fast"))
+        assert await peer.recv() == result(2, text("fast"), peer.transcript.era)
 
-    lib.run(body)
+    lib.serve(probe, body, config)
 
 
 def test_timer_that_fires_early_is_rearmed(lib: Harness) -> None:
@@ -345,18 +325,16 @@ def test_timer_that_fires_early_is_rearmed(lib: Harness) -> None:
         clock=lambda: start + (time.time() - start) / 2,
     )
 
-    async def body() -> None:
-        async with lib.session(probe.handler(), config) as peer:
-            await peer.send(initialize(0))
-            assert await peer.recv() == initialize_result(0)
-            began = time.monotonic()
-            await peer.send(legacy_call(1, "greet"))
-            assert await peer.recv() == leg(0)
-            assert await peer.recv() == leg_cancelled(0, TIMED_OUT)
-            assert (await peer.recv())["error"]["code"] == INTERNAL_ERROR
-            assert time.monotonic() - began >= 0.05  # 0.03 s on a half-speed clock
+    async def body(peer: Peer) -> None:
+        await open_legacy(peer)
+        began = time.monotonic()
+        await peer.send(legacy_call(1, "greet"))
+        assert await peer.recv() == leg(0)
+        assert await peer.recv() == leg_cancelled(0, TIMED_OUT)
+        assert (await peer.recv())["error"]["code"] == INTERNAL_ERROR
+        assert time.monotonic() - began >= 0.05  # 0.03 s on a half-speed clock
 
-    lib.run(body)
+    lib.serve(probe, body, config)
 
 
 def test_timer_rearms_when_a_new_leg_is_sent(lib: Harness) -> None:
@@ -364,41 +342,37 @@ def test_timer_rearms_when_a_new_leg_is_sent(lib: Harness) -> None:
     probe = Probe(lib.event)
     config = ServerConfig(server_info=SERVER, capabilities={"tools": {}}, legacy_leg_timeout=0.05)
 
-    async def body() -> None:
-        async with lib.session(probe.handler(), config) as peer:
-            await peer.send(initialize(0))
-            assert await peer.recv() == initialize_result(0)
-            await peer.send(legacy_call(1, "greet"))
-            assert await peer.recv() == leg(0)
-            await peer.send(legacy_call(2, "greet"))
-            assert await peer.recv() == leg(1)
-            got = [await peer.recv() for _ in range(4)]
-            assert [m.get("id", m.get("params", {}).get("requestId")) for m in got] == [0, 1, 1, 2]
+    async def body(peer: Peer) -> None:
+        await open_legacy(peer)
+        await peer.send(legacy_call(1, "greet"))
+        assert await peer.recv() == leg(0)
+        await peer.send(legacy_call(2, "greet"))
+        assert await peer.recv() == leg(1)
+        got = [await peer.recv() for _ in range(4)]
+        assert [m.get("id", m.get("params", {}).get("requestId")) for m in got] == [0, 1, 1, 2]
 
-    lib.run(body)
+    lib.serve(probe, body, config)
 
 
 def test_context_sleep(lib: Harness) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(modern_call(1, "nap"))
-            assert await peer.recv() == result(1, text("rested"))
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "nap"))
+        assert await peer.recv() == result(1, text("rested"))
 
-    lib.run(body)
+    lib.serve(probe, body)
 
 
 def test_many_concurrent_requests(lib: Harness) -> None:
     probe = Probe(lib.event)
 
-    async def body() -> None:
-        async with lib.session(probe.handler()) as peer:
-            await peer.send(*[modern_call(i, "slow") for i in range(50)])
-            await peer.send(modern_call(50, "fast"))
-            assert await peer.recv() == result(50, text("fast"))
-            probe.gate.set()
-            got = sorted([(await peer.recv())["id"] for _ in range(50)])
-            assert got == list(range(50))
+    async def body(peer: Peer) -> None:
+        await peer.send(*[modern_call(i, "slow") for i in range(50)])
+        await peer.send(modern_call(50, "fast"))
+        assert await peer.recv() == result(50, text("fast"))
+        probe.gate.set()
+        got = sorted([(await peer.recv())["id"] for _ in range(50)])
+        assert got == list(range(50))
 
-    lib.run(body)
+    lib.serve(probe, body)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -73,11 +75,33 @@ def test_serve_tcp_gives_each_connection_its_own_state() -> None:
     assert not probe.gate.is_set()
 
 
-async def _pipe_streams() -> tuple[
-    asyncio.StreamReader, asyncio.StreamWriter, int, int, list[asyncio.BaseTransport]
-]:
-    """A StreamReader on one new pipe and a StreamWriter on another, as serve_stdio builds
-    them; returns them with the client's ends (write fd, read fd) and the transports."""
+class PipeClient:
+    """The client's ends of the two pipes a pipe server uses."""
+
+    def __init__(self, write_fd: int, read_fd: int) -> None:
+        self.transcript = Transcript()
+        self.open_fds = {write_fd, read_fd}
+        self.write_fd = write_fd
+        self.read_fd = read_fd
+
+    def send(self, *messages: dict[str, Any]) -> None:
+        os.write(self.write_fd, b"".join(self.transcript.encode(m) for m in messages))
+
+    async def recv(self) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        while (msg := self.transcript.next_line()) is None:
+            read = loop.run_in_executor(None, os.read, self.read_fd, 65536)
+            self.transcript.feed(await asyncio.wait_for(read, TIMEOUT))
+        return msg
+
+    def close(self, fd: int) -> None:
+        self.open_fds.remove(fd)
+        os.close(fd)
+
+
+@asynccontextmanager
+async def pipe_server(probe: Probe) -> AsyncIterator[tuple[asyncio.Task[None], PipeClient]]:
+    """``serve`` on two new pipes, its streams built as ``serve_stdio`` builds them."""
     loop = asyncio.get_running_loop()
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -89,7 +113,17 @@ async def _pipe_streams() -> tuple[
         asyncio.streams.FlowControlMixin, os.fdopen(out_w, "wb", buffering=0)
     )
     writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-    return reader, writer, in_w, out_r, [read_transport, write_transport]
+    server = asyncio.create_task(serve(probe.handler(), CONFIG, reader, writer))
+    client = PipeClient(in_w, out_r)
+    try:
+        yield server, client
+    finally:
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+        read_transport.close()
+        write_transport.close()
+        for fd in list(client.open_fds):
+            client.close(fd)
 
 
 def test_broken_output_ends_serve_while_input_stays_open() -> None:
@@ -97,18 +131,14 @@ def test_broken_output_ends_serve_while_input_stays_open() -> None:
     probe = Probe(asyncio.Event)
 
     async def main() -> None:
-        reader, writer, in_w, out_r, transports = await _pipe_streams()
-        os.close(out_r)
-        server = asyncio.create_task(serve(probe.handler(), CONFIG, reader, writer))
-        os.write(in_w, Transcript().encode(modern_call(1, "hang")))
-        await AsyncioHarness().wait(probe.started)
-        os.write(in_w, Transcript().encode(modern_call(2, "fast")))  # its answer cannot go out
-        await asyncio.wait_for(server, TIMEOUT)
-        assert probe.cancelled.is_set()
-        assert asyncio.all_tasks() == {asyncio.current_task()}
-        for transport in transports:
-            transport.close()
-        os.close(in_w)
+        async with pipe_server(probe) as (server, client):
+            client.close(client.read_fd)
+            client.send(modern_call(1, "hang"))
+            await AsyncioHarness().wait(probe.started)
+            client.send(modern_call(2, "fast"))  # its answer cannot go out
+            await asyncio.wait_for(server, TIMEOUT)
+            assert probe.cancelled.is_set()
+            assert asyncio.all_tasks() == {asyncio.current_task()}
 
     asyncio.run(main())
 
@@ -117,19 +147,11 @@ def test_pipes_carry_a_whole_exchange() -> None:
     probe = Probe(asyncio.Event)
 
     async def main() -> None:
-        reader, writer, in_w, out_r, transports = await _pipe_streams()
-        server = asyncio.create_task(serve(probe.handler(), CONFIG, reader, writer))
-        transcript = Transcript()
-        os.write(in_w, transcript.encode(modern_call(1, "fast")))
-        loop = asyncio.get_running_loop()
-        while (msg := transcript.next_line()) is None:
-            transcript.feed(await loop.run_in_executor(None, os.read, out_r, 65536))
-        assert msg == result(1, text("fast"))
-        os.close(in_w)
-        await asyncio.wait_for(server, TIMEOUT)
-        for transport in transports:
-            transport.close()
-        os.close(out_r)
+        async with pipe_server(probe) as (server, client):
+            client.send(modern_call(1, "fast"))
+            assert await client.recv() == result(1, text("fast"))
+            client.close(client.write_fd)
+            await asyncio.wait_for(server, TIMEOUT)
 
     asyncio.run(main())
 

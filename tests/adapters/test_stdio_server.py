@@ -34,7 +34,6 @@ from .scenarios import (
     answer_plain,
     ask_name,
     cancelled,
-    chat,
     chatty_call,
     chatty_transcript,
     error,
@@ -59,11 +58,9 @@ class Probe:
 
     def handler(self, request: RequestReceived, ctx: BlockingRequestContext) -> HandlerResult:
         self.calls.append(request)
-        plain = answer_plain(request)
+        plain = answer_plain(request, ctx)
         if plain is not None:
             return plain
-        if request.name == "chatty":
-            return chat(ctx)
         if request.name == "hang":
             self.started.set()
             try:
@@ -76,6 +73,12 @@ class Probe:
             ctx.sleep(0)
             return text("rested")
         return request.unknown()
+
+
+def open_legacy(peer: BlockingPeer) -> None:
+    """Start a legacy session (``initialize`` id 0)."""
+    peer.send(initialize(0))
+    assert peer.recv() == initialize_result(0)
 
 
 def wait(event: threading.Event) -> None:
@@ -124,8 +127,7 @@ def test_modern_mrtr_exchange() -> None:
 def test_legacy_exchange_through_the_shim() -> None:
     probe = Probe()
     with session(probe) as peer:
-        peer.send(initialize(0))
-        assert peer.recv() == initialize_result(0)
+        open_legacy(peer)
         peer.send(INITIALIZED, legacy_call(1, "greet"))
         assert peer.recv() == leg(0)
         peer.send({"jsonrpc": "2.0", "id": 0, "result": ADA})
@@ -173,8 +175,7 @@ def test_cancel_of_a_finished_request_is_ignored() -> None:
 def test_legacy_cancel_while_the_shim_waits() -> None:
     probe = Probe()
     with session(probe) as peer:
-        peer.send(initialize(0))
-        assert peer.recv() == initialize_result(0)
+        open_legacy(peer)
         peer.send(legacy_call(1, "greet"))
         assert peer.recv() == leg(0)
         peer.send(cancelled(1), legacy_call(2, "fast"))
@@ -239,8 +240,7 @@ def test_legacy_leg_timeout_fires_while_waiting_for_input() -> None:
         clock=lambda: time.time() + 10_000.0,
     )
     with session(probe, config) as peer:
-        peer.send(initialize(0))
-        assert peer.recv() == initialize_result(0)
+        open_legacy(peer)
         started = time.monotonic()
         peer.send(legacy_call(1, "greet"))
         assert peer.recv() == leg(0)
@@ -253,8 +253,7 @@ def test_legacy_leg_timeout_fires_while_a_handler_sleeps() -> None:
     probe = Probe()
     config = ServerConfig(server_info=SERVER, capabilities={"tools": {}}, legacy_leg_timeout=0.05)
     with session(probe, config) as peer:
-        peer.send(initialize(0))
-        assert peer.recv() == initialize_result(0)
+        open_legacy(peer)
         peer.send(legacy_call(1, "greet"))
         assert peer.recv() == leg(0)
         peer.send(legacy_call(2, "hang"))

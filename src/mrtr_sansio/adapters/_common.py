@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from mrtr_sansio import (
     NEED_DATA,
@@ -56,20 +56,28 @@ HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcErro
 READ_SIZE = 64 * 1024
 
 
-class _Context:
-    """Notifications tied to one request; the part of a context every adapter shares.
+SleepT = TypeVar("SleepT")
+
+
+class _Context(Generic[SleepT]):
+    """Notifications tied to one request, and the adapter's sleep: what contexts share.
 
     ``flush`` is called after anything is queued on the connection, so that the adapter writes
     it out at once (progress and log messages must reach the client while the handler runs).
     """
 
-    __slots__ = ("_conn", "_flush", "request")
+    __slots__ = ("_conn", "_flush", "_sleep", "request")
 
     def __init__(
-        self, conn: ServerConnection, request: RequestReceived, flush: Callable[[], None]
+        self,
+        conn: ServerConnection,
+        request: RequestReceived,
+        flush: Callable[[], None],
+        sleep: SleepT,
     ) -> None:
         self._conn = conn
         self._flush = flush
+        self._sleep = sleep
         self.request = request
 
     @property
@@ -105,40 +113,23 @@ class _Context:
         self.notify("notifications/message", params)
 
 
-class RequestContext(_Context):
-    """A handler's view of its transport: notifications tied to its request, and sleeping."""
+class RequestContext(_Context[Callable[[float], Awaitable[None]]]):
+    """A handler's view of its transport: notifications tied to its request, and sleeping.
 
-    __slots__ = ("_sleep",)
+    Built as ``RequestContext(conn, request, flush, sleep)``.
+    """
 
-    def __init__(
-        self,
-        conn: ServerConnection,
-        request: RequestReceived,
-        flush: Callable[[], None],
-        sleep: Callable[[float], Awaitable[None]],
-    ) -> None:
-        super().__init__(conn, request, flush)
-        self._sleep = sleep
+    __slots__ = ()
 
     async def sleep(self, seconds: float) -> None:
         """Sleep with whatever async library the adapter runs on."""
         await self._sleep(seconds)
 
 
-class BlockingRequestContext(_Context):
+class BlockingRequestContext(_Context[Callable[[float], None]]):
     """:class:`RequestContext` for blocking handlers (the stdio adapter)."""
 
-    __slots__ = ("_sleep",)
-
-    def __init__(
-        self,
-        conn: ServerConnection,
-        request: RequestReceived,
-        flush: Callable[[], None],
-        sleep: Callable[[float], None],
-    ) -> None:
-        super().__init__(conn, request, flush)
-        self._sleep = sleep
+    __slots__ = ()
 
     def sleep(self, seconds: float) -> None:
         """Block for ``seconds``; the adapter may end it early if the request is cancelled."""
