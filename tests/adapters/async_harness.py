@@ -64,6 +64,10 @@ class Peer:
     async def close_input(self) -> None:
         raise NotImplementedError
 
+    async def vanish(self) -> None:
+        """Close the connection at once, unread input and all."""
+        raise NotImplementedError
+
     async def wait_closed(self) -> None:
         raise NotImplementedError
 
@@ -99,8 +103,12 @@ class Probe:
                     await self.never.wait()
                 finally:
                     self.cancelled.set()
+            if request.name == "print":
+                print("stray output")  # must not reach the protocol stream
+                return text("printed")
             if request.name == "nap":
-                await ctx.sleep(0)
+                assert request.request_id in ctx.connection.in_flight
+                await ctx.sleep(0.01)
                 return text("rested")
             return request.unknown()
 
@@ -119,6 +127,10 @@ class Harness:
         raise NotImplementedError
 
     async def wait(self, gate: Gate) -> None:
+        raise NotImplementedError
+
+    def run_stdio(self, handler: Handler, config: ServerConfig | None = CONFIG) -> None:
+        """Run the adapter's ``serve_stdio`` on this process's stdin/stdout until stdin ends."""
         raise NotImplementedError
 
     def session(self, handler: Handler, config: ServerConfig | None = CONFIG) -> Any:
@@ -163,6 +175,9 @@ class AsyncioPeer(Peer):
         if self._writer.can_write_eof() and not self._writer.is_closing():
             self._writer.write_eof()
 
+    async def vanish(self) -> None:
+        self._writer.transport.abort()
+
     async def wait_closed(self) -> None:
         await asyncio.wait_for(asyncio.shield(self.server), TIMEOUT)
 
@@ -178,6 +193,9 @@ class AsyncioHarness(Harness):
             await body()
 
         asyncio.run(main())
+
+    def run_stdio(self, handler: Handler, config: ServerConfig | None = CONFIG) -> None:
+        asyncio.run(asyncio_adapter.serve_stdio(handler, config))
 
     async def wait(self, gate: Gate) -> None:
         await asyncio.wait_for(gate.wait(), TIMEOUT)
@@ -230,6 +248,10 @@ class TrioPeer(Peer):
             assert isinstance(self._stream, trio.StapledStream)
             await self._stream.send_stream.aclose()
 
+    async def vanish(self) -> None:
+        self._closed = True
+        await self._stream.aclose()
+
     async def wait_closed(self) -> None:
         with trio.fail_after(TIMEOUT):
             await self._done.wait()
@@ -246,6 +268,9 @@ class TrioHarness(Harness):
             await body()
 
         trio.run(main)
+
+    def run_stdio(self, handler: Handler, config: ServerConfig | None = CONFIG) -> None:
+        trio.run(trio_adapter.serve_stdio, handler, config)
 
     async def wait(self, gate: Gate) -> None:
         with trio.fail_after(TIMEOUT):

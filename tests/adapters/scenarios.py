@@ -9,6 +9,7 @@ The tools (``tools/call`` names):
 * ``boom`` — raises (-32603 expected);
 * ``bad`` — returns a result that is not JSON (-32603 expected);
 * ``chatty`` — sends progress and two log messages (one below the requested level), then answers;
+* ``nap`` — sleeps 10 ms with ``ctx.sleep`` (a real timer), then answers;
 * ``slow`` — waits for the test to open ``probe.gate``;
 * ``hang`` — signals ``probe.started`` and waits forever; ``probe.cancelled`` once cancelled.
 """
@@ -172,13 +173,16 @@ def chatty_call(rid: Any) -> dict[str, Any]:
 
 
 def chatty_transcript(rid: Any) -> list[dict[str, Any]]:
-    """What ``chatty_call`` gets: progress, the warning (not the info), then the result."""
+    """What ``chatty_call`` gets: progress, the warning (not the info), progress, the result."""
     return [
         notification(
             "notifications/progress",
             {"progressToken": "p1", "progress": 1, "total": 2, "message": "half"},
         ),
-        notification("notifications/message", {"level": "warning", "data": "shown"}),
+        notification(
+            "notifications/message", {"level": "warning", "data": "shown", "logger": "test"}
+        ),
+        notification("notifications/progress", {"progressToken": "p1", "progress": 2}),
         result(rid, text("chatted")),
     ]
 
@@ -220,7 +224,8 @@ def answer_plain(request: RequestReceived, ctx: Chat) -> HandlerResult | None:
     if name == "chatty":
         ctx.progress(1, 2, "half")
         ctx.log("info", "hidden")
-        ctx.log("warning", "shown")
+        ctx.log("warning", "shown", "test")
+        ctx.progress(2)
         return text("chatted")
     return None
 

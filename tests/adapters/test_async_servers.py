@@ -6,20 +6,27 @@ compared whole with the expected one.
 
 from __future__ import annotations
 
+import io
 import logging
+import os
+import sys
+import threading
 import time
+from typing import Any
 
 import pytest
 
 from mrtr_sansio import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, Limits, ServerConfig
 
 from .async_harness import HARNESSES, Harness, Peer, Probe, open_legacy
+from .pipes import BlockingPeer
 from .scenarios import (
     ADA,
     INITIALIZED,
     INTERNAL,
     SERVER,
     TIMED_OUT,
+    TIMEOUT,
     ask_name,
     cancelled,
     chatty_call,
@@ -163,7 +170,7 @@ def test_progress_and_logs_reach_the_wire_before_the_result(lib: Harness) -> Non
 
     async def body(peer: Peer) -> None:
         await peer.send(chatty_call(1))
-        assert [await peer.recv() for _ in range(3)] == chatty_transcript(1)
+        assert [await peer.recv() for _ in range(4)] == chatty_transcript(1)
 
     lib.serve(probe, body)
 
@@ -248,6 +255,20 @@ def test_eof_mid_request_cancels_handlers_and_leaves_no_task(lib: Harness) -> No
 
     lib.serve(probe, body)
     assert not probe.gate.is_set()
+
+
+def test_client_vanishing_mid_request_ends_serve(lib: Harness) -> None:
+    """The client closes the connection with our answers unread (a reset on a socket)."""
+    probe = Probe(lib.event)
+
+    async def body(peer: Peer) -> None:
+        await peer.send(modern_call(1, "hang"), modern_call(2, "fast"))
+        await lib.wait(probe.started)
+        await peer.vanish()
+        await peer.wait_closed()
+        assert probe.cancelled.is_set()
+
+    lib.serve(probe, body)
 
 
 def test_eof_with_unanswered_legacy_legs(lib: Harness) -> None:
@@ -376,3 +397,44 @@ def test_many_concurrent_requests(lib: Harness) -> None:
         assert got == list(range(50))
 
     lib.serve(probe, body)
+
+
+def test_serve_stdio_uses_the_process_streams_and_guards_stdout(
+    lib: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve_stdio on this process's (pipe) stdin/stdout: a print() in a handler goes to
+    stderr, and the descriptors are left open and blocking as they were."""
+    probe = Probe(lib.event)
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    stderr = io.StringIO()
+    peer = BlockingPeer(in_w, out_r)
+    answers: list[dict[str, Any]] = []
+
+    def client() -> None:
+        peer.send(modern_call(1, "print"), modern_call(2, "fast"))
+        answers.extend(peer.recv() for _ in range(2))
+        peer.close_input()
+
+    with open(in_r, encoding="utf-8") as stdin, open(out_w, "w", encoding="utf-8") as stdout:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        monkeypatch.setattr(sys, "stdout", stdout)
+        monkeypatch.setattr(sys, "stderr", stderr)
+        thread = threading.Thread(target=client)
+        thread.start()
+        try:
+            lib.run_stdio(probe.handler())
+        finally:
+            thread.join(TIMEOUT)
+        assert not stdin.closed
+        assert not stdout.closed
+        assert os.get_blocking(in_r)
+        assert os.get_blocking(out_w)
+        monkeypatch.undo()
+    assert sorted(answers, key=lambda m: m["id"]) == [
+        result(1, text("printed")),
+        result(2, text("fast")),
+    ]
+    peer.recv_eof()  # nothing else was written, and closing stdout ended the stream
+    peer.close()
+    assert stderr.getvalue() == "stray output\n"

@@ -70,7 +70,8 @@ class Probe:
                 raise
             return text("woke up")
         if request.name == "nap":
-            ctx.sleep(0)
+            assert request.request_id in ctx.connection.in_flight
+            ctx.sleep(0.01)
             return text("rested")
         return request.unknown()
 
@@ -198,7 +199,7 @@ def test_progress_and_logs_reach_the_wire_before_the_result() -> None:
     probe = Probe()
     with session(probe) as peer:
         peer.send(chatty_call(1))
-        assert [peer.recv() for _ in range(3)] == chatty_transcript(1)
+        assert [peer.recv() for _ in range(4)] == chatty_transcript(1)
 
 
 def test_garbage_lines_get_errors_and_serving_goes_on() -> None:

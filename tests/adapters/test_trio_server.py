@@ -115,3 +115,26 @@ def test_cancelling_serve_cancels_its_handlers() -> None:
         assert probe.cancelled.is_set()
 
     trio.run(main)
+
+
+def test_input_waits_while_an_answer_cannot_be_sent() -> None:
+    """Backpressure: once the client stops reading, at most one more read is taken in."""
+    probe = Probe(trio.Event)
+
+    async def main() -> None:
+        # A lockstep stream: a send completes only when the other side has read it all.
+        server_stream, client_stream = trio.testing.lockstep_stream_pair()
+        client = Client(client_stream)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve, probe.handler(), CONFIG, server_stream)
+            await client.send(modern_call(1, "fast"))
+            await trio.testing.wait_all_tasks_blocked()  # answer 1 is stuck in the writer
+            nursery.start_soon(client.send, modern_call(2, "fast"))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(client.send, modern_call(3, "fast"))
+            await trio.testing.wait_all_tasks_blocked()
+            assert [c.request_id for c in probe.calls] == [1, 2]  # 3 is not read
+            assert [(await client.recv())["id"] for _ in range(3)] == [1, 2, 3]
+            await client_stream.send_stream.aclose()
+
+    trio.run(main)

@@ -3,9 +3,9 @@
 Each request runs its handler in its own task, so a slow handler never holds up another; a
 ``notifications/cancelled`` cancels that task and nothing is answered. The connection's
 deadlines (legacy shim legs awaiting the client) are kept with the loop's timers. Whatever the
-connection queues is written at once; ``await writer.drain()`` gives backpressure. When the
-input ends (or the output breaks) every handler task is cancelled and awaited before
-:func:`serve` returns: no task is left behind.
+connection queues is written at once; backpressure is ``await writer.drain()`` before more
+input is read and in ``ctx.sleep``. When the input ends (or the output breaks) every handler
+task is cancelled and awaited before :func:`serve` returns: no task is left behind.
 
 ::
 
@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Callable
+from typing import IO
 
 from mrtr_sansio import RequestReceived, ServerConfig, ServerConnection
 
@@ -44,32 +46,51 @@ async def serve(
 
 
 async def serve_stdio(handler: Handler, config: ServerConfig | None = None) -> None:
-    """Serve this process's stdin/stdout (pipes, sockets or terminals) until stdin ends.
+    """Serve this process's stdin/stdout (POSIX pipes, sockets or terminals) until stdin ends.
 
-    While serving, ``sys.stdout`` is redirected to stderr so that a stray ``print`` cannot
-    corrupt the protocol stream.
+    The loop works on duplicates of the two descriptors and puts their blocking mode back at
+    the end. While serving, ``sys.stdout`` is redirected to stderr so that a stray ``print``
+    cannot corrupt the protocol stream.
     """
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=READ_SIZE, loop=loop)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader, loop=loop), sys.stdin
-    )
-    write_transport, write_protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, sys.stdout
-    )
-    writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
+    sys.stdout.flush()
+    fds = (sys.stdin.fileno(), sys.stdout.fileno())
+    blocking = [os.get_blocking(fd) for fd in fds]
+    transports: list[asyncio.BaseTransport] = []
     try:
+        reader = asyncio.StreamReader(limit=READ_SIZE)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), _dup(fds[0], "rb")
+        )
+        transports.append(read_transport)
+        write_transport, write_protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, _dup(fds[1], "wb")
+        )
+        transports.append(write_transport)
+        writer = asyncio.StreamWriter(write_transport, write_protocol, None, loop)
         with contextlib.redirect_stdout(sys.stderr):
             await serve(handler, config, reader, writer)
-        # Everything answered goes out before we exit: the client may still be reading.
+        # Everything answered goes out before we return: the client may still be reading.
         # (Closing stdin is how a client asks a stdio server to exit; it escalates to signals
         # if we do not, so waiting for the pipe to drain cannot hang a well-behaved client.)
         write_transport.set_write_buffer_limits(0)
         with contextlib.suppress(OSError):
             await writer.drain()
     finally:
-        read_transport.close()
-        writer.close()
+        for transport in transports:
+            transport.close()
+        for fd, was_blocking in zip(fds, blocking, strict=True):
+            os.set_blocking(fd, was_blocking)
+
+
+def _dup(fd: int, mode: str) -> IO[bytes]:
+    """An unbuffered file on a duplicate of ``fd`` (closing it leaves ``fd`` open)."""
+    dup = os.dup(fd)
+    try:
+        return os.fdopen(dup, mode, buffering=0)
+    except BaseException:
+        os.close(dup)
+        raise
 
 
 async def serve_tcp(
@@ -175,7 +196,6 @@ class _Server:
             tasks = self._tasks
             if tasks.get(request.request_id) is asyncio.current_task():
                 del tasks[request.request_id]
-        await self._drain()
 
     async def _sleep(self, seconds: float) -> None:
         await self._drain()

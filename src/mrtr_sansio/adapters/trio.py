@@ -48,9 +48,11 @@ async def serve(
 async def serve_stdio(handler: Handler, config: ServerConfig | None = None) -> None:
     """Serve this process's stdin/stdout until stdin ends (POSIX: pipes, sockets, terminals).
 
-    While serving, ``sys.stdout`` is redirected to stderr so that a stray ``print`` cannot
-    corrupt the protocol stream.
+    trio works on duplicates of the two descriptors and puts their blocking mode back at the
+    end. While serving, ``sys.stdout`` is redirected to stderr so that a stray ``print``
+    cannot corrupt the protocol stream.
     """
+    sys.stdout.flush()
     stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     stdout = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))
     async with trio.StapledStream(stdout, stdin) as stream:
