@@ -76,6 +76,8 @@ from ._mrtr import (
     list_roots,
     sample,
 )
+from ._sealing import REASONS, MemoryReplayGuard, ReplayGuard, RequestStateSecurity
+from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._server import LegacySession, ServerConnection
 from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
 
@@ -100,9 +102,11 @@ __all__ = [
     "NEED_DATA",
     "PARSE_ERROR",
     "PROTOCOL_VERSION",
+    "REASONS",
     "SERVER_INFO",
     "SUBSCRIPTION_ID",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "AesGcmCodec",
     "Call",
     "CallCompleted",
     "CallFailed",
@@ -111,6 +115,7 @@ __all__ = [
     "Era",
     "Event",
     "FulfilRequest",
+    "HmacSha256Codec",
     "HttpRequestFacts",
     "InputNeeded",
     "InputRequest",
@@ -123,6 +128,7 @@ __all__ = [
     "LegacySession",
     "Limits",
     "LocalProtocolError",
+    "MemoryReplayGuard",
     "NotificationReceived",
     "Notify",
     "OrjsonCodec",
@@ -136,16 +142,19 @@ __all__ = [
     "PingAnswered",
     "ProtocolError",
     "RemoteProtocolError",
+    "ReplayGuard",
     "RequestCancelled",
     "RequestReceived",
     "RequestStateError",
     "RequestStateRejected",
+    "RequestStateSecurity",
     "Respond",
     "RoundsExhausted",
     "ServerConfig",
     "ServerConnection",
     "SessionInitialized",
     "StateBinding",
+    "StateCodec",
     "StateProtector",
     "StdlibJsonCodec",
     "UnexpectedResponse",

@@ -1,0 +1,407 @@
+"""Sealed ``requestState``: integrity, optional confidentiality, expiry, binding and rotation.
+
+The spec makes an echoed ``requestState`` attacker-controlled input that the server must verify
+whenever it matters (DIGEST §2.3 S5, §4). :class:`RequestStateSecurity` is the
+:class:`StateProtector` that does it: handlers return any JSON value as state and get the same
+value back on the retry; the client only ever holds an opaque token.
+
+**Envelope.** What a codec seals is a fixed binary header (``struct``, big-endian) followed by
+the state as compact ASCII JSON::
+
+    version(1)=1 | round(u32) | expires(f64) | token id(16)                       -- claims
+    | method code(1) | target(16) | principal(16) | audience(16) | arguments(16)  -- binding
+    | state JSON
+
+Binding fields are SHA-256 digests truncated to 128 bits, domain-separated per field: the
+target digest covers the method name and the tool/prompt name or resource URI; the arguments
+digest covers canonical JSON (sorted keys, no spaces, ASCII) of ``arguments``; principal and
+audience are digested as given (None is distinct from every string). The method code names
+``tools/call``, ``prompts/get`` or ``resources/read`` (0 for anything else, which the target
+digest still pins). ``expires`` is the injected clock's ``now`` at sealing plus ``ttl``; the
+token id is 16 fresh random bytes, handed to the replay guard.
+
+**Token.** The codec adds a version byte and a 4-byte key id and authenticates everything
+(see :mod:`._sealing_codecs`); the token is unpadded canonical base64url. Unsealing checks,
+in order and failing closed: type, size (``max_token_bytes``, before any decoding or crypto),
+encoding, version, key id, tag, envelope version, expiry, audience, principal, method, target,
+arguments, state JSON, then the replay guard. The precise failure is
+:attr:`RequestStateError.reason` (one of :data:`REASONS`), for events and logs only; the wire
+answer never says more than "Invalid or expired requestState".
+
+**Rotation.** ``keys[0]`` seals and every key unseals. To replace ``old`` by ``new``, roll each
+phase out to every instance before the next, at least one ``ttl`` apart:
+``[old]`` -> ``[old, new]`` (all instances accept ``new``) -> ``[new, old]`` (seal with ``new``,
+still accept ``old``) -> ``[new]`` (``old`` tokens have all expired).
+
+**Several instances must share keys.** On the modern wire a retry is an independent request
+and may reach any instance, or the same one after a restart; a token only unseals where its key
+is. Keys from :meth:`RequestStateSecurity.ephemeral` live and die with one process.
+
+**Without protection** (``ServerConfig.request_state=None``) the state is passed through as
+the handler wrote it (a string) and comes back exactly as the client sent it: acceptable only
+when tampering can cause nothing worse than a failed request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import secrets
+import struct
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, Protocol
+
+from ._errors import LocalProtocolError
+from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
+from ._state import RequestStateError, StateBinding, UnsealedState
+
+__all__ = ["REASONS", "MemoryReplayGuard", "ReplayGuard", "RequestStateSecurity"]
+
+#: Every :attr:`RequestStateError.reason` this module and its codecs produce.
+REASONS = frozenset(
+    {
+        "not_a_string",
+        "oversized",
+        "empty",
+        "malformed",
+        "truncated",
+        "unsupported_version",
+        "unknown_key",
+        "bad_tag",
+        "codec_error",
+        "malformed_envelope",
+        "unsupported_envelope_version",
+        "expired",
+        "audience_mismatch",
+        "principal_mismatch",
+        "method_mismatch",
+        "target_mismatch",
+        "arguments_mismatch",
+        "malformed_state",
+        "replayed",
+    }
+)
+
+_ENVELOPE_VERSION = 1
+_CLAIMS = struct.Struct(">BId16s")
+_ID_BYTES = 16
+_DIGEST = 16
+_BINDING_AT = _CLAIMS.size
+_STATE_AT = _BINDING_AT + 1 + 4 * _DIGEST
+_MAX_ROUND = 0xFFFFFFFF
+_METHOD_CODES = {"tools/call": b"\x01", "prompts/get": b"\x02", "resources/read": b"\x03"}
+# (reason, slice of the binding block) in the order mismatches are reported.
+_MISMATCHES = (
+    ("audience_mismatch", slice(1 + 2 * _DIGEST, 1 + 3 * _DIGEST)),
+    ("principal_mismatch", slice(1 + _DIGEST, 1 + 2 * _DIGEST)),
+    ("method_mismatch", slice(0, 1)),
+    ("target_mismatch", slice(1, 1 + _DIGEST)),
+)
+_CACHE_MAX = 1024
+# No arguments object is ``is``-identical to this one (see ``RequestStateSecurity.seal``).
+_NOTHING_VERIFIED: tuple[Any, bytes] = (object(), b"")
+
+
+def _json_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
+    """Compact ASCII JSON without NaN; raises TypeError, ValueError or RecursionError.
+
+    ``JSONEncoder.encode`` builds the C encoder anew on every call, which costs about as much
+    as encoding a small object; where CPython's C encoder exists it is built once here instead
+    (same function, same output, pinned by a test against the public path).
+    """
+    public = json.JSONEncoder(
+        separators=(",", ":"),
+        ensure_ascii=True,
+        allow_nan=False,
+        check_circular=False,
+        sort_keys=sort_keys,
+    )
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return public.encode
+    try:
+        chunks = make(
+            None, public.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+            sort_keys, False, False,
+        )  # fmt: skip
+    except TypeError:  # pragma: no cover - a future signature
+        return public.encode
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+_dump_state = _json_encoder(sort_keys=False)
+_dump_canonical = _json_encoder(sort_keys=True)
+_load_state = json.JSONDecoder().raw_decode
+_equal = hmac.compare_digest
+
+
+def _text_digest(tag: bytes, *parts: str | None) -> bytes:
+    """128-bit digest of optional strings, each length-prefixed so that none can run into the
+    next; None digests differently from every string."""
+    h = hashlib.sha256(tag)
+    for part in parts:
+        if part is None:
+            h.update(b"\x00")
+        else:
+            raw = part.encode("utf-8", "surrogatepass")
+            h.update(b"\x01" + len(raw).to_bytes(8, "big") + raw)
+    return h.digest()[:_DIGEST]
+
+
+_ARGUMENTS_HASH = hashlib.sha256(b"mrtr-sansio/arguments\x00")
+
+
+def _arguments_digest(arguments: Any) -> bytes:
+    """Digest of canonical JSON of ``arguments``; raises for values JSON cannot carry."""
+    h = _ARGUMENTS_HASH.copy()
+    h.update(_dump_canonical(arguments).encode("ascii"))
+    return h.digest()[:_DIGEST]
+
+
+class ReplayGuard(Protocol):
+    """Remembers redeemed tokens so that each is accepted at most once (the spec's MUST for
+    one-time redemptions).
+
+    ``consume`` is called after a token passed every other check, with its unique id, its
+    expiry and the current clock reading; it returns False if the id was seen before (or can
+    no longer be vouched for). Ids need only be remembered until ``expires``: the token is
+    refused as expired after that. Deployments with several instances need a shared store
+    (e.g. an atomic set-if-absent with expiry).
+    """
+
+    def consume(self, token_id: bytes, expires: float, now: float) -> bool: ...
+
+
+class MemoryReplayGuard:
+    """A bounded in-memory :class:`ReplayGuard` for one process (not thread-safe).
+
+    Holds at most ``max_entries`` ids. It forgets ids once they expire, or the oldest one when
+    full, and refuses every token expiring no later than anything it forgot (it can no longer
+    vouch for those): under pressure, or if the clock steps back, it fails closed, never open.
+    """
+
+    __slots__ = ("_floor", "_seen", "max_entries")
+
+    def __init__(self, max_entries: int = 65536) -> None:
+        if type(max_entries) is not int or max_entries < 1:
+            raise ValueError(f"max_entries must be a positive integer, got {max_entries!r}")
+        self.max_entries = max_entries
+        self._seen: OrderedDict[bytes, float] = OrderedDict()
+        self._floor = -math.inf
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def consume(self, token_id: bytes, expires: float, now: float) -> bool:
+        seen = self._seen
+        if token_id in seen or not expires > self._floor:
+            return False
+        while seen and (len(seen) >= self.max_entries or next(iter(seen.values())) <= now):
+            _, forgotten = seen.popitem(last=False)
+            self._floor = max(self._floor, forgotten)
+        if not expires > self._floor:
+            return False
+        seen[token_id] = expires
+        return True
+
+
+class RequestStateSecurity:
+    """Seals handler state into tokens bound to their request, and verifies them on return.
+
+    ``keys`` is the rotation ring (``keys[0]`` seals, all unseal; each at least 32 random
+    bytes); ``codec`` is ``"hmac-sha256"`` (stdlib; integrity only, the client can read the
+    state), ``"aes-256-gcm"`` (integrity and confidentiality; needs the ``crypto`` extra) or
+    your own :class:`StateCodec`, given instead of ``keys``. Tokens expire ``ttl`` seconds
+    after sealing; ``audience`` names this server, so that servers sharing keys cannot accept
+    each other's tokens. ``replay_guard`` makes each token single-use. ``max_token_bytes``
+    bounds accepted and produced tokens (characters), checked before any other work.
+    ``token_bytes`` is the randomness source (token ids, nonces), injectable for tests.
+    """
+
+    __slots__ = (
+        "_audience",
+        "_codec",
+        "_identities",
+        "_token_bytes",
+        "_verified",
+        "audience",
+        "max_token_bytes",
+        "replay_guard",
+        "ttl",
+    )
+
+    def __init__(
+        self,
+        keys: Iterable[bytes] | None = None,
+        *,
+        ttl: float = 600.0,
+        audience: str | None = None,
+        codec: Literal["hmac-sha256", "aes-256-gcm"] | StateCodec = "hmac-sha256",
+        replay_guard: ReplayGuard | None = None,
+        max_token_bytes: int = 64 * 1024,
+        token_bytes: Callable[[int], bytes] = secrets.token_bytes,
+    ) -> None:
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
+            raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
+        if audience is not None and type(audience) is not str:
+            raise TypeError(f"audience must be a string or None, got {type(audience).__name__}")
+        if type(max_token_bytes) is not int or max_token_bytes < 1:
+            raise ValueError(f"max_token_bytes must be a positive integer, got {max_token_bytes}")
+        if isinstance(codec, str):
+            if keys is None:
+                raise ValueError("keys are required (or bring your own codec)")
+            if codec == "hmac-sha256":
+                self._codec: StateCodec = HmacSha256Codec(keys)
+            elif codec == "aes-256-gcm":
+                self._codec = AesGcmCodec(keys, token_bytes=token_bytes)
+            else:
+                raise ValueError(f"unknown codec {codec!r}: 'hmac-sha256' or 'aes-256-gcm'")
+        else:
+            if keys is not None:
+                raise ValueError("give keys or your own codec, not both (the codec owns its keys)")
+            self._codec = codec
+        self.ttl = float(ttl)
+        self.audience = audience
+        self.replay_guard = replay_guard
+        self.max_token_bytes = max_token_bytes
+        probe = token_bytes(_ID_BYTES)
+        if type(probe) is not bytes or len(probe) != _ID_BYTES:
+            raise ValueError("token_bytes(n) must return n random bytes")
+        self._token_bytes = token_bytes
+        self._audience = _text_digest(b"mrtr-sansio/audience\x00", audience)
+        # method code | target | principal | audience by (method, target, principal): strings
+        # only, so entries never go stale; bounded.
+        self._identities: dict[tuple[str, str | None, str | None], bytes] = {}
+        # The arguments object last verified by ``unseal`` and its digest (see ``seal``).
+        self._verified: tuple[Any, bytes] = _NOTHING_VERIFIED
+
+    @classmethod
+    def ephemeral(
+        cls,
+        *,
+        token_bytes: Callable[[int], bytes] = secrets.token_bytes,
+        **options: Any,
+    ) -> RequestStateSecurity:
+        """Protection with a random key that lives as long as this process.
+
+        Enough for a single-process server. Not for several instances, nor for retries that
+        must survive a restart: a retry may reach an instance (or a new process) that never
+        had the key, and fails there. Those deployments pass the same ``keys`` everywhere.
+        """
+        return cls([token_bytes(32)], token_bytes=token_bytes, **options)
+
+    @property
+    def codec(self) -> StateCodec:
+        """The codec that turns envelopes into tokens."""
+        return self._codec
+
+    # --- StateProtector ------------------------------------------------------------------
+
+    def seal(self, state: Any, binding: StateBinding, round: int, now: float) -> str:
+        """The token for ``state`` (any JSON value), bound to ``binding``, valid ``ttl`` s."""
+        if type(round) is not int or not 1 <= round <= _MAX_ROUND:
+            raise LocalProtocolError(f"round must be an integer in 1..{_MAX_ROUND}, got {round!r}")
+        try:
+            body = _dump_state(state).encode("ascii")
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise LocalProtocolError(f"request_state is not a JSON value: {exc}") from None
+        # A retry's state is sealed for the very arguments object unseal just verified: its
+        # digest is reused, and binds what the client sent even if the handler changed it.
+        arguments = binding.arguments
+        verified = self._verified
+        if verified[0] is arguments:
+            digest = verified[1]
+            self._verified = _NOTHING_VERIFIED  # hold on to no request's arguments
+        else:
+            try:
+                digest = _arguments_digest(arguments)
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise LocalProtocolError(f"arguments cannot be bound: {exc}") from None
+        claims = _CLAIMS.pack(
+            _ENVELOPE_VERSION, round, now + self.ttl, self._token_bytes(_ID_BYTES)
+        )
+        token = self._codec.seal(b"".join((claims, self._identity(binding), digest, body)))
+        if len(token) > self.max_token_bytes:
+            raise LocalProtocolError(
+                f"the sealed request_state is {len(token)} characters, more than "
+                f"max_token_bytes={self.max_token_bytes} accepts back"
+            )
+        return token
+
+    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
+        """The state and round sealed in ``token``; raises :class:`RequestStateError`."""
+        if type(token) is not str:
+            raise RequestStateError("not_a_string")
+        if len(token) > self.max_token_bytes:
+            raise RequestStateError("oversized")
+        if not token:
+            raise RequestStateError("empty")
+        try:
+            payload = self._codec.unseal(token)
+        except RequestStateError:
+            raise
+        except Exception:  # a codec brought by the application, failing its own way
+            raise RequestStateError("codec_error") from None
+        if type(payload) is not bytes or len(payload) < _STATE_AT:
+            raise RequestStateError("malformed_envelope")
+        version, round_, expires, token_id = _CLAIMS.unpack_from(payload)
+        if version != _ENVELOPE_VERSION:
+            raise RequestStateError("unsupported_envelope_version")
+        if not now < expires:
+            raise RequestStateError("expired")
+        arguments = binding.arguments
+        try:
+            digest = _arguments_digest(arguments)
+        except (TypeError, ValueError, RecursionError):
+            raise RequestStateError("arguments_mismatch") from None
+        expected = self._identity(binding) + digest
+        sealed = payload[_BINDING_AT:_STATE_AT]
+        if not _equal(sealed, expected):
+            raise RequestStateError(_mismatch(sealed, expected))
+        self._verified = (arguments, digest)
+        try:
+            text = payload[_STATE_AT:].decode("ascii")
+            state, end = _load_state(text)
+        except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError, nesting
+            raise RequestStateError("malformed_state") from None
+        if end != len(text) or round_ < 1:
+            raise RequestStateError("malformed_state")
+        guard = self.replay_guard
+        if guard is not None and not guard.consume(token_id, expires, now):
+            raise RequestStateError("replayed")
+        return UnsealedState(state, round_)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _identity(self, binding: StateBinding) -> bytes:
+        """The binding block up to the arguments: method code | target | principal | audience."""
+        key = (binding.method, binding.target, binding.principal)
+        identity = self._identities.get(key)
+        if identity is None:
+            identity = b"".join(
+                (
+                    _METHOD_CODES.get(binding.method, b"\x00"),
+                    _text_digest(b"mrtr-sansio/target\x00", binding.method, binding.target),
+                    _text_digest(b"mrtr-sansio/principal\x00", binding.principal),
+                    self._audience,
+                )
+            )
+            if len(self._identities) >= _CACHE_MAX:
+                self._identities.clear()
+            self._identities[key] = identity
+        return identity
+
+
+def _mismatch(sealed: bytes, expected: bytes) -> str:
+    """Which bound field differs (only called once the whole block compared unequal)."""
+    for reason, part in _MISMATCHES:
+        if sealed[part] != expected[part]:
+            return reason
+    return "arguments_mismatch"
