@@ -87,7 +87,7 @@ def our_round(
 
     In a server the retry's seal follows the unseal of the same request, so the arguments
     digest verified there is reused; ``fresh_arguments`` copies them first to show the cost
-    without that (the first round of each request), the copy included.
+    without that (as when other requests are unsealed in between), the copy included.
     """
     tool, state, arguments = case.tool, case.state, case.arguments
 
@@ -139,7 +139,7 @@ def main() -> None:
         variants[f"{case.label}: floor"] = floor_round(state_bytes)
         variants[f"{case.label}: hmac"] = our_round(hmac_security, case)
         variants[f"{case.label}: aes-gcm"] = our_round(aes_security, case)
-        variants[f"{case.label}: hmac, first round"] = our_round(
+        variants[f"{case.label}: hmac, no reuse"] = our_round(
             hmac_security, case, fresh_arguments=True
         )
     samples = measure(variants, opts.rounds, opts.batch)
@@ -152,7 +152,7 @@ def main() -> None:
     for case in (ADO, BOOKING):
         size = len(json.dumps(case.state, separators=(",", ":")))
         print(f"{case.label} (state {size} bytes of JSON):")
-        for name in ("floor", "hmac", "aes-gcm", "hmac, first round"):
+        for name in ("floor", "hmac", "aes-gcm", "hmac, no reuse"):
             median = statistics.median(samples[f"{case.label}: {name}"])
             times = "" if name == "floor" else f"  ({ratio(case, name):.2f}x floor)"
             print(f"  {name:>18}: {median * 1e6:6.2f} us{times}")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mrtr_sansio import (
-    REASONS,
+    REQUEST_STATE_REASONS,
     LocalProtocolError,
     MemoryReplayGuard,
     RequestStateError,
@@ -51,7 +51,7 @@ def reason_of(
 ) -> str:
     with pytest.raises(RequestStateError) as info:
         sec.unseal(token, binding, now)
-    assert info.value.reason in REASONS
+    assert info.value.reason in REQUEST_STATE_REASONS
     return info.value.reason
 
 
@@ -539,5 +539,11 @@ def test_bring_your_own_codec() -> None:
 
 
 def test_reasons_are_all_listed() -> None:
-    assert {"bad_tag", "expired", "replayed", "oversized", "principal_mismatch"} <= REASONS
-    assert all(r.isidentifier() and r.islower() for r in REASONS)
+    assert {
+        "bad_tag",
+        "expired",
+        "replayed",
+        "oversized",
+        "principal_mismatch",
+    } <= REQUEST_STATE_REASONS
+    assert all(r.isidentifier() and r.islower() for r in REQUEST_STATE_REASONS)

@@ -76,7 +76,7 @@ from ._mrtr import (
     list_roots,
     sample,
 )
-from ._sealing import REASONS, MemoryReplayGuard, ReplayGuard, RequestStateSecurity
+from ._sealing import REQUEST_STATE_REASONS, MemoryReplayGuard, ReplayGuard, RequestStateSecurity
 from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._server import LegacySession, ServerConnection
 from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
@@ -102,7 +102,7 @@ __all__ = [
     "NEED_DATA",
     "PARSE_ERROR",
     "PROTOCOL_VERSION",
-    "REASONS",
+    "REQUEST_STATE_REASONS",
     "SERVER_INFO",
     "SUBSCRIPTION_ID",
     "UNSUPPORTED_PROTOCOL_VERSION",

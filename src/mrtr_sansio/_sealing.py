@@ -3,7 +3,9 @@
 The spec makes an echoed ``requestState`` attacker-controlled input that the server must verify
 whenever it matters (DIGEST §2.3 S5, §4). :class:`RequestStateSecurity` is the
 :class:`StateProtector` that does it: handlers return any JSON value as state and get the same
-value back on the retry; the client only ever holds an opaque token.
+value back on the retry; the client only ever holds an opaque token::
+
+    ServerConfig(request_state=RequestStateSecurity(keys=[key], audience="https://mcp.example"))
 
 **Envelope.** What a codec seals is a fixed binary header (``struct``, big-endian) followed by
 the state as compact ASCII JSON::
@@ -14,19 +16,22 @@ the state as compact ASCII JSON::
 
 Binding fields are SHA-256 digests truncated to 128 bits, domain-separated per field: the
 target digest covers the method name and the tool/prompt name or resource URI; the arguments
-digest covers canonical JSON (sorted keys, no spaces, ASCII) of ``arguments``; principal and
-audience are digested as given (None is distinct from every string). The method code names
-``tools/call``, ``prompts/get`` or ``resources/read`` (0 for anything else, which the target
-digest still pins). ``expires`` is the injected clock's ``now`` at sealing plus ``ttl``; the
-token id is 16 fresh random bytes, handed to the replay guard.
+digest covers canonical JSON (sorted keys, no spaces, ASCII) of ``arguments``, so key order
+does not matter; principal and audience are digested as given (None is distinct from every
+string). The method code names ``tools/call``, ``prompts/get`` or ``resources/read`` (0 for
+anything else, which the target digest still pins). ``expires`` is the injected clock's ``now``
+at sealing plus ``ttl`` (instances sharing keys need roughly agreeing clocks); the token id is
+16 fresh random bytes, handed to the replay guard.
 
 **Token.** The codec adds a version byte and a 4-byte key id and authenticates everything
-(see :mod:`._sealing_codecs`); the token is unpadded canonical base64url. Unsealing checks,
-in order and failing closed: type, size (``max_token_bytes``, before any decoding or crypto),
-encoding, version, key id, tag, envelope version, expiry, audience, principal, method, target,
-arguments, state JSON, then the replay guard. The precise failure is
-:attr:`RequestStateError.reason` (one of :data:`REASONS`), for events and logs only; the wire
-answer never says more than "Invalid or expired requestState".
+(see :mod:`._sealing_codecs`); the token is unpadded canonical base64url. With HMAC-SHA256 the
+client can read the state (and test guesses against the digests, its principal's say); use
+AES-256-GCM when any of it is confidential. Unsealing checks, in order and failing closed:
+type, size (``max_token_bytes``, before any decoding or crypto), encoding, version, key id,
+tag, envelope version, expiry, audience, principal, method, target, arguments, state JSON,
+then the replay guard. The precise failure is :attr:`RequestStateError.reason` (one of
+:data:`REQUEST_STATE_REASONS`), for events and logs only; the wire answer never says more than
+"Invalid or expired requestState".
 
 **Rotation.** ``keys[0]`` seals and every key unseals. To replace ``old`` by ``new``, roll each
 phase out to every instance before the next, at least one ``ttl`` apart:
@@ -58,10 +63,10 @@ from ._errors import LocalProtocolError
 from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._state import RequestStateError, StateBinding, UnsealedState
 
-__all__ = ["REASONS", "MemoryReplayGuard", "ReplayGuard", "RequestStateSecurity"]
+__all__ = ["REQUEST_STATE_REASONS", "MemoryReplayGuard", "ReplayGuard", "RequestStateSecurity"]
 
 #: Every :attr:`RequestStateError.reason` this module and its codecs produce.
-REASONS = frozenset(
+REQUEST_STATE_REASONS = frozenset(
     {
         "not_a_string",
         "oversized",
