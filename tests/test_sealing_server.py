@@ -238,3 +238,59 @@ def test_other_requests_are_undisturbed_by_a_refusal() -> None:
     [out] = drain(conn, Era.MODERN, methods={10: "tools/call"})
     assert out.message["id"] == 10
     assert out.message["result"]["resultType"] == "complete"
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "other"),
+    [
+        ("resources/read", {"uri": "file:///a.txt"}, {"uri": "file:///b.txt"}),
+        ("prompts/get", {"name": "greet", "arguments": {"who": "Ada"}}, {"name": "greet"}),
+    ],
+)
+def test_resources_and_prompts_are_bound_too(
+    method: str, params: dict[str, Any], other: dict[str, Any]
+) -> None:
+    conn, _ = server()
+    envelope = {
+        PROTOCOL_VERSION: LATEST_MODERN_VERSION,
+        CLIENT_CAPABILITIES: {},
+    }
+
+    def request(rid: int, body: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": method,
+            "params": {**body, "_meta": envelope, **extra},
+        }
+
+    conn.receive_message(request(1, params))
+    [first] = events(conn)
+    conn.send(Respond(first.request_id, InputRequiredResult(request_state=["step", 2])))
+    [out] = drain(conn, Era.MODERN, methods={1: method})
+    token = out.message["result"]["requestState"]
+    conn.receive_message(request(2, params, requestState=token))
+    [again] = events(conn)
+    assert isinstance(again, RequestReceived)
+    assert (again.request_state, again.round) == (["step", 2], 2)
+    conn.send(Respond(2, JsonRpcError(-32603, "done here")))
+    drain(conn, Era.MODERN)
+    conn.receive_message(request(3, other, requestState=token))
+    [event, _] = events(conn)
+    assert isinstance(event, RequestStateRejected)
+    assert event.reason == (
+        "target_mismatch" if method == "resources/read" else "arguments_mismatch"
+    )
+
+
+def test_without_security_state_passes_through_untouched() -> None:
+    conn = ServerConnection(ServerConfig())
+    conn.receive_message(call(1))
+    [first] = events(conn)
+    conn.send(Respond(first.request_id, InputRequiredResult(request_state="plain:step=2")))
+    [out] = drain(conn, Era.MODERN, methods={1: "tools/call"})
+    assert out.message["result"]["requestState"] == "plain:step=2"
+    conn.receive_message(retry(2, "plain:step=2 (edited by the client)"))
+    [again] = events(conn)
+    assert isinstance(again, RequestReceived)
+    assert again.request_state == "plain:step=2 (edited by the client)"

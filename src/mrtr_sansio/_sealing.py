@@ -56,7 +56,7 @@ import math
 import secrets
 import struct
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, Protocol
 
 from ._errors import LocalProtocolError
@@ -110,8 +110,9 @@ _CACHE_MAX = 1024
 _NOTHING_VERIFIED: tuple[Any, bytes] = (object(), b"")
 
 
-def _json_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
-    """Compact ASCII JSON without NaN; raises TypeError, ValueError or RecursionError.
+def _json_chunks(*, sort_keys: bool) -> Callable[[Any, int], Sequence[str]]:
+    """``f(value, 0)`` -> chunks of compact ASCII JSON without NaN (raises TypeError,
+    ValueError or RecursionError for what JSON cannot carry).
 
     ``JSONEncoder.encode`` builds the C encoder anew on every call, which costs about as much
     as encoding a small object; where CPython's C encoder exists it is built once here instead
@@ -125,26 +126,31 @@ def _json_encoder(*, sort_keys: bool) -> Callable[[Any], str]:
         sort_keys=sort_keys,
     )
     make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - CPython always has it
-        return public.encode
-    try:
-        chunks = make(
-            None, public.default, json.encoder.encode_basestring_ascii, None, ":", ",",
-            sort_keys, False, False,
-        )  # fmt: skip
-    except TypeError:  # pragma: no cover - a future signature
-        return public.encode
-
-    def encode(value: Any) -> str:
-        return "".join(chunks(value, 0))
-
-    return encode
+    if make is not None:
+        try:
+            encoder: Callable[[Any, int], Sequence[str]] = make(
+                None, public.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+                sort_keys, False, False,
+            )  # fmt: skip
+        except TypeError:  # pragma: no cover - a future signature
+            pass
+        else:
+            return encoder
+    return lambda value, _level: (public.encode(value),)  # pragma: no cover - not CPython
 
 
-_dump_state = _json_encoder(sort_keys=False)
-_dump_canonical = _json_encoder(sort_keys=True)
+_state_chunks = _json_chunks(sort_keys=False)
+_canonical_chunks = _json_chunks(sort_keys=True)
 _load_state = json.JSONDecoder().raw_decode
 _equal = hmac.compare_digest
+
+
+def _dump_state(state: Any) -> str:
+    return "".join(_state_chunks(state, 0))
+
+
+def _dump_canonical(value: Any) -> str:
+    return "".join(_canonical_chunks(value, 0))
 
 
 def _text_digest(tag: bytes, *parts: str | None) -> bytes:
@@ -166,7 +172,7 @@ _ARGUMENTS_HASH = hashlib.sha256(b"mrtr-sansio/arguments\x00")
 def _arguments_digest(arguments: Any) -> bytes:
     """Digest of canonical JSON of ``arguments``; raises for values JSON cannot carry."""
     h = _ARGUMENTS_HASH.copy()
-    h.update(_dump_canonical(arguments).encode("ascii"))
+    h.update("".join(_canonical_chunks(arguments, 0)).encode("ascii"))
     return h.digest()[:_DIGEST]
 
 
@@ -314,7 +320,7 @@ class RequestStateSecurity:
         if type(round) is not int or not 1 <= round <= _MAX_ROUND:
             raise LocalProtocolError(f"round must be an integer in 1..{_MAX_ROUND}, got {round!r}")
         try:
-            body = _dump_state(state).encode("ascii")
+            body = "".join(_state_chunks(state, 0)).encode("ascii")
         except (TypeError, ValueError, RecursionError) as exc:
             raise LocalProtocolError(f"request_state is not a JSON value: {exc}") from None
         # A retry's state is sealed for the very arguments object unseal just verified: its
@@ -332,7 +338,10 @@ class RequestStateSecurity:
         claims = _CLAIMS.pack(
             _ENVELOPE_VERSION, round, now + self.ttl, self._token_bytes(_ID_BYTES)
         )
-        token = self._codec.seal(b"".join((claims, self._identity(binding), digest, body)))
+        identity = self._identities.get((binding.method, binding.target, binding.principal))
+        if identity is None:
+            identity = self._identity(binding)
+        token = self._codec.seal(b"".join((claims, identity, digest, body)))
         if len(token) > self.max_token_bytes:
             raise LocalProtocolError(
                 f"the sealed request_state is {len(token)} characters, more than "
@@ -366,7 +375,10 @@ class RequestStateSecurity:
             digest = _arguments_digest(arguments)
         except (TypeError, ValueError, RecursionError):
             raise RequestStateError("arguments_mismatch") from None
-        expected = self._identity(binding) + digest
+        identity = self._identities.get((binding.method, binding.target, binding.principal))
+        if identity is None:
+            identity = self._identity(binding)
+        expected = identity + digest
         sealed = payload[_BINDING_AT:_STATE_AT]
         if not _equal(sealed, expected):
             raise RequestStateError(_mismatch(sealed, expected))
@@ -386,21 +398,19 @@ class RequestStateSecurity:
     # --- internals -----------------------------------------------------------------------
 
     def _identity(self, binding: StateBinding) -> bytes:
-        """The binding block up to the arguments: method code | target | principal | audience."""
-        key = (binding.method, binding.target, binding.principal)
-        identity = self._identities.get(key)
-        if identity is None:
-            identity = b"".join(
-                (
-                    _METHOD_CODES.get(binding.method, b"\x00"),
-                    _text_digest(b"mrtr-sansio/target\x00", binding.method, binding.target),
-                    _text_digest(b"mrtr-sansio/principal\x00", binding.principal),
-                    self._audience,
-                )
+        """The binding block up to the arguments, computed and remembered (callers look in
+        ``_identities`` first): method code | target | principal | audience."""
+        identity = b"".join(
+            (
+                _METHOD_CODES.get(binding.method, b"\x00"),
+                _text_digest(b"mrtr-sansio/target\x00", binding.method, binding.target),
+                _text_digest(b"mrtr-sansio/principal\x00", binding.principal),
+                self._audience,
             )
-            if len(self._identities) >= _CACHE_MAX:
-                self._identities.clear()
-            self._identities[key] = identity
+        )
+        if len(self._identities) >= _CACHE_MAX:
+            self._identities.clear()
+        self._identities[binding.method, binding.target, binding.principal] = identity
         return identity
 
 

@@ -87,7 +87,7 @@ def b64url_encode(raw: bytes) -> str:
     return binascii.b2a_base64(raw, newline=False).translate(_TO_URL).rstrip(b"=").decode("ascii")
 
 
-def b64url_decode(text: str) -> bytes | None:
+def _b64url_decode_portable(text: str) -> bytes | None:
     """The bytes of a canonical unpadded base64url string, or None for anything else.
 
     Canonical means: only the 64 URL-safe characters, no padding, no length that cannot occur,
@@ -97,34 +97,38 @@ def b64url_decode(text: str) -> bytes | None:
         return None
     data = text.encode("ascii")
     rem = len(data) & 3
-    if not rem:
-        return _a2b_url(data, b"")
-    if rem == 1 or _SIXTETS[data[-1]] & (0x0F if rem == 2 else 0x03):
+    if rem == 1 or data.translate(None, _ALPHABET):
         return None
-    return _a2b_url(data, b"==" if rem == 2 else b"=")
-
-
-def _a2b_url_portable(data: bytes, padding: bytes) -> bytes | None:
-    """Decode unpadded base64url exactly, on any Python (3.10 has no strict mode)."""
-    if data.translate(None, _ALPHABET):
+    if rem and _SIXTETS[data[-1]] & (0x0F if rem == 2 else 0x03):
         return None
-    return binascii.a2b_base64(data.translate(_TO_STD) + padding)
+    return binascii.a2b_base64(data.translate(_TO_STD) + b"=" * (-rem & 3))
 
 
 if sys.version_info >= (3, 11):
 
-    def _a2b_url(data: bytes, padding: bytes) -> bytes | None:
-        """Decode unpadded base64url exactly: "+", "/" and "=" are not base64url data, so they
-        become "!", which strict mode refuses like every other stray character."""
+    def b64url_decode(text: str) -> bytes | None:
+        """The bytes of a canonical unpadded base64url string, or None for anything else.
+
+        Canonical means: only the 64 URL-safe characters, no padding, no length that cannot
+        occur, and zero unused bits in the last character, so each byte string has exactly one
+        encoding. "+", "/" and "=" are not base64url data: they become "!", which strict mode
+        refuses like every other stray character.
+        """
+        if not text.isascii():
+            return None
+        data = text.encode("ascii")
+        rem = len(data) & 3
+        if rem and (rem == 1 or _SIXTETS[data[-1]] & (0x0F if rem == 2 else 0x03)):
+            return None
         try:
             return binascii.a2b_base64(
-                data.translate(_URL_TO_STD_STRICT) + padding, strict_mode=True
+                data.translate(_URL_TO_STD_STRICT) + b"=" * (-rem & 3), strict_mode=True
             )
         except binascii.Error:
             return None
 
-else:  # pragma: no cover - exercised through _a2b_url_portable's own tests
-    _a2b_url = _a2b_url_portable
+else:  # pragma: no cover - Python 3.10 has no strict mode
+    b64url_decode = _b64url_decode_portable
 
 
 def _ring(keys: Iterable[Any], purpose: bytes) -> tuple[bytes, dict[bytes, bytes]]:
