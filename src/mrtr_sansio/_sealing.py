@@ -232,7 +232,9 @@ class RequestStateSecurity:
     your own :class:`StateCodec`, given instead of ``keys``. Tokens expire ``ttl`` seconds
     after sealing; ``audience`` names this server, so that servers sharing keys cannot accept
     each other's tokens. ``replay_guard`` makes each token single-use. ``max_token_bytes``
-    bounds accepted and produced tokens (characters), checked before any other work.
+    bounds accepted and produced tokens (characters), checked before any other work, so that
+    this class is safe on its own; in a server keep it no larger than
+    ``Limits.max_request_state_bytes`` (same default, 64 KiB), which is checked first.
     ``token_bytes`` is the randomness source (token ids, nonces), injectable for tests.
     """
 
@@ -282,9 +284,6 @@ class RequestStateSecurity:
         self.audience = audience
         self.replay_guard = replay_guard
         self.max_token_bytes = max_token_bytes
-        probe = token_bytes(_ID_BYTES)
-        if type(probe) is not bytes or len(probe) != _ID_BYTES:
-            raise ValueError("token_bytes(n) must return n random bytes")
         self._token_bytes = token_bytes
         self._audience = _text_digest(b"mrtr-sansio/audience\x00", audience)
         # method code | target | principal | audience by (method, target, principal): strings
@@ -335,9 +334,10 @@ class RequestStateSecurity:
                 digest = _arguments_digest(arguments)
             except (TypeError, ValueError, RecursionError) as exc:
                 raise LocalProtocolError(f"arguments cannot be bound: {exc}") from None
-        claims = _CLAIMS.pack(
-            _ENVELOPE_VERSION, round, now + self.ttl, self._token_bytes(_ID_BYTES)
-        )
+        token_id = self._token_bytes(_ID_BYTES)
+        if len(token_id) != _ID_BYTES:  # struct would pad or cut it silently
+            raise ValueError("token_bytes(n) must return n random bytes")
+        claims = _CLAIMS.pack(_ENVELOPE_VERSION, round, now + self.ttl, token_id)
         identity = self._identities.get((binding.method, binding.target, binding.principal))
         if identity is None:
             identity = self._identity(binding)
