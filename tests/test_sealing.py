@@ -21,7 +21,7 @@ from mrtr_sansio import (
     StateProtector,
     UnsealedState,
 )
-from mrtr_sansio._sealing import _dump_canonical, _dump_state, _text_digest
+from mrtr_sansio._sealing import _dump_canonical, _dump_state, _hash_texts
 from mrtr_sansio._sealing_codecs import b64url_decode, b64url_encode
 
 OLD = bytes(range(32))
@@ -228,8 +228,8 @@ def test_string_fields_cannot_run_into_each_other() -> None:
     sec = security()
     token = sec.seal(1, StateBinding("x/y", "ab", None, None), 1, NOW)
     assert reason_of(sec, token, StateBinding("x/ya", "b", None, None)) == "target_mismatch"
-    assert _text_digest(b"t", "", None) != _text_digest(b"t", None, "")
-    assert _text_digest(b"t", "\x00") != _text_digest(b"t", None)
+    assert _hash_texts(b"t", "", None).digest() != _hash_texts(b"t", None, "").digest()
+    assert _hash_texts(b"t", "\x00").digest() != _hash_texts(b"t", None).digest()
 
 
 def test_unknown_methods_are_bound_through_the_target_digest() -> None:
@@ -342,7 +342,7 @@ def test_envelope_layout() -> None:
     version, round_, expires, token_id = struct.unpack_from(">BId16s", payload)
     assert (version, round_, expires, token_id) == (1, 7, NOW + 60, b"\x11" * 16)
     assert payload[29] == 1  # tools/call
-    assert payload[29 + 1 + 64 :] == b'{"a":1}'
+    assert payload[29 + 1 + 6 + 16 :] == b'{"a":1}'
 
 
 def test_envelope_rejections() -> None:
@@ -350,14 +350,28 @@ def test_envelope_rejections() -> None:
     sec = RequestStateSecurity(codec=codec)
     payload = b64url_decode(sec.seal({"a": 1}, BINDING, 1, NOW))
     assert payload is not None
-    assert reason_of(sec, b64url_encode(payload[:93])) == "malformed_envelope"
+    assert reason_of(sec, b64url_encode(payload[:51])) == "malformed_envelope"
     assert reason_of(sec, b64url_encode(b"\x02" + payload[1:])) == "unsupported_envelope_version"
     assert reason_of(sec, b64url_encode(payload + b" ")) == "malformed_state"
     assert reason_of(sec, b64url_encode(payload[:-1])) == "malformed_state"
-    assert reason_of(sec, b64url_encode(payload[:94] + b"\xff")) == "malformed_state"
-    assert reason_of(sec, b64url_encode(payload[:94] + b"[" * 20_000)) == "malformed_state"
+    assert reason_of(sec, b64url_encode(payload[:52] + b"\xff")) == "malformed_state"
+    assert reason_of(sec, b64url_encode(payload[:52] + b"[" * 20_000)) == "malformed_state"
     zero_round = payload[:1] + b"\x00\x00\x00\x00" + payload[5:]
     assert reason_of(sec, b64url_encode(zero_round)) == "malformed_state"
+
+
+def test_the_digest_decides_not_the_hints() -> None:
+    sec = RequestStateSecurity(codec=PlainCodec())
+    mine = StateBinding("tools/call", "t", {"a": 1}, "alice")
+    theirs = StateBinding("tools/call", "t", {"a": 1}, "mallory")
+    payload = b64url_decode(sec.seal("s", mine, 1, NOW))
+    other = b64url_decode(sec.seal("s", theirs, 1, NOW))
+    assert payload is not None
+    assert other is not None
+    # Give alice's token mallory's hints: only the digest still tells them apart.
+    forged = payload[:29] + other[29:36] + payload[36:]
+    assert reason_of(sec, b64url_encode(forged), theirs) == "arguments_mismatch"
+    assert reason_of(sec, b64url_encode(payload), theirs) == "principal_mismatch"
 
 
 def test_codec_misbehaviour_fails_closed() -> None:

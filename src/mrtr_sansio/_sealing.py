@@ -10,23 +10,24 @@ value back on the retry; the client only ever holds an opaque token::
 **Envelope.** What a codec seals is a fixed binary header (``struct``, big-endian) followed by
 the state as compact ASCII JSON::
 
-    version(1)=1 | round(u32) | expires(f64) | token id(16)                       -- claims
-    | method code(1) | target(16) | principal(16) | audience(16) | arguments(16)  -- binding
+    version(1)=1 | round(u32) | expires(f64) | token id(16)                     -- claims
+    | method code(1) | target(2) | principal(2) | audience(2) | binding digest(16)  -- binding
     | state JSON
 
-Binding fields are SHA-256 digests truncated to 128 bits, domain-separated per field: the
-target digest covers the method name and the tool/prompt name or resource URI; the arguments
-digest covers canonical JSON (sorted keys, no spaces, ASCII) of ``arguments``, so key order
-does not matter; principal and audience are digested as given (None is distinct from every
-string). The method code names ``tools/call``, ``prompts/get`` or ``resources/read`` (0 for
-anything else, which the target digest still pins). ``expires`` is the injected clock's ``now``
-at sealing plus ``ttl`` (instances sharing keys need roughly agreeing clocks); the token id is
-16 fresh random bytes, handed to the replay guard.
+The binding digest (SHA-256, truncated to 128 bits) covers, length-prefixed, the method, the
+target (tool or prompt name, or resource URI), the principal and the audience (None distinct
+from every string), then canonical JSON of ``arguments`` (sorted keys, no spaces, ASCII), so
+that key order does not matter. It alone decides. The method code (``tools/call``,
+``prompts/get``, ``resources/read``, 0 for anything else) and 16-bit hints of target, principal
+and audience only name which field differs when it does not match, for the reason.
+``expires`` is the injected clock's ``now`` at sealing plus ``ttl`` (instances sharing keys
+need roughly agreeing clocks); the token id is 16 fresh random bytes, handed to the replay
+guard.
 
 **Token.** The codec adds a version byte and a 4-byte key id and authenticates everything
 (see :mod:`._sealing_codecs`); the token is unpadded canonical base64url. With HMAC-SHA256 the
-client can read the state (and test guesses against the digests, its principal's say); use
-AES-256-GCM when any of it is confidential. Unsealing checks, in order and failing closed:
+client can read the state (and test guesses against the binding digest); use AES-256-GCM when
+any of it is confidential. Unsealing checks, in order and failing closed:
 type, size (``max_token_bytes``, before any decoding or crypto), encoding, version, key id,
 tag, envelope version, expiry, audience, principal, method, target, arguments, state JSON,
 then the replay guard. The precise failure is :attr:`RequestStateError.reason` (one of
@@ -57,11 +58,16 @@ import secrets
 import struct
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import attrs
 
 from ._errors import LocalProtocolError
 from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._state import RequestStateError, StateBinding, UnsealedState
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
 
 __all__ = ["REQUEST_STATE_REASONS", "MemoryReplayGuard", "ReplayGuard", "RequestStateSecurity"]
 
@@ -93,21 +99,21 @@ REQUEST_STATE_REASONS = frozenset(
 _ENVELOPE_VERSION = 1
 _CLAIMS = struct.Struct(">BId16s")
 _ID_BYTES = 16
+_HINT = 2
 _DIGEST = 16
 _BINDING_AT = _CLAIMS.size
-_STATE_AT = _BINDING_AT + 1 + 4 * _DIGEST
+_STATE_AT = _BINDING_AT + 1 + 3 * _HINT + _DIGEST
 _MAX_ROUND = 0xFFFFFFFF
 _METHOD_CODES = {"tools/call": b"\x01", "prompts/get": b"\x02", "resources/read": b"\x03"}
-# (reason, slice of the binding block) in the order mismatches are reported.
+# (reason, slice of the binding block) in the order mismatches are reported; when every hint
+# agrees, the arguments are what differs.
 _MISMATCHES = (
-    ("audience_mismatch", slice(1 + 2 * _DIGEST, 1 + 3 * _DIGEST)),
-    ("principal_mismatch", slice(1 + _DIGEST, 1 + 2 * _DIGEST)),
+    ("audience_mismatch", slice(1 + 2 * _HINT, 1 + 3 * _HINT)),
+    ("principal_mismatch", slice(1 + _HINT, 1 + 2 * _HINT)),
     ("method_mismatch", slice(0, 1)),
-    ("target_mismatch", slice(1, 1 + _DIGEST)),
+    ("target_mismatch", slice(1, 1 + _HINT)),
 )
 _CACHE_MAX = 1024
-# No arguments object is ``is``-identical to this one (see ``RequestStateSecurity.seal``).
-_NOTHING_VERIFIED: tuple[Any, bytes] = (object(), b"")
 
 
 def _json_chunks(*, sort_keys: bool) -> Callable[[Any, int], Sequence[str]]:
@@ -153,9 +159,9 @@ def _dump_canonical(value: Any) -> str:
     return "".join(_canonical_chunks(value, 0))
 
 
-def _text_digest(tag: bytes, *parts: str | None) -> bytes:
-    """128-bit digest of optional strings, each length-prefixed so that none can run into the
-    next; None digests differently from every string."""
+def _hash_texts(tag: bytes, *parts: str | None) -> _Hash:
+    """SHA-256 fed ``tag`` then optional strings, each length-prefixed so that none can run
+    into the next; None hashes differently from every string."""
     h = hashlib.sha256(tag)
     for part in parts:
         if part is None:
@@ -163,17 +169,29 @@ def _text_digest(tag: bytes, *parts: str | None) -> bytes:
         else:
             raw = part.encode("utf-8", "surrogatepass")
             h.update(b"\x01" + len(raw).to_bytes(8, "big") + raw)
-    return h.digest()[:_DIGEST]
+    return h
 
 
-_ARGUMENTS_HASH = hashlib.sha256(b"mrtr-sansio/arguments\x00")
-
-
-def _arguments_digest(arguments: Any) -> bytes:
-    """Digest of canonical JSON of ``arguments``; raises for values JSON cannot carry."""
-    h = _ARGUMENTS_HASH.copy()
+def _binding_digest(identity: _Hash, arguments: Any) -> bytes:
+    """The binding digest: the identity hash, continued with canonical JSON of ``arguments``
+    (raises TypeError, ValueError or RecursionError for what JSON cannot carry)."""
+    h = identity.copy()
     h.update("".join(_canonical_chunks(arguments, 0)).encode("ascii"))
     return h.digest()[:_DIGEST]
+
+
+@attrs.frozen
+class _Identity:
+    """Everything bound except the arguments, for one (method, target, principal)."""
+
+    #: method code | target hint | principal hint | audience hint
+    hints: bytes
+    #: SHA-256 fed method, target, principal and audience, ready for the arguments.
+    partial: _Hash
+
+
+# No arguments object is ``is``-identical to this one (see ``RequestStateSecurity.seal``).
+_NOTHING_VERIFIED: tuple[Any, Any, bytes] = (object(), None, b"")
 
 
 class ReplayGuard(Protocol):
@@ -239,7 +257,7 @@ class RequestStateSecurity:
     """
 
     __slots__ = (
-        "_audience",
+        "_audience_hint",
         "_codec",
         "_identities",
         "_token_bytes",
@@ -285,12 +303,11 @@ class RequestStateSecurity:
         self.replay_guard = replay_guard
         self.max_token_bytes = max_token_bytes
         self._token_bytes = token_bytes
-        self._audience = _text_digest(b"mrtr-sansio/audience\x00", audience)
-        # method code | target | principal | audience by (method, target, principal): strings
-        # only, so entries never go stale; bounded.
-        self._identities: dict[tuple[str, str | None, str | None], bytes] = {}
+        self._audience_hint = _hash_texts(b"mrtr-sansio/audience\x00", audience).digest()[:_HINT]
+        # By (method, target, principal): strings only, so entries never go stale; bounded.
+        self._identities: dict[tuple[str, str | None, str | None], _Identity] = {}
         # The arguments object last verified by ``unseal`` and its digest (see ``seal``).
-        self._verified: tuple[Any, bytes] = _NOTHING_VERIFIED
+        self._verified: tuple[Any, Any, bytes] = _NOTHING_VERIFIED
 
     @classmethod
     def ephemeral(
@@ -322,26 +339,26 @@ class RequestStateSecurity:
             body = "".join(_state_chunks(state, 0)).encode("ascii")
         except (TypeError, ValueError, RecursionError) as exc:
             raise LocalProtocolError(f"request_state is not a JSON value: {exc}") from None
-        # A retry's state is sealed for the very arguments object unseal just verified: its
-        # digest is reused, and binds what the client sent even if the handler changed it.
+        identity = self._identities.get((binding.method, binding.target, binding.principal))
+        if identity is None:
+            identity = self._identity(binding)
+        # A retry's state is sealed for the very request unseal just verified: its digest is
+        # reused, and binds what the client sent even if the handler changed the arguments.
         arguments = binding.arguments
         verified = self._verified
-        if verified[0] is arguments:
-            digest = verified[1]
+        if verified[0] is arguments and verified[1] is identity:
+            digest = verified[2]
             self._verified = _NOTHING_VERIFIED  # hold on to no request's arguments
         else:
             try:
-                digest = _arguments_digest(arguments)
+                digest = _binding_digest(identity.partial, arguments)
             except (TypeError, ValueError, RecursionError) as exc:
                 raise LocalProtocolError(f"arguments cannot be bound: {exc}") from None
         token_id = self._token_bytes(_ID_BYTES)
         if len(token_id) != _ID_BYTES:  # struct would pad or cut it silently
             raise ValueError("token_bytes(n) must return n random bytes")
         claims = _CLAIMS.pack(_ENVELOPE_VERSION, round, now + self.ttl, token_id)
-        identity = self._identities.get((binding.method, binding.target, binding.principal))
-        if identity is None:
-            identity = self._identity(binding)
-        token = self._codec.seal(b"".join((claims, identity, digest, body)))
+        token = self._codec.seal(b"".join((claims, identity.hints, digest, body)))
         if len(token) > self.max_token_bytes:
             raise LocalProtocolError(
                 f"the sealed request_state is {len(token)} characters, more than "
@@ -370,19 +387,19 @@ class RequestStateSecurity:
             raise RequestStateError("unsupported_envelope_version")
         if not now < expires:
             raise RequestStateError("expired")
-        arguments = binding.arguments
-        try:
-            digest = _arguments_digest(arguments)
-        except (TypeError, ValueError, RecursionError):
-            raise RequestStateError("arguments_mismatch") from None
         identity = self._identities.get((binding.method, binding.target, binding.principal))
         if identity is None:
             identity = self._identity(binding)
-        expected = identity + digest
+        arguments = binding.arguments
+        try:
+            digest = _binding_digest(identity.partial, arguments)
+        except (TypeError, ValueError, RecursionError):
+            raise RequestStateError("arguments_mismatch") from None
+        expected = identity.hints + digest
         sealed = payload[_BINDING_AT:_STATE_AT]
         if not _equal(sealed, expected):
             raise RequestStateError(_mismatch(sealed, expected))
-        self._verified = (arguments, digest)
+        self._verified = (arguments, identity, digest)
         try:
             text = payload[_STATE_AT:].decode("ascii")
             state, end = _load_state(text)
@@ -397,25 +414,33 @@ class RequestStateSecurity:
 
     # --- internals -----------------------------------------------------------------------
 
-    def _identity(self, binding: StateBinding) -> bytes:
-        """The binding block up to the arguments, computed and remembered (callers look in
-        ``_identities`` first): method code | target | principal | audience."""
-        identity = b"".join(
-            (
-                _METHOD_CODES.get(binding.method, b"\x00"),
-                _text_digest(b"mrtr-sansio/target\x00", binding.method, binding.target),
-                _text_digest(b"mrtr-sansio/principal\x00", binding.principal),
-                self._audience,
-            )
+    def _identity(self, binding: StateBinding) -> _Identity:
+        """Compute and remember what binds (method, target, principal); callers look in
+        ``_identities`` first."""
+        method, target, principal = binding.method, binding.target, binding.principal
+        identity = _Identity(
+            b"".join(
+                (
+                    _METHOD_CODES.get(method, b"\x00"),
+                    _hash_texts(b"mrtr-sansio/target\x00", method, target).digest()[:_HINT],
+                    _hash_texts(b"mrtr-sansio/principal\x00", principal).digest()[:_HINT],
+                    self._audience_hint,
+                )
+            ),
+            _hash_texts(b"mrtr-sansio/binding\x00", method, target, principal, self.audience),
         )
         if len(self._identities) >= _CACHE_MAX:
             self._identities.clear()
-        self._identities[binding.method, binding.target, binding.principal] = identity
+        self._identities[method, target, principal] = identity
         return identity
 
 
 def _mismatch(sealed: bytes, expected: bytes) -> str:
-    """Which bound field differs (only called once the whole block compared unequal)."""
+    """Which bound field differs, by the hints (only called once the block compared unequal).
+
+    A field that differs has the same 16-bit hint with probability 2**-16; then the reason
+    names the arguments instead. It is only ever a log line: the digest decides.
+    """
     for reason, part in _MISMATCHES:
         if sealed[part] != expected[part]:
             return reason
