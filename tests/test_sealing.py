@@ -15,10 +15,12 @@ from mrtr_sansio import (
     REQUEST_STATE_REASONS,
     LocalProtocolError,
     MemoryReplayGuard,
+    OrjsonCodec,
     RequestStateError,
     RequestStateSecurity,
     StateBinding,
     StateProtector,
+    StdlibJsonCodec,
     UnsealedState,
 )
 from mrtr_sansio._sealing import _dump_canonical, _dump_state, _hash_texts
@@ -112,6 +114,41 @@ def test_fast_encoders_match_the_public_encoder(value: Any) -> None:
     common: dict[str, Any] = {"separators": (",", ":"), "ensure_ascii": True, "allow_nan": False}
     assert _dump_state(value) == json.dumps(value, **common)
     assert _dump_canonical(value) == json.dumps(value, sort_keys=True, **common)
+
+
+JSON_VALUES_64 = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(JSON_VALUES_64)
+def test_a_json_codec_can_replace_the_state_json_and_instances_may_differ(state: Any) -> None:
+    fast = security(json_codec=OrjsonCodec())
+    strict = security(json_codec=StdlibJsonCodec())
+    default = security()
+    for sealer in (fast, strict, default):
+        token = sealer.seal(state, BINDING, 2, NOW)
+        for unsealer in (fast, strict, default):
+            assert unsealer.unseal(token, BINDING, NOW) == UnsealedState(state, 2)
+
+
+def test_json_codec_errors() -> None:
+    with pytest.raises(LocalProtocolError, match="not a JSON value"):
+        security(json_codec=OrjsonCodec()).seal({1, 2}, BINDING, 1, NOW)
+    with pytest.raises(LocalProtocolError, match="not a JSON value"):
+        security(json_codec=OrjsonCodec()).seal(2**70, BINDING, 1, NOW)
+    codec = PlainCodec()
+    payload = b64url_decode(RequestStateSecurity(codec=codec).seal(1, BINDING, 1, NOW))
+    assert payload is not None
+    broken = b64url_encode(payload[:-1] + b"}")
+    fast = RequestStateSecurity(codec=codec, json_codec=OrjsonCodec())
+    assert reason_of(fast, broken) == "malformed_state"
 
 
 # --- tampering ------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
+from ._codec import JsonCodec
 from ._errors import LocalProtocolError
 from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._state import RequestStateError, StateBinding, UnsealedState
@@ -253,6 +254,9 @@ class RequestStateSecurity:
     bounds accepted and produced tokens (characters), checked before any other work, so that
     this class is safe on its own; in a server keep it no larger than
     ``Limits.max_request_state_bytes`` (same default, 64 KiB), which is checked first.
+    ``json_codec`` replaces the built-in strict JSON of the state (e.g. ``OrjsonCodec()``,
+    several times faster on large states); it must round-trip your states (orjson writes NaN as
+    null and reads integers beyond 64 bits as floats). Instances may differ in it.
     ``token_bytes`` is the randomness source (token ids, nonces), injectable for tests.
     """
 
@@ -263,6 +267,7 @@ class RequestStateSecurity:
         "_token_bytes",
         "_verified",
         "audience",
+        "json_codec",
         "max_token_bytes",
         "replay_guard",
         "ttl",
@@ -277,6 +282,7 @@ class RequestStateSecurity:
         codec: Literal["hmac-sha256", "aes-256-gcm"] | StateCodec = "hmac-sha256",
         replay_guard: ReplayGuard | None = None,
         max_token_bytes: int = 64 * 1024,
+        json_codec: JsonCodec | None = None,
         token_bytes: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
@@ -302,6 +308,7 @@ class RequestStateSecurity:
         self.audience = audience
         self.replay_guard = replay_guard
         self.max_token_bytes = max_token_bytes
+        self.json_codec = json_codec
         self._token_bytes = token_bytes
         self._audience_hint = _hash_texts(b"mrtr-sansio/audience\x00", audience).digest()[:_HINT]
         # By (method, target, principal): strings only, so entries never go stale; bounded.
@@ -336,8 +343,11 @@ class RequestStateSecurity:
         if type(round) is not int or not 1 <= round <= _MAX_ROUND:
             raise LocalProtocolError(f"round must be an integer in 1..{_MAX_ROUND}, got {round!r}")
         try:
-            body = "".join(_state_chunks(state, 0)).encode("ascii")
-        except (TypeError, ValueError, RecursionError) as exc:
+            if self.json_codec is None:
+                body = "".join(_state_chunks(state, 0)).encode("ascii")
+            else:
+                body = self.json_codec.dumps(state)
+        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise LocalProtocolError(f"request_state is not a JSON value: {exc}") from None
         identity = self._identities.get((binding.method, binding.target, binding.principal))
         if identity is None:
@@ -401,11 +411,16 @@ class RequestStateSecurity:
             raise RequestStateError(_mismatch(sealed, expected))
         self._verified = (arguments, identity, digest)
         try:
-            text = payload[_STATE_AT:].decode("ascii")
-            state, end = _load_state(text)
+            if self.json_codec is None:
+                text = payload[_STATE_AT:].decode("utf-8")  # ASCII from us, UTF-8 from others
+                state, end = _load_state(text)
+                if end != len(text):
+                    raise ValueError("trailing data")
+            else:
+                state = self.json_codec.loads(payload[_STATE_AT:])
         except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError, nesting
             raise RequestStateError("malformed_state") from None
-        if end != len(text) or round_ < 1:
+        if round_ < 1:
             raise RequestStateError("malformed_state")
         guard = self.replay_guard
         if guard is not None and not guard.consume(token_id, expires, now):
