@@ -76,8 +76,9 @@ from ._mrtr import (
     list_roots,
     sample,
 )
-from ._sealing import REQUEST_STATE_REASONS, MemoryReplayGuard, ReplayGuard, RequestStateSecurity
+from ._sealing import REQUEST_STATE_REASONS, RequestStateSecurity
 from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
+from ._sealing_replay import MemoryReplayGuard, ReplayGuard
 from ._server import LegacySession, ServerConnection
 from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
 
