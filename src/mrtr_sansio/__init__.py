@@ -79,7 +79,8 @@ from ._mrtr import (
 from ._sealing import REQUEST_STATE_REASONS, RequestStateSecurity
 from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._sealing_replay import MemoryReplayGuard, ReplayGuard
-from ._server import LegacySession, ServerConnection
+from ._server import ServerConnection
+from ._session import LegacySession
 from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
 
 __version__ = "0.1.0.dev0"

@@ -64,6 +64,19 @@ def classify(msg: Any) -> int:
             raise _invalid("Invalid Request: batches are not supported")
         raise _invalid("Invalid Request: a message must be a JSON object")
     method = msg.get("method")
+    if msg.get("jsonrpc") == "2.0" and type(method) is str:
+        params = msg.get("params")
+        if params is None or type(params) is dict:
+            if "id" not in msg:
+                return NOTIFICATION
+            request_id = msg["id"]
+            if type(request_id) is str or type(request_id) is int:
+                return REQUEST
+    return _classify_slowly(msg, method)
+
+
+def _classify_slowly(msg: dict[str, Any], method: Any) -> int:
+    """The rare cases: responses, and every flavour of invalid message."""
     raw_id = msg.get("id")
     request_id = raw_id if is_valid_id(raw_id) else None
     if msg.get("jsonrpc") != "2.0":
@@ -74,11 +87,7 @@ def classify(msg: Any) -> int:
         params = msg.get("params")
         if params is not None and type(params) is not dict:
             raise _invalid('Invalid Request: "params" must be an object', request_id)
-        if "id" not in msg:
-            return NOTIFICATION
-        if request_id is None:
-            raise _invalid('Invalid Request: "id" must be a string or an integer')
-        return REQUEST
+        raise _invalid('Invalid Request: "id" must be a string or an integer')
     if "result" in msg:
         if "error" in msg or request_id is None:
             raise _invalid("Invalid response")
