@@ -23,7 +23,7 @@ from mrtr_sansio import (
     StdlibJsonCodec,
     UnsealedState,
 )
-from mrtr_sansio._sealing import _dump_canonical, _dump_state, _hash_texts
+from mrtr_sansio._sealing import _canonical_chunks, _hash_texts, _state_chunks
 from mrtr_sansio._sealing_codecs import b64url_decode, b64url_encode
 
 OLD = bytes(range(32))
@@ -101,6 +101,14 @@ def test_round_trip_awkward_strings(codec: str) -> None:
     # (Two lone surrogates that form a pair come back as one character: JSON cannot tell.)
     for state in ["", "\ud800", "\udfff!", "\x00", "é" * 50, {"😀": ["\u2028"]}, 2**200, -0.0]:
         assert sec.unseal(sec.seal(state, BINDING, 1, NOW), BINDING, NOW).state == state
+
+
+def _dump_state(value: Any) -> str:
+    return "".join(_state_chunks(value, 0))
+
+
+def _dump_canonical(value: Any) -> str:
+    return "".join(_canonical_chunks(value, 0))
 
 
 def test_state_json_is_compact_ascii() -> None:

@@ -152,14 +152,6 @@ _load_state = json.JSONDecoder().raw_decode
 _equal = hmac.compare_digest
 
 
-def _dump_state(state: Any) -> str:
-    return "".join(_state_chunks(state, 0))
-
-
-def _dump_canonical(value: Any) -> str:
-    return "".join(_canonical_chunks(value, 0))
-
-
 def _hash_texts(tag: bytes, *parts: str | None) -> _Hash:
     """SHA-256 fed ``tag`` then optional strings, each length-prefixed so that none can run
     into the next; None hashes differently from every string."""
@@ -266,7 +258,7 @@ class RequestStateSecurity:
         self._audience_hint = _hash_texts(b"mrtr-sansio/audience\x00", audience).digest()[:_HINT]
         # By (method, target, principal): strings only, so entries never go stale; bounded.
         self._identities: dict[tuple[str, str | None, str | None], _Identity] = {}
-        # The arguments object last verified by ``unseal`` and its digest (see ``seal``).
+        # (arguments object, identity, digest) last verified by ``unseal`` (see ``seal``).
         self._verified: tuple[Any, Any, bytes] = _NOTHING_VERIFIED
 
     @classmethod
