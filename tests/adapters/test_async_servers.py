@@ -15,14 +15,10 @@ import time
 from typing import Any
 
 import pytest
-
-from mrtr_sansio import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, Limits, ServerConfig
-
-from .async_harness import HARNESSES, Harness, Peer, Probe, open_legacy
-from .pipes import BlockingPeer
-from .scenarios import (
+from stream_harness import HARNESSES, Harness, Peer, Probe, open_legacy
+from stream_pipes import BlockingPeer
+from stream_scenarios import (
     ADA,
-    INITIALIZED,
     INTERNAL,
     SERVER,
     TIMED_OUT,
@@ -41,6 +37,8 @@ from .scenarios import (
     result,
     text,
 )
+
+from mrtr_sansio import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, Limits, ServerConfig
 
 pytestmark = pytest.mark.parametrize("lib", HARNESSES, ids=lambda h: h.name)
 
@@ -66,7 +64,7 @@ def test_legacy_exchange_through_the_shim(lib: Harness) -> None:
 
     async def body(peer: Peer) -> None:
         await open_legacy(peer)
-        await peer.send(INITIALIZED, legacy_call(1, "greet"))
+        await peer.send(legacy_call(1, "greet"))
         assert await peer.recv() == leg(0)
         await peer.send({"jsonrpc": "2.0", "id": 0, "result": ADA})
         assert await peer.recv() == result(1, text("Hello, Ada!"), peer.transcript.era)
@@ -122,7 +120,7 @@ def test_legacy_cancel_while_the_shim_waits(lib: Harness) -> None:
 
     async def body(peer: Peer) -> None:
         await open_legacy(peer)
-        await peer.send(INITIALIZED, legacy_call(1, "greet"))
+        await peer.send(legacy_call(1, "greet"))
         assert await peer.recv() == leg(0)
         await peer.send(cancelled(1), legacy_call(2, "fast"))
         assert await peer.recv() == leg_cancelled(0, "The original request was cancelled")

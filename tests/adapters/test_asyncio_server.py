@@ -10,11 +10,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-
-from mrtr_sansio.adapters.asyncio import serve, serve_tcp
-
-from .async_harness import AsyncioHarness, AsyncioPeer, Probe
-from .scenarios import (
+from stream_harness import AsyncioHarness, AsyncioPeer, Probe
+from stream_scenarios import (
     CONFIG,
     TIMEOUT,
     Transcript,
@@ -24,6 +21,8 @@ from .scenarios import (
     result,
     text,
 )
+
+from mrtr_sansio.adapters.asyncio import serve, serve_tcp
 
 
 class TcpClient:

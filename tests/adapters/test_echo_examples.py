@@ -4,11 +4,8 @@ pipes, driven like a client would: both wires, then end of input, then a clean e
 from __future__ import annotations
 
 import pytest
-
-from mrtr_sansio import SERVER_INFO
-
-from .pipes import example_server
-from .scenarios import (
+from stream_pipes import example_server
+from stream_scenarios import (
     ADA,
     ASK_NAME,
     INITIALIZED,
@@ -19,6 +16,8 @@ from .scenarios import (
     request,
     text,
 )
+
+from mrtr_sansio import SERVER_INFO
 
 ECHO = {"name": "echo", "version": "1.0.0"}
 GREET_TOOL = {

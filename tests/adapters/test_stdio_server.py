@@ -16,14 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-
-from mrtr_sansio import INTERNAL_ERROR, PARSE_ERROR, RequestReceived, ServerConfig
-from mrtr_sansio.adapters import BlockingRequestContext, HandlerResult
-from mrtr_sansio.adapters import stdio as stdio_adapter
-from mrtr_sansio.adapters.stdio import HandlerCancelled, serve
-
-from .pipes import BlockingPeer
-from .scenarios import (
+from stream_pipes import BlockingPeer
+from stream_scenarios import (
     ADA,
     CONFIG,
     INITIALIZED,
@@ -46,6 +40,11 @@ from .scenarios import (
     result,
     text,
 )
+
+from mrtr_sansio import INTERNAL_ERROR, PARSE_ERROR, RequestReceived, ServerConfig
+from mrtr_sansio.adapters import BlockingRequestContext, HandlerResult
+from mrtr_sansio.adapters import stdio as stdio_adapter
+from mrtr_sansio.adapters.stdio import HandlerCancelled, serve
 
 
 class Probe:
@@ -77,9 +76,10 @@ class Probe:
 
 
 def open_legacy(peer: BlockingPeer) -> None:
-    """Start a legacy session (``initialize`` id 0)."""
+    """Start a legacy session: ``initialize`` (id 0), answered, then ``initialized``."""
     peer.send(initialize(0))
     assert peer.recv() == initialize_result(0)
+    peer.send(INITIALIZED)
 
 
 def wait(event: threading.Event) -> None:
@@ -129,7 +129,7 @@ def test_legacy_exchange_through_the_shim() -> None:
     probe = Probe()
     with session(probe) as peer:
         open_legacy(peer)
-        peer.send(INITIALIZED, legacy_call(1, "greet"))
+        peer.send(legacy_call(1, "greet"))
         assert peer.recv() == leg(0)
         peer.send({"jsonrpc": "2.0", "id": 0, "result": ADA})
         assert peer.recv() == result(1, text("Hello, Ada!"), peer.transcript.era)

@@ -7,22 +7,9 @@ import logging
 from typing import Any
 
 import pytest
-
-from mrtr_sansio import (
-    Era,
-    InputRequiredResult,
-    JsonRpcError,
-    Limits,
-    RequestReceived,
-    ServerConfig,
-    ServerConnection,
-    elicit_form,
-)
-from mrtr_sansio.adapters import StreamServer
-from wire import drain
-
-from .scenarios import (
+from stream_scenarios import (
     ADA,
+    INITIALIZED,
     NAME_SCHEMA,
     SERVER,
     TIMED_OUT,
@@ -36,6 +23,19 @@ from .scenarios import (
     result,
     text,
 )
+
+from mrtr_sansio import (
+    Era,
+    InputRequiredResult,
+    JsonRpcError,
+    Limits,
+    RequestReceived,
+    ServerConfig,
+    ServerConnection,
+    elicit_form,
+)
+from mrtr_sansio.adapters import StreamServer
+from wire import drain
 
 ASK = elicit_form("What is your name?", NAME_SCHEMA)
 
@@ -107,7 +107,7 @@ def test_invalid_answers_become_internal_errors(bad: Any, caplog: pytest.LogCapt
 
 def test_state_only_round_on_the_legacy_wire_replays_at_once() -> None:
     rec = Recorder()
-    rec.feed(initialize(0), legacy_call(1, "count"))
+    rec.feed(initialize(0), INITIALIZED, legacy_call(1, "count"))
     assert rec.out(Era.LEGACY)[0]["id"] == 0
     rec.driver.answer(rec.started[0], InputRequiredResult(None, "step"))
     assert [(r.request_id, r.round, r.request_state) for r in rec.started] == [
@@ -120,7 +120,7 @@ def test_state_only_round_on_the_legacy_wire_replays_at_once() -> None:
 
 def test_rounds_exhausted_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     rec = Recorder(legacy_max_rounds=2)
-    rec.feed(initialize(0), legacy_call(1, "count"))
+    rec.feed(initialize(0), INITIALIZED, legacy_call(1, "count"))
     with caplog.at_level(logging.WARNING, "mrtr_sansio.adapters"):
         for _ in range(3):
             rec.driver.answer(rec.started[-1], InputRequiredResult(None, "again"))
@@ -147,7 +147,7 @@ def test_timer_follows_the_connection_deadline_on_its_clock() -> None:
     driver = rec.driver
     assert not driver.refresh_timer()
     assert driver.timer_delay() is None
-    rec.feed(initialize(0), legacy_call(1, "greet"))
+    rec.feed(initialize(0), INITIALIZED, legacy_call(1, "greet"))
     driver.answer(rec.started[0], InputRequiredResult({"name": ASK}))
     assert rec.out(Era.LEGACY)[1:] == [leg(0)]
     assert driver.refresh_timer()
@@ -169,7 +169,7 @@ def test_timer_follows_the_connection_deadline_on_its_clock() -> None:
 
 def test_answers_to_legs_replay_through_start() -> None:
     rec = Recorder()
-    rec.feed(initialize(0), legacy_call(1, "greet"))
+    rec.feed(initialize(0), INITIALIZED, legacy_call(1, "greet"))
     rec.driver.answer(rec.started[0], InputRequiredResult({"name": ASK}))
     rec.out(Era.LEGACY)
     rec.feed({"jsonrpc": "2.0", "id": 0, "result": ADA})

@@ -7,11 +7,8 @@ from typing import Any
 
 import trio
 import trio.testing
-
-from mrtr_sansio.adapters.trio import serve, serve_tcp
-
-from .async_harness import Probe
-from .scenarios import (
+from stream_harness import Probe
+from stream_scenarios import (
     CONFIG,
     TIMEOUT,
     Transcript,
@@ -21,6 +18,8 @@ from .scenarios import (
     result,
     text,
 )
+
+from mrtr_sansio.adapters.trio import serve, serve_tcp
 
 
 class Client:

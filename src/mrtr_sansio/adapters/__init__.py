@@ -20,6 +20,7 @@ from ._common import (
     HandlerResult,
     RequestContext,
     StreamServer,
+    SubscriptionHub,
     call_blocking_handler,
     call_handler,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "HandlerResult",
     "RequestContext",
     "StreamServer",
+    "SubscriptionHub",
     "call_blocking_handler",
     "call_handler",
 ]

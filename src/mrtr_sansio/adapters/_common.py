@@ -44,6 +44,7 @@ __all__ = [
     "HandlerResult",
     "RequestContext",
     "StreamServer",
+    "SubscriptionHub",
     "call_blocking_handler",
     "call_handler",
 ]
@@ -84,6 +85,10 @@ class _Context(Generic[SleepT]):
     def connection(self) -> ServerConnection:
         """The connection the request arrived on."""
         return self._conn
+
+    def flush(self) -> None:
+        """Hand whatever the connection has queued to the transport now."""
+        self._flush()
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification related to this request (dropped once it has been answered)."""
@@ -159,6 +164,47 @@ def call_blocking_handler(handler: BlockingHandler, ctx: BlockingRequestContext)
         return handler(ctx.request, ctx)
     except Exception:
         return _handler_failed(ctx.request)
+
+
+class SubscriptionHub:
+    """Open ``subscriptions/listen`` streams, and fan-out of change notifications to them.
+
+    Use :meth:`listen` as the whole handler of ``subscriptions/listen``; call :meth:`publish`
+    from anywhere (another request's handler, say) to send a notification to every open stream.
+    The connection of each stream drops what its client did not opt in to and tags the rest
+    with the subscription id, so publishing is always safe.
+    """
+
+    def __init__(self) -> None:
+        self._streams: dict[int, RequestContext] = {}
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    async def listen(
+        self,
+        ctx: RequestContext,
+        honored: Mapping[str, Any] | None = None,
+        *,
+        idle_poll: float = 3600.0,
+    ) -> HandlerResult:
+        """Acknowledge the subscription and keep the stream open until it is cancelled."""
+        ctx.connection.acknowledge(ctx.request.request_id, honored)
+        ctx.flush()
+        key = id(ctx)
+        self._streams[key] = ctx
+        try:
+            while True:
+                await ctx.sleep(idle_poll)
+        finally:
+            del self._streams[key]
+
+    def publish(self, method: str, params: Mapping[str, Any] | None = None) -> int:
+        """Notify every open stream; returns how many streams were offered the notification."""
+        streams = list(self._streams.values())
+        for ctx in streams:
+            ctx.notify(method, params)
+        return len(streams)
 
 
 class StreamServer:

@@ -15,14 +15,9 @@ from typing import Any, Protocol
 
 import trio
 import trio.testing
-
-from mrtr_sansio import RequestReceived, ServerConfig
-from mrtr_sansio.adapters import Handler, HandlerResult, RequestContext
-from mrtr_sansio.adapters import asyncio as asyncio_adapter
-from mrtr_sansio.adapters import trio as trio_adapter
-
-from .scenarios import (
+from stream_scenarios import (
     CONFIG,
+    INITIALIZED,
     TIMEOUT,
     Transcript,
     answer_plain,
@@ -30,6 +25,11 @@ from .scenarios import (
     initialize_result,
     text,
 )
+
+from mrtr_sansio import RequestReceived, ServerConfig
+from mrtr_sansio.adapters import Handler, HandlerResult, RequestContext
+from mrtr_sansio.adapters import asyncio as asyncio_adapter
+from mrtr_sansio.adapters import trio as trio_adapter
 
 
 class Gate(Protocol):
@@ -73,9 +73,10 @@ class Peer:
 
 
 async def open_legacy(peer: Peer) -> None:
-    """Start a legacy session (``initialize`` id 0)."""
+    """Start a legacy session: ``initialize`` (id 0), answered, then ``initialized``."""
     await peer.send(initialize(0))
     assert await peer.recv() == initialize_result(0)
+    await peer.send(INITIALIZED)
 
 
 class Probe:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .scenarios import TIMEOUT, Transcript
+from stream_scenarios import TIMEOUT, Transcript
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -1,1 +1,0 @@
-"""Tests of the transports in mrtr_sansio.adapters."""
