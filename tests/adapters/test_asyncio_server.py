@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -169,5 +171,33 @@ def test_cancelling_serve_cancels_its_handlers() -> None:
             with pytest.raises(asyncio.CancelledError):
                 await server
             assert probe.cancelled.is_set()
+
+    asyncio.run(main())
+
+
+def test_connection_reset_mid_request_ends_that_connection() -> None:
+    """A TCP reset (not a clean end of input) is taken as the end of input."""
+    probe = Probe(asyncio.Event)
+
+    async def main() -> None:
+        listening: asyncio.Future[asyncio.Server] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(
+            serve_tcp(probe.handler(), CONFIG, "127.0.0.1", 0, started=listening.set_result)
+        )
+        port = (await asyncio.wait_for(listening, TIMEOUT)).sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(Transcript().encode(modern_call(1, "hang")))
+        await AsyncioHarness().wait(probe.started)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # closes with linger 0: the server gets a reset
+        await AsyncioHarness().wait(probe.cancelled)
+        # The server goes on serving new connections.
+        two = TcpClient(*await asyncio.open_connection("127.0.0.1", port))
+        await two.send(modern_call(1, "fast"))
+        assert await two.recv() == result(1, text("fast"))
+        server.cancel()
+        await asyncio.gather(server, return_exceptions=True)
+        two.writer.close()
 
     asyncio.run(main())
