@@ -54,6 +54,8 @@ def server_config(**options: Any) -> m.ServerConfig:
         "server_info": SERVER_INFO,
         "capabilities": CAPABILITIES,
         "instructions": INSTRUCTIONS,
+        # Tools whose arguments are mirrored in Mcp-Param-* headers, checked on HTTP.
+        "param_headers": m.param_headers_for(t.listing() for t in _TOOLS),
     }
     settings.update(options)
     return m.ServerConfig(**settings)
@@ -571,6 +573,23 @@ class Everything:
         self, request: m.RequestReceived, ctx: RequestContext
     ) -> HandlerResult:
         return result(text(f"Received {sorted(request.arguments)}"))
+
+    @tool(
+        "execute_query",
+        "Runs a query in a region; the region travels in the Mcp-Param-Region header too, so "
+        "that a gateway can route the call without reading the body",
+        schema(
+            ("region",),
+            region={"type": "string", "description": "Where to run", "x-mcp-header": "Region"},
+            query={"type": "string", "description": "What to run"},
+        ),
+    )
+    async def execute_query(self, request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
+        # On HTTP the server connection has already checked the header against the body.
+        region, query = request.arguments.get("region"), request.arguments.get("query", "")
+        if not isinstance(region, str) or not isinstance(query, str):
+            return tool_error("region and query must be strings")
+        return result(text(f"Ran {query!r} in {region}."))
 
     # --- tools that need the client's input (MRTR-style, served on both wires) -------------
 

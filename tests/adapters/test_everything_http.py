@@ -722,3 +722,16 @@ def test_key_ring_from_file_or_environment(tmp_path: Path, monkeypatch: pytest.M
         server.build_app([b"short"])
     assert isinstance(server.build_app(keys), McpHttpApp)
     assert isinstance(server.build_app(None).config.request_state, m.RequestStateSecurity)
+
+
+async def test_mirrored_argument_is_checked_against_its_header(client: Client) -> None:
+    body = call(1, "execute_query", {"region": "eu-west", "query": "SELECT 1"})
+    headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call"}
+    headers["mcp-name"] = "execute_query"
+    ok = await client.send(body, {**headers, "mcp-param-region": "eu-west"})
+    assert ok.json()["result"]["content"][0]["text"] == "Ran 'SELECT 1' in eu-west."
+    for sent in ({}, {"mcp-param-region": "us-east"}):
+        refused = await client.send(body, {**headers, **sent})
+        assert refused.status == 400
+        assert refused.json()["error"]["code"] == m.HEADER_MISMATCH
+        check_message(refused.json(), m.Era.MODERN)
