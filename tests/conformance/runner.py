@@ -32,6 +32,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -340,47 +341,57 @@ def run_leg(
     expected: Sequence[Expected],
     *,
     client_command: str,
+    jobs: int = 4,
 ) -> LegResult:
-    """Run one leg's harness invocations, then judge what they left in ``out``."""
+    """Run one leg's harness invocations, then judge what they left in ``out``.
+
+    Scenarios of a leg are independent (each opens its own sessions or stateless requests),
+    so up to ``jobs`` of them run at once; each writes its own log.
+    """
     out.mkdir(parents=True)
-    log = (out / "harness.log").open("w")
-    runs: list[tuple[str, int]] = []
     started = time.monotonic()
-    with log:
-        if leg.requirements is not None:
-            wanted = harness.server_requirements(leg.requirements)
-            args = ["server", "--url", url, "--requirements", leg.requirements, "-o", str(out)]
-            runs.append((f"--requirements {leg.requirements}", _run(harness, args, log, 1800)))
-        else:
-            wanted = list(leg.scenarios)
-            for scenario in leg.scenarios:
-                if leg.client:
-                    args = ["client", "--command", client_command, "--scenario", scenario]
-                else:
-                    args = ["server", "--url", url, "--scenario", scenario]
-                if leg.spec_version is not None:
-                    args += ["--spec-version", leg.spec_version]
-                runs.append((scenario, _run(harness, [*args, "-o", str(out)], log, 300)))
+    if leg.requirements is not None:
+        wanted = harness.server_requirements(leg.requirements)
+        args = ["server", "--url", url, "--requirements", leg.requirements, "-o", str(out)]
+        runs = [
+            (f"--requirements {leg.requirements}", _run(harness, args, out / "harness.log", 1800))
+        ]
+    else:
+        wanted = list(leg.scenarios)
+
+        def one(scenario: str) -> tuple[str, int]:
+            if leg.client:
+                args = ["client", "--command", client_command, "--scenario", scenario]
+            else:
+                args = ["server", "--url", url, "--scenario", scenario]
+            if leg.spec_version is not None:
+                args += ["--spec-version", leg.spec_version]
+            log = out / f"{scenario}.log"
+            return scenario, _run(harness, [*args, "-o", str(out)], log, 300)
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            runs = list(pool.map(one, leg.scenarios))
     seconds = time.monotonic() - started
     scenarios = collect(out, expected)
     return judge_leg(leg.name, seconds, runs, scenarios, wanted, strict=leg.strict)
 
 
-def _run(harness: Harness, args: list[str], log: Any, timeout: float) -> int:
-    log.write(f"$ conformance {shlex.join(args)}\n")
-    log.flush()
-    try:
-        done = subprocess.run(
-            harness.command(*args),
-            check=False,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        log.write(f"\n(killed after {timeout} s)\n")
-        return -1
-    return done.returncode
+def _run(harness: Harness, args: list[str], log_path: Path, timeout: float) -> int:
+    with log_path.open("w") as log:
+        log.write(f"$ conformance {shlex.join(args)}\n")
+        log.flush()
+        try:
+            done = subprocess.run(
+                harness.command(*args),
+                check=False,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            log.write(f"\n(killed after {timeout} s)\n")
+            return -1
+        return done.returncode
 
 
 # --- reporting --------------------------------------------------------------------------------
@@ -462,6 +473,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenario", action="append", default=[], help="run these scenarios")
     parser.add_argument("--spec-version", help="wire version for --scenario")
     parser.add_argument("--out", type=Path, help="results directory (default: a temp dir)")
+    parser.add_argument("--jobs", type=int, default=4, help="scenarios run at once in a leg")
     parser.add_argument("--summary-json", type=Path, help="also write the summary as JSON")
     parser.add_argument("--expected-failures", type=Path, default=HERE / "expected-failures.txt")
     return parser.parse_args(argv)
@@ -500,7 +512,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             print(f"--- {leg.name}: {leg.title}", flush=True)
             results.append(
-                run_leg(harness, leg, url, out / leg.name, expected, client_command=client_command)
+                run_leg(
+                    harness,
+                    leg,
+                    url,
+                    out / leg.name,
+                    expected,
+                    client_command=client_command,
+                    jobs=args.jobs,
+                )
             )
     stale = stale_expectations(results, expected)
     print("\n".join(summary_lines(results, stale)))
