@@ -33,6 +33,15 @@ __all__ = ["Connection"]
 DECODE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError, TypeError)
 
 
+def _parse_failure(data: bytes) -> str:
+    """Why ``data`` failed to decode, worded the same whichever codec failed on it."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "invalid UTF-8"
+    return "Invalid JSON"
+
+
 class Connection:
     """Base of :class:`ServerConnection` and :class:`ClientConnection`."""
 
@@ -84,9 +93,8 @@ class Connection:
             return
         try:
             msg = self._loads(data)
-        except DECODE_ERRORS as exc:
-            detail = "invalid UTF-8" if isinstance(exc, UnicodeDecodeError) else "Invalid JSON"
-            self._invalid(parse_error(detail), answer=True)
+        except DECODE_ERRORS:
+            self._invalid(parse_error(_parse_failure(data)), answer=True)
             return
         self._dispatch(msg, context)
 
