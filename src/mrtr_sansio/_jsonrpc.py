@@ -72,7 +72,7 @@ def classify(msg: Any) -> int:
         if type(method) is not str:
             raise _invalid('Invalid Request: "method" must be a string', request_id)
         params = msg.get("params")
-        if params is not None and type(params) is not dict:
+        if type(params) is not dict and (params is not None or "params" in msg):
             raise _invalid('Invalid Request: "params" must be an object', request_id)
         if "id" not in msg:
             return NOTIFICATION
