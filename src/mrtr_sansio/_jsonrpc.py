@@ -67,6 +67,8 @@ def classify(msg: Any) -> int:
     raw_id = msg.get("id")
     request_id = raw_id if is_valid_id(raw_id) else None
     if msg.get("jsonrpc") != "2.0":
+        if method is None and ("result" in msg or "error" in msg):
+            request_id = None  # a malformed response: never answered
         raise _invalid('Invalid Request: "jsonrpc" must be "2.0"', request_id)
     if method is not None:
         if type(method) is not str:
