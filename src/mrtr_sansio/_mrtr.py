@@ -35,13 +35,13 @@ EMBEDDABLE_METHODS = frozenset({ELICIT, SAMPLE, ROOTS})
 INPUT_REQUIRED = "input_required"
 
 
-def _key(key: object) -> str:
-    """A plain ``str`` for a key that is a str or a str subclass (e.g. a ``StrEnum`` member)."""
+def _key(key: object) -> str | None:
+    """A plain ``str`` for a str or a str subclass (e.g. a ``StrEnum`` member), else None."""
     if type(key) is str:
         return key
     if isinstance(key, str):
         return str.__str__(key)
-    raise TypeError(f"input request keys must be strings, got {type(key).__name__}")
+    return None
 
 
 @attrs.frozen
@@ -101,6 +101,8 @@ def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
     out: dict[str, InputRequest] = {}
     for key, request in value.items():
         k = _key(key)
+        if k is None:
+            raise TypeError(f"input_requests: keys must be strings, got {type(key).__name__}")
         if not k:
             raise ValueError("input_requests: keys must be non-empty strings")
         out[k] = InputRequest.coerce(request)
@@ -218,15 +220,19 @@ class InputResponses(Mapping[str, Any]):
 
     Lookups accept any str-like key. The typed readers return None when the answer is absent or
     not of the expected shape, so that a handler can simply ask again (the spec's SHOULD).
+    Anything but a mapping (junk a peer sent where it was not validated) reads as empty.
     """
 
     __slots__ = ("_raw",)
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
-        self._raw: Mapping[str, Any] = raw if raw is not None else {}
+        self._raw: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
 
     def __getitem__(self, key: str) -> Any:
-        return self._raw[_key(key)]
+        k = _key(key)
+        if k is None:
+            raise KeyError(key)
+        return self._raw[k]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._raw)
@@ -235,14 +241,16 @@ class InputResponses(Mapping[str, Any]):
         return len(self._raw)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and _key(key) in self._raw
+        k = _key(key)
+        return k is not None and k in self._raw
 
     def __repr__(self) -> str:
         return f"InputResponses({dict(self._raw)!r})"
 
     def get_response(self, key: str) -> Mapping[str, Any] | None:
         """The raw answer object under ``key``, or None."""
-        value = self._raw.get(_key(key))
+        k = _key(key)
+        value = self._raw.get(k) if k is not None else None
         return value if isinstance(value, Mapping) else None
 
     def elicitation_action(self, key: str) -> str | None:
