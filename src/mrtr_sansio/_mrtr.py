@@ -55,6 +55,8 @@ class InputRequest:
     params: Mapping[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.method, str):
+            raise TypeError(f"method: must be a string, got {type(self.method).__name__}")
         if self.method not in EMBEDDABLE_METHODS:
             raise ValueError(
                 f"method: {self.method!r} cannot be embedded; use one of "
@@ -65,6 +67,11 @@ class InputRequest:
                 raise TypeError(f"params: {self.method} needs params")
         elif not isinstance(self.params, Mapping):
             raise TypeError(f"params: must be a mapping, got {type(self.params).__name__}")
+        elif self.method == ELICIT and self.params.get("mode", "form") not in ("form", "url"):
+            # Anything else would be sent with the wrong capability check (and is invalid).
+            raise ValueError(
+                f"params.mode: must be 'form', 'url' or absent, got {self.params['mode']!r}"
+            )
 
     @classmethod
     def coerce(cls, value: InputRequest | Mapping[str, Any]) -> InputRequest:
@@ -105,7 +112,16 @@ def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
             raise TypeError(f"input_requests: keys must be strings, got {type(key).__name__}")
         if not k:
             raise ValueError("input_requests: keys must be non-empty strings")
-        out[k] = InputRequest.coerce(request)
+        if not isinstance(request, (InputRequest, Mapping)):
+            raise TypeError(
+                f"input_requests[{k!r}]: must be an InputRequest or a mapping, "
+                f"got {type(request).__name__}"
+            )
+        try:
+            out[k] = InputRequest.coerce(request)
+        except (TypeError, ValueError) as exc:
+            # The message starts with the field ("method: ..."); say which entry it is in.
+            raise type(exc)(f"input_requests[{k!r}].{exc}") from None
     return out
 
 
