@@ -88,7 +88,7 @@ def check_modern_meta(meta: Mapping[str, Any], request_id: Any) -> None:
     if info is not None and not isinstance(info, dict):
         raise invalid(request_id, f"_meta field {CLIENT_INFO} must be an object")
     level = meta.get(LOG_LEVEL)
-    if level is not None and level not in LOG_LEVEL_RANK:
+    if level is not None and (type(level) is not str or level not in LOG_LEVEL_RANK):
         raise invalid(request_id, f"Unknown log level in _meta field {LOG_LEVEL}")
 
 

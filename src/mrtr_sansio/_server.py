@@ -476,7 +476,7 @@ class ServerConnection(Connection):
             return
         if method == "logging/setLevel":
             level = params.get("level")
-            if level not in LOG_LEVEL_RANK:
+            if type(level) is not str or level not in LOG_LEVEL_RANK:
                 raise invalid(rid, "logging/setLevel: unknown level")
             session.log_level = level
             msg = result_message(rid, {})
