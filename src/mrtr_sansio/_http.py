@@ -78,12 +78,12 @@ def check_headers(
 ) -> None:
     """Raise -32020 when a required mirror header is missing or disagrees with the body.
 
-    ``body_version`` is the envelope's version, or None when the body has none (then the
-    missing envelope is reported by the envelope check, as -32602).
+    ``body_version`` is the envelope's version: only modern requests are checked, since legacy
+    clients send no ``Mcp-Method`` (nor ``MCP-Protocol-Version`` on ``initialize``).
     """
     if facts.protocol_version is None:
         raise _mismatch("Missing required header MCP-Protocol-Version", request_id)
-    if body_version is not None and facts.protocol_version != body_version:
+    if facts.protocol_version != body_version:
         raise _mismatch(
             f"Header mismatch: MCP-Protocol-Version header value '{facts.protocol_version}' "
             f"does not match body value '{body_version}'",

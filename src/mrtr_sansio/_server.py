@@ -329,7 +329,10 @@ class ServerConnection(Connection):
         version = meta.get(PROTOCOL_VERSION) if meta is not None else None
         if context is not None:
             http, principal = context
-            if http is not None:
+            # Mirror headers are a modern rule: legacy clients send no Mcp-Method, and no
+            # MCP-Protocol-Version on initialize. A body without the envelope is answered by
+            # the envelope/session checks below.
+            if http is not None and version is not None:
                 check_headers(http, rid, method, params, version)
         else:
             principal = None
