@@ -39,6 +39,7 @@ from ._errors import (
     JsonRpcError,
     LocalProtocolError,
     RemoteProtocolError,
+    _capability_paths,
 )
 from ._events import (
     NotificationReceived,
@@ -584,9 +585,14 @@ class ServerConnection(Connection):
             self._shim.start_round(event, ir)
             return
         required = ir.required_capabilities()
-        if required and missing_capabilities(required, event.client_capabilities):
-            self._respond_error(event, JsonRpcError.missing_capability(required))
-            return
+        if required:
+            missing = missing_capabilities(required, event.client_capabilities)
+            if missing:
+                # data carries the full merged set; the message names what is missing.
+                names = ", ".join(_capability_paths(missing))
+                message = f"Missing required client capability: {names}"
+                self._respond_error(event, JsonRpcError.missing_capability(required, message))
+                return
         token: str | None = None
         if ir.request_state is not None:
             token = self._seal(event, ir.request_state)
