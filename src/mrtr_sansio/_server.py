@@ -218,11 +218,14 @@ class ServerConnection(Connection):
             self._respond_error(event, result)
         elif isinstance(result, Mapping):
             if result.get("resultType") == INPUT_REQUIRED:
+                meta = result.get("_meta")
                 try:
                     ir = InputRequiredResult.from_wire(result)
+                    if meta is not None and not isinstance(meta, Mapping):
+                        raise TypeError("_meta: must be an object")
                 except (TypeError, ValueError) as exc:
                     raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
-                self._respond_input_required(event, ir)
+                self._respond_input_required(event, ir, meta)
             else:
                 self._respond_complete(event, result)
         else:
@@ -561,7 +564,12 @@ class ServerConnection(Connection):
         self._shim.finish(rid)
         self._out.append(OutgoingError(data, msg, rid, error))
 
-    def _respond_input_required(self, event: RequestReceived, ir: InputRequiredResult) -> None:
+    def _respond_input_required(
+        self,
+        event: RequestReceived,
+        ir: InputRequiredResult,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
         if event.method not in MRTR_METHODS:
             raise LocalProtocolError(
                 f"input_required is only allowed on {', '.join(sorted(MRTR_METHODS))}, "
@@ -597,8 +605,12 @@ class ServerConnection(Connection):
         if ir.request_state is not None:
             token = self._seal(event, ir.request_state)
         wire = ir.to_wire(token)
-        if self._server_info is not None:
-            wire["_meta"] = {SERVER_INFO: self._server_info}
+        info = self._server_info
+        if meta:
+            keep = info is None or SERVER_INFO in meta  # the app's own serverInfo wins
+            wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
+        elif info is not None:
+            wire["_meta"] = {SERVER_INFO: info}
         rid = event.request_id
         msg = result_message(rid, wire)
         data = self._encode(msg)
