@@ -638,8 +638,10 @@ class ServerConnection(Connection):
         level = params.get("level") if params is not None else None
         if event is not None and event.era is Era.MODERN:
             wanted = event.meta.get(LOG_LEVEL)
+        elif self._session is None:
+            return False  # modern clients ask per request; nothing asked for this message
         else:
-            wanted = self._session.log_level if self._session is not None else None
+            wanted = self._session.log_level
             if wanted is None:
                 return True
         if wanted is None:
