@@ -25,6 +25,7 @@ from ._envelope import (
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
+    LOG_LEVELS,
     PROTOCOL_VERSION,
     SERVER_INFO,
     Era,
@@ -634,8 +635,15 @@ class ServerConnection(Connection):
         )
 
     def _log_allowed(self, event: RequestReceived | None, params: Mapping[str, Any] | None) -> bool:
-        """Whether a ``notifications/message`` may go out (modern: only if the request asked)."""
+        """Whether a ``notifications/message`` may go out (modern: only if the request asked).
+
+        Raises :class:`LocalProtocolError` when ``params.level`` is not a ``LoggingLevel``.
+        """
         level = params.get("level") if params is not None else None
+        if type(level) is not str or level not in LOG_LEVEL_RANK:
+            raise LocalProtocolError(
+                f"notifications/message: params.level must be one of {', '.join(LOG_LEVELS)}"
+            )
         if event is not None and event.era is Era.MODERN:
             wanted = event.meta.get(LOG_LEVEL)
         elif self._session is None:
@@ -646,7 +654,7 @@ class ServerConnection(Connection):
                 return True
         if wanted is None:
             return False
-        return LOG_LEVEL_RANK.get(level, len(LOG_LEVEL_RANK)) >= LOG_LEVEL_RANK[wanted]  # type: ignore[arg-type]
+        return LOG_LEVEL_RANK[level] >= LOG_LEVEL_RANK[wanted]
 
     # --- used by the legacy shim ------------------------------------------------------------
 
