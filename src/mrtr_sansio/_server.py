@@ -59,7 +59,6 @@ from ._http import HttpRequestFacts, check_headers
 from ._jsonrpc import (
     NOTIFICATION,
     REQUEST,
-    RESPONSE,
     classify,
     error_message,
     is_valid_id,
@@ -311,7 +310,7 @@ class ServerConnection(Connection):
                 self._invalid(exc, answer=True)
         elif kind == NOTIFICATION:
             self._on_notification(msg["method"], msg.get("params"))
-        elif kind == RESPONSE:
+        else:  # RESPONSE
             self._shim.on_response(msg)
 
     def _on_request(self, msg: dict[str, Any], context: Any) -> None:
