@@ -16,6 +16,7 @@ from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
     LATEST_MODERN_VERSION,
+    LOG_LEVEL,
     NEED_DATA,
     PROTOCOL_VERSION,
     Era,
@@ -48,6 +49,7 @@ def meta(
     *,
     version: Any = LATEST_MODERN_VERSION,
     info: Any = _UNSET,
+    log_level: Any = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """A modern ``_meta`` envelope (all capabilities unless ``caps`` is given)."""
@@ -60,6 +62,8 @@ def meta(
             out[CLIENT_INFO] = info
     else:
         out[CLIENT_INFO] = CLIENT
+    if log_level is not None:
+        out[LOG_LEVEL] = log_level
     out.update(extra)
     return out
 

@@ -11,6 +11,7 @@ from mrtr_sansio import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
     InvalidMessage,
     JsonRpcError,
@@ -407,3 +408,14 @@ def test_missing_capability_error_value() -> None:
     assert JsonRpcError.missing_capability({"roots": {}}, "Roots are required").message == (
         "Roots are required"
     )
+
+
+def test_missing_capability_data_is_plain_json() -> None:
+    from types import MappingProxyType
+
+    required = MappingProxyType({"sampling": MappingProxyType({"tools": {}}), "x": True})
+    err = JsonRpcError.missing_capability(required)
+    assert err.data == {"requiredCapabilities": {"sampling": {"tools": {}}, "x": True}}
+    assert type(err.data["requiredCapabilities"]["sampling"]) is dict
+    assert err.message == "Missing required client capability: sampling.tools, x"
+    assert RemoteProtocolError(err, 3).code == MISSING_REQUIRED_CLIENT_CAPABILITY
