@@ -151,7 +151,7 @@ def error(code: int, message: str, rid: Any = None, data: Any = None) -> dict[st
 def normalize(event: Any) -> tuple[str, Any]:
     """A comparable form of an event (``RequestReceived`` has identity equality)."""
     if attrs.has(type(event)):
-        return type(event).__name__, attrs.asdict(event, recurse=False)
+        return type(event).__name__, attrs.asdict(event)
     return type(event).__name__, None
 
 
