@@ -66,6 +66,10 @@ def test_classify_kinds() -> None:
         (0, True),
         (-5, True),
         (2**53, True),
+        (2**64 - 1, True),
+        (-(2**63), True),
+        (2**64, False),
+        (-(2**63) - 1, False),
         (None, False),
         (True, False),
         (False, False),
@@ -98,7 +102,7 @@ def test_classify_errors_carry_the_readable_id_only_for_requests() -> None:
 # --- ids --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rid", ["abc", "", 0, 42, -1, 2**31])
+@pytest.mark.parametrize("rid", ["abc", "", 0, 42, -1, 2**31, 2**64 - 1, -(2**63)])
 def test_string_and_integer_ids_are_served_with_their_type(
     conn: ServerConnection, rid: Any
 ) -> None:
@@ -111,7 +115,10 @@ def test_string_and_integer_ids_are_served_with_their_type(
     assert only(sent(conn))["id"] == rid
 
 
-@pytest.mark.parametrize("raw_id", ["null", "true", "false", "1.0", "1.5", "1e3", "[1]", '{"a":1}'])
+@pytest.mark.parametrize(
+    "raw_id",
+    ["null", "true", "false", "1.0", "1.5", "1e3", "[1]", '{"a":1}', "18446744073709551616"],
+)
 def test_bad_ids_are_invalid_requests_answered_without_id(
     conn: ServerConnection, raw_id: str
 ) -> None:

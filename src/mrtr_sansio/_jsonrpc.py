@@ -3,9 +3,10 @@
 Messages stay plain dicts end to end: the connection reads the few fields it needs straight from
 the decoded object, which keeps the per-message cost to one pass of the JSON codec.
 
-Ids are strings or integers, never null, booleans or floats. Batches (JSON arrays) were removed
-from MCP in 2025-06-18 and are rejected. An error about a message whose id cannot be read omits
-``id`` (both MCP schemas type it as optional string-or-integer); peers' ``"id": null`` is read.
+Ids are strings or 64-bit integers, never null, booleans or floats. Batches (JSON arrays) were
+removed from MCP in 2025-06-18 and are rejected. An error about a message whose id cannot be read
+omits ``id`` (both MCP schemas type it as optional string-or-integer); peers' ``"id": null`` is
+read.
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ RESPONSE: Final = 2
 
 
 def is_valid_id(value: Any) -> bool:
-    """A JSON-RPC id as MCP allows it: a string or an integer (``bool`` excluded)."""
+    """A JSON-RPC id as MCP allows it: a string or an integer (``bool`` excluded).
+
+    Integers must fit 64 bits (signed or unsigned), the range every codec can write back; orjson
+    reads larger ones as floats, so this also keeps the codecs in agreement.
+    """
     t = type(value)
-    return t is str or t is int
+    return t is str or (t is int and -(2**63) <= value < 2**64)
 
 
 def _invalid(message: str, request_id: Any = None) -> RemoteProtocolError:
