@@ -9,6 +9,9 @@ import pytest
 
 from builders import FORM_SCHEMA, SERVER, call, line, normalize, request
 from mrtr_sansio import (
+    CLIENT_CAPABILITIES,
+    LEGACY_VERSIONS,
+    PROTOCOL_VERSION,
     InputRequiredResult,
     JsonRpcError,
     Notify,
@@ -126,3 +129,43 @@ def test_stdlib_and_orjson_produce_the_same_events_and_messages() -> None:
     fast = _exchange(OrjsonCodec())
     assert stdlib == fast
     assert len(stdlib[1]) == 11  # the exchange really produced traffic
+
+
+def test_replies_to_pre_decoded_messages_never_fail_to_encode() -> None:
+    """orjson cannot write lone surrogates, which a message handed over already decoded may
+    hold; error replies still go out (the unwritable id left out, echoed text made valid)."""
+    conn = ServerConnection(ServerConfig(codec=OrjsonCodec()))
+    conn.receive_message({"jsonrpc": "2.0", "id": "\ud800", "method": "tools/list"})
+    conn.receive_message(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/list",
+            "params": {"_meta": {PROTOCOL_VERSION: "v\ud800", CLIENT_CAPABILITIES: {}}},
+        }
+    )
+    out = [json.loads(item.data) for item in conn.outgoing()]
+    assert out == [
+        {
+            "jsonrpc": "2.0",
+            "error": {
+                "code": -32602,
+                "message": "Missing required _meta "
+                "(io.modelcontextprotocol/protocolVersion, clientCapabilities)",
+            },
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {
+                "code": -32022,
+                "message": "Unsupported protocol version",
+                "data": {
+                    "supported": ["2026-07-28", *LEGACY_VERSIONS],
+                    "requested": "v?",
+                },
+            },
+        },
+    ]
+    invalid = conn.events()
+    assert [e.request_id for e in invalid] == ["\ud800", 1]  # type: ignore[attr-defined]
