@@ -437,3 +437,12 @@ def test_input_responses_tolerate_junk(junk: Any) -> None:
 def test_input_responses_accept_any_mapping() -> None:
     raw: Mapping[str, Any] = MappingProxyType({"k": {"action": "accept", "content": {}}})
     assert InputResponses(raw).accepted_content("k") == {}
+
+
+@pytest.mark.skipif(not hasattr(enum, "StrEnum"), reason="enum.StrEnum needs Python 3.11")
+def test_str_enum_keys() -> None:
+    keys = enum.StrEnum("Keys", {"WHO": "who"})  # type: ignore[attr-defined]
+    result = InputRequiredResult({keys.WHO: list_roots()})
+    assert result.input_requests is not None
+    assert [type(k) for k in result.input_requests] == [str]
+    assert InputResponses({"who": {"roots": []}}).root_uris(keys.WHO) == []

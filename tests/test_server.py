@@ -1331,3 +1331,16 @@ def test_input_required_dict_with_a_non_object_meta_is_a_local_error(
     with pytest.raises(LocalProtocolError, match="_meta: must be an object"):
         conn.respond(1, {"resultType": "input_required", "requestState": "s", "_meta": [1]})
     assert conn.in_flight == {1}
+
+
+def test_input_required_dict_is_capability_gated_too(bare: ServerConnection) -> None:
+    wire = {"resultType": "input_required", "inputRequests": {"r": {"method": "roots/list"}}}
+    out = answer(bare, call(1, caps={"elicitation": {}}), wire)
+    assert out == [
+        error(
+            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "Missing required client capability: roots",
+            1,
+            {"requiredCapabilities": {"roots": {}}},
+        )
+    ]
