@@ -21,6 +21,7 @@ from mrtr_sansio import (
     PROTOCOL_VERSION,
     Era,
     Event,
+    LegacySession,
     Outgoing,
     ServerConnection,
 )
@@ -148,10 +149,17 @@ def error(code: int, message: str, rid: Any = None, data: Any = None) -> dict[st
     return {"jsonrpc": "2.0", "id": rid, "error": err}
 
 
+def _by_value(_inst: Any, _field: Any, value: Any) -> Any:
+    if isinstance(value, LegacySession):
+        return ("LegacySession", *(getattr(value, name) for name in LegacySession.__slots__))
+    return value
+
+
 def normalize(event: Any) -> tuple[str, Any]:
-    """A comparable form of an event (``RequestReceived`` has identity equality)."""
+    """A comparable form of an event (``RequestReceived`` and ``LegacySession`` compare by
+    identity)."""
     if attrs.has(type(event)):
-        return type(event).__name__, attrs.asdict(event)
+        return type(event).__name__, attrs.asdict(event, value_serializer=_by_value)
     return type(event).__name__, None
 
 

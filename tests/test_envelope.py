@@ -24,13 +24,12 @@ from mrtr_sansio import (
     Era,
     InvalidMessage,
     JsonRpcError,
-    RemoteProtocolError,
     RequestReceived,
     ServerConfig,
     ServerConnection,
     modern_envelope,
 )
-from mrtr_sansio._envelope import LOG_LEVELS, check_modern_meta
+from mrtr_sansio._envelope import LOG_LEVELS
 
 _MISSING: Any = object()
 
@@ -63,14 +62,18 @@ def test_modern_envelope() -> None:
     }
 
 
-# --- check_modern_meta --------------------------------------------------------------------------
+# --- the envelope checks -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("envelope", "message"),
     [
-        ({PROTOCOL_VERSION: 2026}, f"_meta field {PROTOCOL_VERSION} must be a string"),
         ({PROTOCOL_VERSION: "v"}, f"Missing required _meta field {CLIENT_CAPABILITIES}"),
+        ({PROTOCOL_VERSION: 2026}, f"Missing required _meta field {CLIENT_CAPABILITIES}"),
+        (
+            {PROTOCOL_VERSION: 2026, CLIENT_CAPABILITIES: {}},
+            f"_meta field {PROTOCOL_VERSION} must be a string",
+        ),
         (
             {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: None},
             f"Missing required _meta field {CLIENT_CAPABILITIES}",
@@ -96,16 +99,20 @@ def test_modern_envelope() -> None:
             f"Unknown log level in _meta field {LOG_LEVEL}",
         ),
         (
+            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: {"a": 1}},
+            f"Unknown log level in _meta field {LOG_LEVEL}",
+        ),
+        (
             {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: 3},
             f"Unknown log level in _meta field {LOG_LEVEL}",
         ),
     ],
 )
-def test_check_modern_meta_rejects(envelope: dict[str, Any], message: str) -> None:
-    with pytest.raises(RemoteProtocolError) as info:
-        check_modern_meta(envelope, 9)
-    assert info.value.error == JsonRpcError(INVALID_PARAMS, message)
-    assert info.value.request_id == 9
+def test_malformed_envelopes_are_invalid_params(envelope: dict[str, Any], message: str) -> None:
+    """Every malformed-envelope case is -32602, checked before the version (-32022)."""
+    conn = ServerConnection()
+    feed(conn, request(9, "tools/list", envelope=envelope))
+    assert sent(conn) == [error(INVALID_PARAMS, message, 9)]
 
 
 @pytest.mark.parametrize(
@@ -113,8 +120,12 @@ def test_check_modern_meta_rejects(envelope: dict[str, Any], message: str) -> No
     [{}, {CLIENT_INFO: None}, {CLIENT_INFO: CLIENT}, {LOG_LEVEL: None}]
     + [{LOG_LEVEL: level} for level in LOG_LEVELS],
 )
-def test_check_modern_meta_accepts(extra: dict[str, Any]) -> None:
-    check_modern_meta({PROTOCOL_VERSION: "any", CLIENT_CAPABILITIES: {}, **extra}, 1)
+def test_well_formed_envelopes_are_served(extra: dict[str, Any]) -> None:
+    conn = ServerConnection()
+    envelope = {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, **extra}
+    feed(conn, request(1, "tools/list", envelope=envelope))
+    assert isinstance(only(events(conn)), RequestReceived)
+    assert sent(conn) == []
 
 
 # --- through the server ---------------------------------------------------------------------

@@ -233,3 +233,49 @@ def test_data_to_send_joins_lines() -> None:
     assert data.endswith(b"\n")
     assert conn.data_to_send() == b""
     assert conn.outgoing() == []
+
+
+def test_single_blank_lines_are_skipped() -> None:
+    conn = ServerConnection()
+    for data in (b"\n", b"\r\n", b"   \n", b" \t\r\n"):
+        conn.receive_data(data)
+    assert events(conn) == []
+    assert conn.data_to_send() == b""
+
+
+def test_data_to_send_with_one_message() -> None:
+    conn = ServerConnection()
+    conn.receive_data(b"{\n")
+    data = conn.data_to_send()
+    assert data.endswith(b"\n")
+    assert data.count(b"\n") == 1
+    assert conn.data_to_send() == b""
+
+
+TOO_LONG = error(INVALID_REQUEST, "Message exceeds the 40-byte limit")
+NOT_JSON = error(-32700, "Parse error: Invalid JSON")
+NOTE = b'{"jsonrpc":"2.0","method":"n/a"}'
+
+
+@pytest.mark.parametrize(
+    ("data", "reply", "events_"),
+    [
+        (b"x" * 40 + b"\n", NOT_JSON, ["InvalidMessage"]),  # at the limit: read, not JSON
+        (b"x" * 40 + b"\r\n", NOT_JSON, ["InvalidMessage"]),
+        (b"x" * 41 + b"\n", TOO_LONG, ["InvalidMessage"]),
+        (b"x" * 41 + b"\r\n", TOO_LONG, ["InvalidMessage"]),
+        (b"x" * 42 + b"\n", TOO_LONG, ["InvalidMessage"]),
+        (NOTE + b" " * 8 + b"\n", None, ["NotificationReceived"]),
+        (NOTE + b" " * 8 + b"\r\n", None, ["NotificationReceived"]),
+    ],
+)
+def test_one_line_chunks_respect_the_limit(
+    data: bytes, reply: dict[str, object] | None, events_: list[str]
+) -> None:
+    """The one-line fast path gives what the general framer gives, at and around the limit."""
+    for pieces in ([data], split(data, 1)):
+        conn = small_conn(40)
+        for piece in pieces:
+            conn.receive_data(piece)
+        assert [type(e).__name__ for e in events(conn)] == events_
+        assert sent(conn) == ([] if reply is None else [reply])

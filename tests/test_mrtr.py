@@ -421,6 +421,7 @@ def test_get_response() -> None:
     assert responses.get_response("who") == RESPONSES["who"]
     assert responses.get_response("scalar") is None
     assert responses.get_response("missing") is None
+    assert responses.get_response(5) is None  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("junk", [5, "text", [1, 2], True])

@@ -39,6 +39,7 @@ from mrtr_sansio import (
     InputResponses,
     InvalidMessage,
     JsonRpcError,
+    LegacySession,
     Limits,
     LocalProtocolError,
     NotificationReceived,
@@ -185,7 +186,7 @@ def test_request_received_helpers_for_other_methods(conn: ServerConnection) -> N
 
 
 def test_meta_reader_without_meta() -> None:
-    event = RequestReceived(1, "tools/list", {}, Era.LEGACY, "2025-11-25", {})
+    event = RequestReceived(1, "tools/list", {}, LegacySession("2025-11-25", {}, None))
     assert event.meta == {}
     assert event.arguments == {}
 
@@ -218,14 +219,14 @@ def test_request_received_error_helpers(conn: ServerConnection) -> None:
         ),
         error(INVALID_PARAMS, "Resource not found: file:///gone", 2, {"uri": "file:///gone"}),
     ]
-    prompt = RequestReceived(3, "prompts/get", {"name": "p"}, Era.MODERN, "v", {})
+    prompt = RequestReceived(3, "prompts/get", {"name": "p", "_meta": meta()})
     assert prompt.unknown().message == "Unknown prompt: p"
-    other = RequestReceived(4, "completion/complete", {}, Era.MODERN, "v", {})
+    other = RequestReceived(4, "completion/complete", {"_meta": meta()})
     assert other.unknown("x").message == "Unknown target: x"
 
 
 def test_missing_capability_helper_on_the_legacy_wire() -> None:
-    event = RequestReceived(1, "tools/call", {}, Era.LEGACY, "2025-11-25", {})
+    event = RequestReceived(1, "tools/call", {}, LegacySession("2025-11-25", {}, None))
     assert event.missing_capability({"roots": {}}) == JsonRpcError(
         INTERNAL_ERROR,
         "Missing required client capability: roots",
@@ -1344,3 +1345,27 @@ def test_input_required_dict_is_capability_gated_too(bare: ServerConnection) -> 
             {"requiredCapabilities": {"roots": {}}},
         )
     ]
+
+
+def test_any_mapping_is_a_result(conn: ServerConnection) -> None:
+    from types import MappingProxyType
+
+    feed(conn, call(1), call(2))
+    events(conn)
+    conn.respond(1, MappingProxyType({"content": []}))
+    conn.respond(2, MappingProxyType({"resultType": "input_required", "requestState": "s"}))
+    out = sent(conn, methods={1: "tools/call", 2: "tools/call"})
+    assert out[0]["result"] == {"content": [], "resultType": "complete", "_meta": INFO_META}
+    assert out[1]["result"] == {
+        "resultType": "input_required",
+        "requestState": "s",
+        "_meta": INFO_META,
+    }
+
+
+def test_input_required_subclass_is_accepted(bare: ServerConnection) -> None:
+    class Mine(InputRequiredResult):
+        pass
+
+    out = answer(bare, call(1), Mine(request_state="s"))
+    assert out[0]["result"] == {"resultType": "input_required", "requestState": "s"}

@@ -76,7 +76,8 @@ from ._mrtr import (
     list_roots,
     sample,
 )
-from ._server import LegacySession, ServerConnection
+from ._server import ServerConnection
+from ._session import LegacySession
 from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
 
 __version__ = "0.1.0.dev0"

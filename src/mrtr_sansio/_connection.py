@@ -64,7 +64,9 @@ class Connection:
         self._dumps = codec.dumps
         self._framer = LineFramer(limits.max_message_bytes)
         self._events: deque[Event] = deque()
-        self._out: deque[Outgoing] = deque()
+        # (Outgoing subclass, data, message, related id, *extra fields): the typed item is built
+        # only if the transport asks for it, so byte-stream transports never pay for it.
+        self._out: deque[tuple[Any, ...]] = deque()
         self._closed = False
 
     # --- input ------------------------------------------------------------------------------
@@ -79,6 +81,11 @@ class Connection:
             self._closed = True
             self._on_close()
             self._events.append(ConnectionClosed())
+            return
+        line = self._framer.single_line(data)
+        if line is not None:
+            if line:
+                self._receive_bytes(line, None)
             return
         for item in self._framer.feed(data):
             self._receive_line(item)
@@ -101,9 +108,6 @@ class Connection:
 
     def _receive_bytes(self, data: bytes, context: Any) -> None:
         """Decode one message and hand it to the role; undecodable input gets -32700."""
-        if len(data) > self._limits.max_message_bytes:
-            self._reject_oversized()
-            return
         try:
             msg = self._loads(data)
         except DECODE_ERRORS:
@@ -118,6 +122,9 @@ class Connection:
         if isinstance(message, str):
             message = message.encode("utf-8", "surrogatepass")
         if isinstance(message, (bytes, bytearray, memoryview)):
+            if len(message) > self._limits.max_message_bytes:
+                self._reject_oversized()
+                return
             self._receive_bytes(bytes(message), context)
         elif isinstance(message, Mapping):
             self._dispatch(message if type(message) is dict else dict(message), context)
@@ -147,7 +154,7 @@ class Connection:
 
     def outgoing(self) -> list[Outgoing]:
         """Every message waiting to be written, oldest first (drains the queue)."""
-        out = list(self._out)
+        out = [entry[0](*entry[1:]) for entry in self._out]
         self._out.clear()
         return out
 
@@ -156,7 +163,9 @@ class Connection:
         out = self._out
         if not out:
             return b""
-        data = b"".join([item.data + b"\n" for item in out])
+        if len(out) == 1:
+            return out.popleft()[1] + b"\n"  # type: ignore[no-any-return]
+        data = b"".join([entry[1] + b"\n" for entry in out])
         out.clear()
         return data
 
@@ -182,5 +191,5 @@ class Connection:
                 error = JsonRpcError(error.code, _scrub(error.message), _scrub(error.data))
                 msg = error_message(rid, error)
                 data = self._dumps(msg)
-            self._out.append(OutgoingError(data, msg, rid, error))
+            self._out.append((OutgoingError, data, msg, rid, error))
         self._events.append(InvalidMessage(exc.error, exc.request_id, answer))

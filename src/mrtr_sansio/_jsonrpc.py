@@ -69,6 +69,19 @@ def classify(msg: Any) -> int:
             raise _invalid("Invalid Request: batches are not supported")
         raise _invalid("Invalid Request: a message must be a JSON object")
     method = msg.get("method")
+    if msg.get("jsonrpc") == "2.0" and type(method) is str:
+        params = msg.get("params")
+        if type(params) is dict or (params is None and "params" not in msg):
+            if "id" not in msg:
+                return NOTIFICATION
+            rid = msg["id"]
+            if type(rid) is str or (type(rid) is int and -(2**63) <= rid < 2**64):
+                return REQUEST
+    return _classify_slowly(msg, method)
+
+
+def _classify_slowly(msg: dict[str, Any], method: Any) -> int:
+    """The rare cases: responses, and every flavour of invalid message."""
     raw_id = msg.get("id")
     request_id = raw_id if is_valid_id(raw_id) else None
     if msg.get("jsonrpc") != "2.0":
@@ -81,11 +94,7 @@ def classify(msg: Any) -> int:
         params = msg.get("params")
         if type(params) is not dict and (params is not None or "params" in msg):
             raise _invalid('Invalid Request: "params" must be an object', request_id)
-        if "id" not in msg:
-            return NOTIFICATION
-        if request_id is None:
-            raise _invalid('Invalid Request: "id" must be a string or an integer')
-        return REQUEST
+        raise _invalid('Invalid Request: "id" must be a string or an integer')
     if "result" in msg:
         if "error" in msg or request_id is None:
             raise _invalid("Invalid response")

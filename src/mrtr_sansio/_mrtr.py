@@ -13,7 +13,16 @@ from typing import Any
 
 import attrs
 
-from ._capabilities import ELICIT, ROOTS, SAMPLE, merge_capabilities, required_capabilities
+from ._capabilities import (
+    ELICIT,
+    ROOTS,
+    SAMPLE,
+    Need,
+    grants,
+    merge_capabilities,
+    needs_of,
+    required_capabilities,
+)
 
 __all__ = [
     "EMBEDDABLE_METHODS",
@@ -53,6 +62,9 @@ class InputRequest:
 
     method: str
     params: Mapping[str, Any] | None = None
+    # Derived once at construction: the wire form and the capability needs.
+    _wire: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
+    _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.method, str):
@@ -67,11 +79,21 @@ class InputRequest:
                 raise TypeError(f"params: {self.method} needs params")
         elif not isinstance(self.params, Mapping):
             raise TypeError(f"params: must be a mapping, got {type(self.params).__name__}")
-        elif self.method == ELICIT and self.params.get("mode", "form") not in ("form", "url"):
-            # Anything else would be sent with the wrong capability check (and is invalid).
-            raise ValueError(
-                f"params.mode: must be 'form', 'url' or absent, got {self.params['mode']!r}"
-            )
+        else:
+            if self.method == ELICIT and self.params.get("mode", "form") not in ("form", "url"):
+                # Anything else would be sent with the wrong capability check (and is invalid).
+                raise ValueError(
+                    f"params.mode: must be 'form', 'url' or absent, got {self.params['mode']!r}"
+                )
+            # A private plain-dict copy: serializable by any codec, immune to caller mutation.
+            object.__setattr__(self, "params", dict(self.params))
+        wire = (
+            {"method": self.method}
+            if self.params is None
+            else {"method": self.method, "params": self.params}
+        )
+        object.__setattr__(self, "_wire", wire)
+        object.__setattr__(self, "_needs", needs_of(self.method, self.params))
 
     @classmethod
     def coerce(cls, value: InputRequest | Mapping[str, Any]) -> InputRequest:
@@ -92,10 +114,8 @@ class InputRequest:
         return required_capabilities(self.method, self.params)
 
     def to_wire(self) -> dict[str, Any]:
-        """``{"method": ..., "params": ...}``, params omitted when None."""
-        if self.params is None:
-            return {"method": self.method}
-        return {"method": self.method, "params": dict(self.params)}
+        """``{"method": ..., "params": ...}``, params omitted when None (shared; don't mutate)."""
+        return self._wire
 
 
 def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
@@ -138,10 +158,22 @@ class InputRequiredResult:
         default=None, converter=_freeze_requests
     )
     request_state: Any = None
+    _wire_requests: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False)
+    _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.input_requests is None and self.request_state is None:
-            raise ValueError("input_requests or request_state: at least one must be given")
+        requests = self.input_requests
+        if requests is None:
+            if self.request_state is None:
+                raise ValueError("input_requests or request_state: at least one must be given")
+            object.__setattr__(self, "_wire_requests", None)
+            object.__setattr__(self, "_needs", ())
+            return
+        object.__setattr__(self, "_wire_requests", {k: r._wire for k, r in requests.items()})
+        needs: set[Need] = set()
+        for r in requests.values():
+            needs.update(r._needs)
+        object.__setattr__(self, "_needs", tuple(needs))
 
     @classmethod
     def from_wire(cls, result: Mapping[str, Any]) -> InputRequiredResult:
@@ -158,11 +190,15 @@ class InputRequiredResult:
             return {}
         return merge_capabilities(r.required_capabilities() for r in self.input_requests.values())
 
+    def allowed_by(self, capabilities: Mapping[str, Any]) -> bool:
+        """True when ``capabilities`` (as a client declared them) permit every embedded request."""
+        return grants(capabilities, self._needs)
+
     def to_wire(self, request_state: str | None = None) -> dict[str, Any]:
         """The result object; ``request_state`` overrides the field (the sealed form)."""
         out: dict[str, Any] = {"resultType": INPUT_REQUIRED}
-        if self.input_requests is not None:
-            out["inputRequests"] = {k: r.to_wire() for k, r in self.input_requests.items()}
+        if self._wire_requests is not None:
+            out["inputRequests"] = self._wire_requests
         state = self.request_state if request_state is None else request_state
         if state is not None:
             out["requestState"] = state
@@ -265,9 +301,11 @@ class InputResponses(Mapping[str, Any]):
 
     def get_response(self, key: str) -> Mapping[str, Any] | None:
         """The raw answer object under ``key``, or None."""
-        k = _key(key)
-        value = self._raw.get(k) if k is not None else None
-        return value if isinstance(value, Mapping) else None
+        k = key if type(key) is str else _key(key)
+        if k is None:
+            return None
+        value = self._raw.get(k)
+        return value if type(value) is dict or isinstance(value, Mapping) else None
 
     def elicitation_action(self, key: str) -> str | None:
         """``"accept"``, ``"decline"`` or ``"cancel"`` for an elicitation answer, else None."""
@@ -284,7 +322,7 @@ class InputResponses(Mapping[str, Any]):
         if value is None or value.get("action") != "accept":
             return None
         content = value.get("content", {})
-        return content if isinstance(content, Mapping) else None
+        return content if type(content) is dict or isinstance(content, Mapping) else None
 
     def sampled_text(self, key: str) -> str | None:
         """The text of a sampling answer (all text blocks joined), else None."""

@@ -1,0 +1,140 @@
+"""What every server adapter shares: the handler signature and the context handlers get.
+
+A handler is written once and served by every adapter::
+
+    async def handler(request: RequestReceived, ctx: RequestContext) -> HandlerResult: ...
+
+It returns a result mapping, an :class:`~mrtr_sansio.InputRequiredResult` or a
+:class:`~mrtr_sansio.JsonRpcError`. It must not import an async library: it sleeps with
+``await ctx.sleep(s)`` and sends progress and log messages through ``ctx``, so the same handler
+runs under asyncio, trio, and any ASGI server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeAlias
+
+from mrtr_sansio import InputRequiredResult, JsonRpcError, RequestReceived, ServerConnection
+
+__all__ = ["Handler", "HandlerResult", "RequestContext", "SubscriptionHub", "call_handler"]
+
+log = logging.getLogger("mrtr_sansio.adapters")
+
+HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcError
+
+
+class RequestContext:
+    """A handler's view of its transport: notifications tied to its request, and sleeping.
+
+    ``flush`` is called after anything is queued on the connection, so that the adapter writes
+    it out at once (progress and log messages must reach the client while the handler runs).
+    """
+
+    __slots__ = ("_conn", "_flush", "_sleep", "request")
+
+    def __init__(
+        self,
+        conn: ServerConnection,
+        request: RequestReceived,
+        flush: Callable[[], None],
+        sleep: Callable[[float], Awaitable[None]],
+    ) -> None:
+        self._conn = conn
+        self._flush = flush
+        self._sleep = sleep
+        self.request = request
+
+    @property
+    def connection(self) -> ServerConnection:
+        """The connection the request arrived on."""
+        return self._conn
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep with whatever async library the adapter runs on."""
+        await self._sleep(seconds)
+
+    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification related to this request (dropped once it has been answered)."""
+        self._conn.notify(method, params, self.request.request_id)
+        self._flush()
+
+    def flush(self) -> None:
+        """Hand whatever the connection has queued to the transport now."""
+        self._flush()
+
+    def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> bool:
+        """Report progress if the request asked for it (``_meta.progressToken``)."""
+        token = self.request.meta.get("progressToken")
+        if token is None:
+            return False
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self.notify("notifications/progress", params)
+        return True
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send a log message; the connection drops it unless the client asked for that level."""
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        self.notify("notifications/message", params)
+
+
+Handler: TypeAlias = Callable[[RequestReceived, RequestContext], Awaitable[HandlerResult]]
+
+
+async def call_handler(handler: Handler, ctx: RequestContext) -> HandlerResult:
+    """Run ``handler``; an exception becomes -32603 (logged, never leaked to the client)."""
+    try:
+        return await handler(ctx.request, ctx)
+    except Exception:
+        log.exception("handler failed for %s %r", ctx.request.method, ctx.request.request_id)
+        return JsonRpcError.internal()
+
+
+class SubscriptionHub:
+    """Open ``subscriptions/listen`` streams, and fan-out of change notifications to them.
+
+    Use :meth:`listen` as the whole handler of ``subscriptions/listen``; call :meth:`publish`
+    from anywhere (another request's handler, say) to send a notification to every open stream.
+    The connection of each stream drops what its client did not opt in to and tags the rest
+    with the subscription id, so publishing is always safe.
+    """
+
+    def __init__(self) -> None:
+        self._streams: dict[int, RequestContext] = {}
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    async def listen(
+        self,
+        ctx: RequestContext,
+        honored: Mapping[str, Any] | None = None,
+        *,
+        idle_poll: float = 3600.0,
+    ) -> HandlerResult:
+        """Acknowledge the subscription and keep the stream open until it is cancelled."""
+        ctx.connection.acknowledge(ctx.request.request_id, honored)
+        ctx.flush()
+        key = id(ctx)
+        self._streams[key] = ctx
+        try:
+            while True:
+                await ctx.sleep(idle_poll)
+        finally:
+            del self._streams[key]
+
+    def publish(self, method: str, params: Mapping[str, Any] | None = None) -> int:
+        """Notify every open stream; returns how many streams were offered the notification."""
+        streams = list(self._streams.values())
+        for ctx in streams:
+            ctx.notify(method, params)
+        return len(streams)
