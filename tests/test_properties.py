@@ -199,6 +199,17 @@ def test_a_request_is_allowed_exactly_when_nothing_is_missing(
 
 
 @PROPERTY
+@given(st.lists(input_requests, min_size=1, max_size=5), capabilities)
+def test_the_fast_capability_check_agrees_with_the_missing_set(
+    requests: list[InputRequest], declared: dict[str, Any]
+) -> None:
+    """``InputRequiredResult.allowed_by`` (the server's hot path) is ``not missing``."""
+    result = InputRequiredResult({str(i): r for i, r in enumerate(requests)})
+    missing = missing_capabilities(result.required_capabilities(), declared)
+    assert result.allowed_by(declared) == (not missing)
+
+
+@PROPERTY
 @given(capabilities, input_requests)
 def test_bare_elicitation_grants_form_only(other: dict[str, Any], request: InputRequest) -> None:
     declared = {**other, "elicitation": {}}
