@@ -36,8 +36,8 @@ def _frozen_mapping(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if value is None else dict(value)
 
 
-# Typed converters: attrs' mypy plugin cannot type ``converter=dict`` / ``converter=tuple``, which
-# made ``ServerConfig(capabilities={...})`` an error in strictly typed user code.
+# Typed converters: with the builtins ``dict``/``tuple`` as converters, mypy's attrs plugin
+# derives unusable ``__init__`` parameter types (``capabilities={"tools": {}}`` fails --strict).
 def _plain_dict(value: Mapping[str, Any]) -> dict[str, Any]:
     return dict(value)
 
