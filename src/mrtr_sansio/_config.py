@@ -43,6 +43,8 @@ def _plain_dict(value: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):  # "2026-07-28" would become a tuple of characters
+        raise TypeError(f"expected a sequence of version strings, not the string {value!r}")
     return tuple(value)
 
 
@@ -52,7 +54,7 @@ class Limits:
 
     #: Largest message (a stream line or an HTTP body) accepted, in bytes.
     max_message_bytes: int = attrs.field(default=4 * MiB, validator=_positive)
-    #: Requests from the peer that may be in flight at once; more are answered -32600.
+    #: Requests from the peer that may be in flight at once; more are answered -32603.
     max_in_flight: int = attrs.field(default=1024, validator=_positive)
     #: Entries in one ``inputRequests`` map (sent or received).
     max_input_requests: int = attrs.field(default=32, validator=_positive)
