@@ -138,7 +138,7 @@ class Tool:
 
 @attrs.frozen
 class Prompt:
-    """A prompt as ``prompts/list`` shows it (``arguments`` are required unless marked)."""
+    """A prompt as ``prompts/list`` shows it (each of its ``arguments`` is required)."""
 
     name: str
     description: str
