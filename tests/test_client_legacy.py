@@ -835,4 +835,4 @@ def test_pair_legacy_ping_from_the_server() -> None:
     pair.run()
     ping_id = pair.server.ping()
     assert pair.run() == []
-    assert pair.server_events[-1] == PingAnswered(ping_id, True)  # type: ignore[arg-type]
+    assert pair.server_events[-1] == PingAnswered(ping_id, True)

@@ -79,7 +79,12 @@ from ._mrtr import (
     list_roots,
     sample,
 )
-from ._server import LegacySession, ServerConnection
+from ._param_headers import mirrored_params, param_headers_for
+from ._sealing import REQUEST_STATE_REASONS, RequestStateSecurity
+from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
+from ._sealing_replay import MemoryReplayGuard, ReplayGuard
+from ._server import ServerConnection
+from ._session import LegacySession
 from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
 
 __version__ = "0.1.0.dev0"
@@ -103,9 +108,11 @@ __all__ = [
     "NEED_DATA",
     "PARSE_ERROR",
     "PROTOCOL_VERSION",
+    "REQUEST_STATE_REASONS",
     "SERVER_INFO",
     "SUBSCRIPTION_ID",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "AesGcmCodec",
     "Call",
     "CallCompleted",
     "CallFailed",
@@ -117,6 +124,7 @@ __all__ = [
     "Event",
     "FulfilRequest",
     "HandshakeFailed",
+    "HmacSha256Codec",
     "HttpRequestFacts",
     "InputNeeded",
     "InputRequest",
@@ -129,6 +137,7 @@ __all__ = [
     "LegacySession",
     "Limits",
     "LocalProtocolError",
+    "MemoryReplayGuard",
     "NotificationReceived",
     "Notify",
     "OrjsonCodec",
@@ -142,16 +151,19 @@ __all__ = [
     "PingAnswered",
     "ProtocolError",
     "RemoteProtocolError",
+    "ReplayGuard",
     "RequestCancelled",
     "RequestReceived",
     "RequestStateError",
     "RequestStateRejected",
+    "RequestStateSecurity",
     "Respond",
     "RoundsExhausted",
     "ServerConfig",
     "ServerConnection",
     "SessionInitialized",
     "StateBinding",
+    "StateCodec",
     "StateProtector",
     "StdlibJsonCodec",
     "UnexpectedResponse",
@@ -164,8 +176,10 @@ __all__ = [
     "encode_header_value",
     "list_roots",
     "merge_capabilities",
+    "mirrored_params",
     "missing_capabilities",
     "modern_envelope",
+    "param_headers_for",
     "required_capabilities",
     "sample",
 ]

@@ -19,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["merge_capabilities", "missing_capabilities", "required_capabilities"]
+__all__ = [
+    "Need",
+    "grants",
+    "merge_capabilities",
+    "missing_capabilities",
+    "needs_of",
+    "required_capabilities",
+]
 
 ELICIT = "elicitation/create"
 SAMPLE = "sampling/createMessage"
@@ -45,6 +52,44 @@ def required_capabilities(method: str, params: Mapping[str, Any] | None) -> dict
     if method == ROOTS:
         return {"roots": {}}
     raise ValueError(f"{method!r} cannot be an embedded input request")
+
+
+#: One capability an embedded request needs: ``(name, sub-capability or None)``.
+Need = tuple[str, "str | None"]
+
+_FORM: tuple[Need, ...] = (("elicitation", "form"),)
+_URL: tuple[Need, ...] = (("elicitation", "url"),)
+_ROOTS: tuple[Need, ...] = (("roots", None),)
+
+
+def needs_of(method: str, params: Mapping[str, Any] | None) -> tuple[Need, ...]:
+    """The same facts as :func:`required_capabilities`, as a flat tuple for fast checks."""
+    if method == ELICIT:
+        return _URL if params is not None and params.get("mode") == "url" else _FORM
+    if method == ROOTS:
+        return _ROOTS
+    return tuple(
+        (name, sub or None)
+        for name, subs in required_capabilities(method, params).items()
+        for sub in (subs or {None: None})
+    )
+
+
+def grants(declared: Mapping[str, Any], needs: tuple[Need, ...]) -> bool:
+    """True when ``declared`` grants every need: the hot-path twin of
+    ``not missing_capabilities(required, declared)``."""
+    for name, sub in needs:
+        have = declared.get(name)
+        if type(have) is not dict and not isinstance(have, Mapping):
+            return False
+        if sub is None:
+            continue
+        value = have.get(sub)
+        if type(value) is dict or isinstance(value, Mapping):
+            continue
+        if not (sub == "form" and name == "elicitation" and not have):
+            return False
+    return True
 
 
 def merge_capabilities(requirements: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

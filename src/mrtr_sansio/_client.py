@@ -239,7 +239,7 @@ class ClientConnection(Connection):
             if reason is not None:
                 params["reason"] = reason
             msg = notification_message("notifications/cancelled", params)
-            self._out.append(OutgoingNotification(self._encode(msg), msg, None))
+            self._out.append((OutgoingNotification, self._encode(msg), msg, None))
             self._ignore(st.leg)
             if self.era is Era.LEGACY:
                 self._server.cancelled(target.method, self._next_id)
@@ -405,7 +405,7 @@ class ClientConnection(Connection):
         data = self._encode(msg)
         st.leg = rid
         self._legs[rid] = st
-        self._out.append(OutgoingRequest(data, msg, None, rid))
+        self._out.append((OutgoingRequest, data, msg, None, rid))
 
     def _send_retry(self, st: _CallState) -> None:
         """Every key of the round is answered: retry. If an answer cannot be serialized, it is

@@ -96,7 +96,7 @@ class Handshake:
         meta = modern_envelope(config.protocol_version, config.capabilities, config.client_info)
         rid = conn._new_id()
         msg = request_message(rid, "server/discover", {"_meta": meta})
-        conn._out.append(OutgoingRequest(conn._encode(msg), msg, None, rid))
+        conn._out.append((OutgoingRequest, conn._encode(msg), msg, None, rid))
         self._probe_id = rid
         self._probe_due = config.clock() + config.probe_timeout
 
@@ -113,7 +113,7 @@ class Handshake:
             "clientInfo": dict(config.client_info or DEFAULT_CLIENT_INFO),
         }
         msg = request_message(rid, "initialize", params)
-        conn._out.append(OutgoingRequest(conn._encode(msg), msg, None, rid))
+        conn._out.append((OutgoingRequest, conn._encode(msg), msg, None, rid))
         self._init_id = rid
 
     def on_timer(self, now: float) -> None:
@@ -227,5 +227,5 @@ class Handshake:
         conn.server_info = info
         conn.instructions = instructions
         note = notification_message("notifications/initialized", None)
-        conn._out.append(OutgoingNotification(conn._encode(note), note, None))
+        conn._out.append((OutgoingNotification, conn._encode(note), note, None))
         conn._era_known()

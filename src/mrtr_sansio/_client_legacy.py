@@ -168,9 +168,9 @@ class ServerRequests:
         data = conn._encode(msg)
         rid = msg["id"]
         if error is None:
-            conn._out.append(OutgoingResult(data, msg, rid))
+            conn._out.append((OutgoingResult, data, msg, rid))
         else:
-            conn._out.append(OutgoingError(data, msg, rid, error))
+            conn._out.append((OutgoingError, data, msg, rid, error))
 
     def _close(self, event: InputNeeded) -> None:
         del self._open[event.key]

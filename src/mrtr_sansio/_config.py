@@ -36,17 +36,21 @@ def _frozen_mapping(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if value is None else dict(value)
 
 
-# Typed converters: with the bare builtins (``converter=dict``) mypy types the parameters from
-# the builtins' generic signatures and rejects ordinary literals such as ``{"roots": {}}``.
-def _dict(value: Mapping[str, Any]) -> dict[str, Any]:
+# Typed converters: with the builtins ``dict``/``tuple`` as converters, mypy's attrs plugin
+# derives unusable ``__init__`` parameter types (``capabilities={"tools": {}}`` fails --strict).
+def _plain_dict(value: Mapping[str, Any]) -> dict[str, Any]:
     return dict(value)
 
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):  # "2026-07-28" would become a tuple of characters
+        raise TypeError(f"expected a sequence of version strings, not the string {value!r}")
     return tuple(value)
 
 
 def _str_frozenset(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str):  # "task" would become a set of characters
+        raise TypeError(f"expected a collection of strings, not the string {value!r}")
     return frozenset(value)
 
 
@@ -56,7 +60,7 @@ class Limits:
 
     #: Largest message (a stream line or an HTTP body) accepted, in bytes.
     max_message_bytes: int = attrs.field(default=4 * MiB, validator=_positive)
-    #: Requests from the peer that may be in flight at once; more are answered -32600.
+    #: Requests from the peer that may be in flight at once; more are answered -32603.
     max_in_flight: int = attrs.field(default=1024, validator=_positive)
     #: Entries in one ``inputRequests`` map (sent or received).
     max_input_requests: int = attrs.field(default=32, validator=_positive)
@@ -81,7 +85,7 @@ class ServerConfig:
     """
 
     server_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
-    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_dict)
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
     instructions: str | None = None
     #: Modern versions served per request; others get -32022.
     supported_versions: tuple[str, ...] = attrs.field(default=MODERN_VERSIONS, converter=_str_tuple)
@@ -96,7 +100,8 @@ class ServerConfig:
     request_state: StateProtector | None = None
     #: Fulfil ``input_required`` on the legacy wire with real server-to-client requests.
     legacy_shim: bool = True
-    #: Legacy shim: rounds before the original request fails with -32603.
+    #: Legacy shim: rounds of input fulfilled per request (each: legs sent and answered, or a
+    #: state-only re-run); the handler runs at most this + 1 times, then the request fails -32603.
     legacy_max_rounds: int = attrs.field(default=8, validator=_positive)
     #: Legacy shim: seconds a server-to-client request may wait for its answer.
     legacy_leg_timeout: float = attrs.field(default=600.0, validator=_positive_number)
@@ -106,6 +111,12 @@ class ServerConfig:
     clock: Callable[[], float] = time.time
     #: Source of unguessable ids (legacy url-elicitation ids). Injected for determinism.
     token_hex: Callable[[int], str] = secrets.token_hex
+    #: Streamable HTTP: the tools' ``x-mcp-header`` annotations (tool name -> header name ->
+    #: argument path, e.g. ``param_headers_for(tools)``). A ``tools/call`` of such a tool must
+    #: mirror those arguments in ``Mcp-Param-*`` headers that match the body, else -32020.
+    param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] = attrs.field(
+        factory=dict, converter=_plain_dict
+    )
 
 
 @attrs.frozen
@@ -113,7 +124,7 @@ class ClientConfig:
     """Everything a :class:`ClientConnection` declares and bounds."""
 
     client_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
-    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_dict)
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
     #: ``"modern"``, ``"legacy"``, or ``"auto"`` (probe with ``server/discover``).
     era: Literal["modern", "legacy", "auto"] = "modern"
     protocol_version: str = LATEST_MODERN_VERSION

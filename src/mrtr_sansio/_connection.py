@@ -31,6 +31,28 @@ __all__ = ["Connection"]
 
 #: What a decode failure can raise, across codecs (orjson's error is a ValueError).
 DECODE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError, TypeError)
+#: What an encode failure can raise, across codecs (orjson's error is a TypeError).
+ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
+
+
+def _scrub(value: Any) -> Any:
+    """``value`` with every string made valid UTF-8 (lone surrogates become ``?``)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, Mapping):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _parse_failure(data: bytes) -> str:
+    """Why ``data`` failed to decode, worded the same whichever codec failed on it."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "invalid UTF-8"
+    return "Invalid JSON"
 
 
 class Connection:
@@ -42,7 +64,9 @@ class Connection:
         self._dumps = codec.dumps
         self._framer = LineFramer(limits.max_message_bytes)
         self._events: deque[Event] = deque()
-        self._out: deque[Outgoing] = deque()
+        # (Outgoing subclass, data, message, related id, *extra fields): the typed item is built
+        # only if the transport asks for it, so byte-stream transports never pay for it.
+        self._out: deque[tuple[Any, ...]] = deque()
         self._closed = False
 
     # --- input ------------------------------------------------------------------------------
@@ -57,6 +81,11 @@ class Connection:
             self._closed = True
             self._on_close()
             self._events.append(ConnectionClosed())
+            return
+        line = self._framer.single_line(data)
+        if line is not None:
+            if line:
+                self._receive_bytes(line, None)
             return
         for item in self._framer.feed(data):
             self._receive_line(item)
@@ -79,14 +108,10 @@ class Connection:
 
     def _receive_bytes(self, data: bytes, context: Any) -> None:
         """Decode one message and hand it to the role; undecodable input gets -32700."""
-        if len(data) > self._limits.max_message_bytes:
-            self._reject_oversized()
-            return
         try:
             msg = self._loads(data)
-        except DECODE_ERRORS as exc:
-            detail = "invalid UTF-8" if isinstance(exc, UnicodeDecodeError) else "Invalid JSON"
-            self._invalid(parse_error(detail), answer=True)
+        except DECODE_ERRORS:
+            self._invalid(parse_error(_parse_failure(data)), answer=True)
             return
         self._dispatch(msg, context)
 
@@ -97,6 +122,9 @@ class Connection:
         if isinstance(message, str):
             message = message.encode("utf-8", "surrogatepass")
         if isinstance(message, (bytes, bytearray, memoryview)):
+            if len(message) > self._limits.max_message_bytes:
+                self._reject_oversized()
+                return
             self._receive_bytes(bytes(message), context)
         elif isinstance(message, Mapping):
             self._dispatch(message if type(message) is dict else dict(message), context)
@@ -126,7 +154,7 @@ class Connection:
 
     def outgoing(self) -> list[Outgoing]:
         """Every message waiting to be written, oldest first (drains the queue)."""
-        out = list(self._out)
+        out = [entry[0](*entry[1:]) for entry in self._out]
         self._out.clear()
         return out
 
@@ -135,19 +163,33 @@ class Connection:
         out = self._out
         if not out:
             return b""
-        data = b"".join([item.data + b"\n" for item in out])
+        if len(out) == 1:
+            return out.popleft()[1] + b"\n"  # type: ignore[no-any-return]
+        data = b"".join([entry[1] + b"\n" for entry in out])
         out.clear()
         return data
 
     def _encode(self, message: Mapping[str, Any]) -> bytes:
         try:
             return self._dumps(message)
-        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        except ENCODE_ERRORS as exc:
             raise LocalProtocolError(f"message cannot be serialized as JSON: {exc}") from exc
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
         """Report invalid input, answering it with an error response when ``answer``."""
         if answer:
-            msg = error_message(exc.request_id, exc.error)
-            self._out.append(OutgoingError(self._dumps(msg), msg, exc.request_id, exc.error))
+            rid, error = exc.request_id, exc.error
+            msg = error_message(rid, error)
+            try:
+                data = self._dumps(msg)
+            except ENCODE_ERRORS:
+                # A message handed over already decoded can hold text this codec cannot write
+                # (orjson: lone surrogates) in its id or in what the error echoes back. An id
+                # that cannot be written is left out, as for one that could not be read.
+                if _scrub(rid) != rid:
+                    rid = None
+                error = JsonRpcError(error.code, _scrub(error.message), _scrub(error.data))
+                msg = error_message(rid, error)
+                data = self._dumps(msg)
+            self._out.append((OutgoingError, data, msg, rid, error))
         self._events.append(InvalidMessage(exc.error, exc.request_id, answer))

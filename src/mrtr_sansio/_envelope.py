@@ -70,28 +70,6 @@ def invalid(request_id: Any, message: str) -> RemoteProtocolError:
     return RemoteProtocolError(JsonRpcError(INVALID_PARAMS, message), request_id)
 
 
-def check_modern_meta(meta: Mapping[str, Any], request_id: Any) -> None:
-    """Validate the envelope of a request already known to be modern (version key present).
-
-    Raises :class:`RemoteProtocolError` (-32602) for a missing or mistyped required field, a
-    mistyped ``clientInfo`` or an unknown ``logLevel``. The version itself is checked by the
-    caller against the configured list, after these checks (the order the spec digest gives).
-    """
-    if not isinstance(meta[PROTOCOL_VERSION], str):
-        raise invalid(request_id, f"_meta field {PROTOCOL_VERSION} must be a string")
-    caps = meta.get(CLIENT_CAPABILITIES)
-    if not isinstance(caps, dict):
-        if caps is None:
-            raise invalid(request_id, f"Missing required _meta field {CLIENT_CAPABILITIES}")
-        raise invalid(request_id, f"_meta field {CLIENT_CAPABILITIES} must be an object")
-    info = meta.get(CLIENT_INFO)
-    if info is not None and not isinstance(info, dict):
-        raise invalid(request_id, f"_meta field {CLIENT_INFO} must be an object")
-    level = meta.get(LOG_LEVEL)
-    if level is not None and level not in LOG_LEVEL_RANK:
-        raise invalid(request_id, f"Unknown log level in _meta field {LOG_LEVEL}")
-
-
 def modern_envelope(
     version: str,
     capabilities: Mapping[str, Any],

@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 import attrs
 
-from ._envelope import Era
+from ._envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
 from ._errors import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from ._mrtr import InputRequiredResult, InputResponses
+from ._session import LegacySession
 
 __all__ = [
     "NEED_DATA",
@@ -76,22 +77,54 @@ class Event:
 class RequestReceived(Event):
     """A request for the application to answer with ``send(Respond(request_id, ...))``.
 
-    On the modern wire the envelope facts come from this request's own ``_meta``; on the legacy
-    wire from ``initialize``. ``request_state`` is the state the handler wrote (unsealed when
-    the server seals state); ``round`` counts attempts at the same operation, starting at 1,
-    and is None when it cannot be known (a modern retry whose state does not carry it).
+    ``session`` is the legacy session the request arrived in, or None on the modern wire; the
+    envelope facts (``era``, ``protocol_version``, ``client_capabilities``, ``client_info``)
+    come from this request's own ``_meta`` on the modern wire and from ``initialize`` on the
+    legacy one. ``request_state`` is the state the handler wrote (unsealed when the server seals
+    state); ``round`` counts attempts at the same operation, starting at 1, and is None when it
+    cannot be known (a modern retry whose state does not carry it). ``principal`` is the
+    authenticated caller the transport or application supplied.
     """
 
     request_id: str | int
     method: str
     params: Mapping[str, Any]
-    era: Era
-    protocol_version: str
-    client_capabilities: Mapping[str, Any]
-    client_info: Mapping[str, Any] | None = None
+    session: LegacySession | None = None
     request_state: Any = None
     round: int | None = 1
     principal: str | None = None
+
+    @property
+    def era(self) -> Era:
+        """The wire this request arrived on."""
+        return Era.MODERN if self.session is None else Era.LEGACY
+
+    @property
+    def protocol_version(self) -> str:
+        """The request's protocol version (modern) or the session's negotiated one (legacy)."""
+        session = self.session
+        if session is None:
+            version: str = self.params["_meta"][PROTOCOL_VERSION]
+            return version
+        return session.protocol_version
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        """What the client declared: in this request's envelope, or in ``initialize``."""
+        session = self.session
+        if session is None:
+            caps: Mapping[str, Any] = self.params["_meta"][CLIENT_CAPABILITIES]
+            return caps
+        return session.client_capabilities
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None:
+        """The client's self-reported name and version, if it sent them."""
+        session = self.session
+        if session is None:
+            info: Mapping[str, Any] | None = self.params["_meta"].get(CLIENT_INFO)
+            return info
+        return session.client_info
 
     @property
     def input_responses(self) -> InputResponses:

@@ -39,6 +39,20 @@ class LineFramer:
         """Bytes held while waiting for the end of a line."""
         return len(self._buf)
 
+    def single_line(self, data: bytes) -> bytes | None:
+        """Fast path: when nothing is buffered and ``data`` is exactly one newline-terminated
+        line within the limit, return that line (``\r`` stripped; maybe empty), else None."""
+        if self._buf or self._discarding:
+            return None
+        nl = data.find(b"\n")
+        if nl != len(data) - 1 or nl > self._max + 1:
+            return None
+        if nl and data[nl - 1] == 13:  # "\r"
+            nl -= 1
+        if nl > self._max:
+            return None
+        return data[:nl] if not data[:nl].isspace() else b""
+
     def feed(self, data: bytes) -> Iterator[bytes | Oversized]:
         """Consume ``data`` and yield each complete line (or an :class:`Oversized` marker)."""
         buf = self._buf
@@ -60,6 +74,12 @@ class LineFramer:
             if self._discarding:
                 self._discarding = False
                 start = nl + 1
+                continue
+            if len(buf) + (nl - start) > limit + 1:
+                # Too long even before a trailing \r is dropped: skip it without copying it.
+                buf.clear()
+                start = nl + 1
+                yield Oversized(limit)
                 continue
             if buf:
                 buf += data[start:nl]

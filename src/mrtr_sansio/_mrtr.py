@@ -13,7 +13,16 @@ from typing import Any
 
 import attrs
 
-from ._capabilities import ELICIT, ROOTS, SAMPLE, merge_capabilities, required_capabilities
+from ._capabilities import (
+    ELICIT,
+    ROOTS,
+    SAMPLE,
+    Need,
+    grants,
+    merge_capabilities,
+    needs_of,
+    required_capabilities,
+)
 
 __all__ = [
     "EMBEDDABLE_METHODS",
@@ -35,13 +44,13 @@ EMBEDDABLE_METHODS = frozenset({ELICIT, SAMPLE, ROOTS})
 INPUT_REQUIRED = "input_required"
 
 
-def _key(key: object) -> str:
-    """A plain ``str`` for a key that is a str or a str subclass (e.g. a ``StrEnum`` member)."""
+def _key(key: object) -> str | None:
+    """A plain ``str`` for a str or a str subclass (e.g. a ``StrEnum`` member), else None."""
     if type(key) is str:
         return key
     if isinstance(key, str):
         return str.__str__(key)
-    raise TypeError(f"input request keys must be strings, got {type(key).__name__}")
+    return None
 
 
 @attrs.frozen
@@ -53,8 +62,13 @@ class InputRequest:
 
     method: str
     params: Mapping[str, Any] | None = None
+    # Derived once at construction: the wire form and the capability needs.
+    _wire: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
+    _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.method, str):
+            raise TypeError(f"method: must be a string, got {type(self.method).__name__}")
         if self.method not in EMBEDDABLE_METHODS:
             raise ValueError(
                 f"method: {self.method!r} cannot be embedded; use one of "
@@ -65,6 +79,21 @@ class InputRequest:
                 raise TypeError(f"params: {self.method} needs params")
         elif not isinstance(self.params, Mapping):
             raise TypeError(f"params: must be a mapping, got {type(self.params).__name__}")
+        else:
+            if self.method == ELICIT and self.params.get("mode", "form") not in ("form", "url"):
+                # Anything else would be sent with the wrong capability check (and is invalid).
+                raise ValueError(
+                    f"params.mode: must be 'form', 'url' or absent, got {self.params['mode']!r}"
+                )
+            # A private plain-dict copy: serializable by any codec, immune to caller mutation.
+            object.__setattr__(self, "params", dict(self.params))
+        wire = (
+            {"method": self.method}
+            if self.params is None
+            else {"method": self.method, "params": self.params}
+        )
+        object.__setattr__(self, "_wire", wire)
+        object.__setattr__(self, "_needs", needs_of(self.method, self.params))
 
     @classmethod
     def coerce(cls, value: InputRequest | Mapping[str, Any]) -> InputRequest:
@@ -85,10 +114,8 @@ class InputRequest:
         return required_capabilities(self.method, self.params)
 
     def to_wire(self) -> dict[str, Any]:
-        """``{"method": ..., "params": ...}``, params omitted when None."""
-        if self.params is None:
-            return {"method": self.method}
-        return {"method": self.method, "params": dict(self.params)}
+        """``{"method": ..., "params": ...}``, params omitted when None (shared; don't mutate)."""
+        return self._wire
 
 
 def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
@@ -101,9 +128,20 @@ def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
     out: dict[str, InputRequest] = {}
     for key, request in value.items():
         k = _key(key)
+        if k is None:
+            raise TypeError(f"input_requests: keys must be strings, got {type(key).__name__}")
         if not k:
             raise ValueError("input_requests: keys must be non-empty strings")
-        out[k] = InputRequest.coerce(request)
+        if not isinstance(request, (InputRequest, Mapping)):
+            raise TypeError(
+                f"input_requests[{k!r}]: must be an InputRequest or a mapping, "
+                f"got {type(request).__name__}"
+            )
+        try:
+            out[k] = InputRequest.coerce(request)
+        except (TypeError, ValueError) as exc:
+            # The message starts with the field ("method: ..."); say which entry it is in.
+            raise type(exc)(f"input_requests[{k!r}].{exc}") from None
     return out
 
 
@@ -120,10 +158,22 @@ class InputRequiredResult:
         default=None, converter=_freeze_requests
     )
     request_state: Any = None
+    _wire_requests: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False)
+    _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.input_requests is None and self.request_state is None:
-            raise ValueError("input_requests or request_state: at least one must be given")
+        requests = self.input_requests
+        if requests is None:
+            if self.request_state is None:
+                raise ValueError("input_requests or request_state: at least one must be given")
+            object.__setattr__(self, "_wire_requests", None)
+            object.__setattr__(self, "_needs", ())
+            return
+        object.__setattr__(self, "_wire_requests", {k: r._wire for k, r in requests.items()})
+        needs: set[Need] = set()
+        for r in requests.values():
+            needs.update(r._needs)
+        object.__setattr__(self, "_needs", tuple(needs))
 
     @classmethod
     def from_wire(cls, result: Mapping[str, Any]) -> InputRequiredResult:
@@ -140,11 +190,15 @@ class InputRequiredResult:
             return {}
         return merge_capabilities(r.required_capabilities() for r in self.input_requests.values())
 
+    def allowed_by(self, capabilities: Mapping[str, Any]) -> bool:
+        """True when ``capabilities`` (as a client declared them) permit every embedded request."""
+        return grants(capabilities, self._needs)
+
     def to_wire(self, request_state: str | None = None) -> dict[str, Any]:
         """The result object; ``request_state`` overrides the field (the sealed form)."""
         out: dict[str, Any] = {"resultType": INPUT_REQUIRED}
-        if self.input_requests is not None:
-            out["inputRequests"] = {k: r.to_wire() for k, r in self.input_requests.items()}
+        if self._wire_requests is not None:
+            out["inputRequests"] = self._wire_requests
         state = self.request_state if request_state is None else request_state
         if state is not None:
             out["requestState"] = state
@@ -218,15 +272,19 @@ class InputResponses(Mapping[str, Any]):
 
     Lookups accept any str-like key. The typed readers return None when the answer is absent or
     not of the expected shape, so that a handler can simply ask again (the spec's SHOULD).
+    Anything but a mapping (junk a peer sent where it was not validated) reads as empty.
     """
 
     __slots__ = ("_raw",)
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
-        self._raw: Mapping[str, Any] = raw if raw is not None else {}
+        self._raw: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
 
     def __getitem__(self, key: str) -> Any:
-        return self._raw[_key(key)]
+        k = _key(key)
+        if k is None:
+            raise KeyError(key)
+        return self._raw[k]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._raw)
@@ -235,15 +293,19 @@ class InputResponses(Mapping[str, Any]):
         return len(self._raw)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and _key(key) in self._raw
+        k = _key(key)
+        return k is not None and k in self._raw
 
     def __repr__(self) -> str:
         return f"InputResponses({dict(self._raw)!r})"
 
     def get_response(self, key: str) -> Mapping[str, Any] | None:
         """The raw answer object under ``key``, or None."""
-        value = self._raw.get(_key(key))
-        return value if isinstance(value, Mapping) else None
+        k = key if type(key) is str else _key(key)
+        if k is None:
+            return None
+        value = self._raw.get(k)
+        return value if type(value) is dict or isinstance(value, Mapping) else None
 
     def elicitation_action(self, key: str) -> str | None:
         """``"accept"``, ``"decline"`` or ``"cancel"`` for an elicitation answer, else None."""
@@ -260,7 +322,7 @@ class InputResponses(Mapping[str, Any]):
         if value is None or value.get("action") != "accept":
             return None
         content = value.get("content", {})
-        return content if isinstance(content, Mapping) else None
+        return content if type(content) is dict or isinstance(content, Mapping) else None
 
     def sampled_text(self, key: str) -> str | None:
         """The text of a sampling answer (all text blocks joined), else None."""

@@ -25,10 +25,10 @@ from ._envelope import (
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
+    LOG_LEVELS,
     PROTOCOL_VERSION,
     SERVER_INFO,
     Era,
-    check_modern_meta,
     invalid,
 )
 from ._errors import (
@@ -39,6 +39,7 @@ from ._errors import (
     JsonRpcError,
     LocalProtocolError,
     RemoteProtocolError,
+    _capability_paths,
 )
 from ._events import (
     NotificationReceived,
@@ -57,7 +58,6 @@ from ._http import HttpRequestFacts, check_headers
 from ._jsonrpc import (
     NOTIFICATION,
     REQUEST,
-    RESPONSE,
     classify,
     error_message,
     is_valid_id,
@@ -65,10 +65,13 @@ from ._jsonrpc import (
     result_message,
 )
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
+from ._param_headers import check_param_headers
+from ._session import LegacySession
 from ._shim import LegacyShim
 from ._state import RequestStateError, StateBinding
+from ._subscriptions import ACKNOWLEDGED, LISTEN, allowed_on_stream, tag
 
-__all__ = ["LegacySession", "ServerConnection"]
+__all__ = ["ServerConnection"]
 
 #: Methods of the legacy wire that the modern wire removed; with an envelope they are -32601.
 LEGACY_ONLY_METHODS = frozenset(
@@ -88,33 +91,8 @@ CACHEABLE_METHODS = frozenset(
 INVALID_STATE = JsonRpcError(
     INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
 )
+_MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
 _NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-class LegacySession:
-    """What ``initialize`` established for a legacy stdio process or HTTP session."""
-
-    __slots__ = (
-        "client_capabilities",
-        "client_info",
-        "initialized",
-        "log_level",
-        "protocol_version",
-    )
-
-    def __init__(
-        self,
-        protocol_version: str,
-        client_capabilities: Mapping[str, Any],
-        client_info: Mapping[str, Any] | None,
-    ) -> None:
-        self.protocol_version = protocol_version
-        self.client_capabilities = client_capabilities
-        self.client_info = client_info
-        #: True once ``notifications/initialized`` arrived.
-        self.initialized = False
-        #: Minimum level set by ``logging/setLevel``, or None (send every level).
-        self.log_level: str | None = None
 
 
 def _missing_meta_message(meta: Any) -> str:
@@ -154,6 +132,7 @@ class ServerConnection(Connection):
         self._cancelled: dict[Any, None] = {}
         self._session: LegacySession | None = None
         self._shim = LegacyShim(self)
+        self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
 
     # --- public API -------------------------------------------------------------------------
 
@@ -207,21 +186,25 @@ class ServerConnection(Connection):
                 del self._cancelled[request_id]
                 return
             raise LocalProtocolError(f"no request with id {request_id!r} awaits an answer")
-        if self._shim.waiting(request_id):
+        if event.session is not None and self._shim.waiting(request_id):
             raise LocalProtocolError(
                 f"request {request_id!r} is waiting for the client's input (legacy shim)"
             )
-        if isinstance(result, InputRequiredResult):
-            self._respond_input_required(event, result)
+        kind = type(result)
+        if kind is dict:
+            if result.get("resultType") == INPUT_REQUIRED:  # type: ignore[union-attr]
+                self._respond_input_required(event, *_input_required(result))  # type: ignore[arg-type]
+            else:
+                self._respond_complete(event, result)  # type: ignore[arg-type]
+        elif kind is InputRequiredResult:
+            self._respond_input_required(event, result)  # type: ignore[arg-type]
         elif isinstance(result, JsonRpcError):
             self._respond_error(event, result)
+        elif isinstance(result, InputRequiredResult):
+            self._respond_input_required(event, result)
         elif isinstance(result, Mapping):
             if result.get("resultType") == INPUT_REQUIRED:
-                try:
-                    ir = InputRequiredResult.from_wire(result)
-                except (TypeError, ValueError) as exc:
-                    raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
-                self._respond_input_required(event, ir)
+                self._respond_input_required(event, *_input_required(result))
             else:
                 self._respond_complete(event, result)
         else:
@@ -241,12 +224,53 @@ class ServerConnection(Connection):
             event = self._inflight.get(related_request_id)
             if event is None:
                 return  # the request is over: progress and logs for it must stop
-            if method == "notifications/message" and not self._log_allowed(event, params):
+            if event.method == LISTEN:
+                if method == ACKNOWLEDGED:
+                    raise LocalProtocolError("use acknowledge() to acknowledge a subscription")
+                if related_request_id not in self._acknowledged:
+                    raise LocalProtocolError(
+                        "acknowledge() the subscription before notifying on it"
+                    )
+                if not allowed_on_stream(event.params["notifications"], method, params):
+                    return  # the client did not opt in to this notification type
+                params = tag(params, related_request_id)
+            elif method == "notifications/message" and not self._log_allowed(event, params):
                 return
         elif method == "notifications/message" and not self._log_allowed(None, params):
             return
         msg = notification_message(method, params)
-        self._out.append(OutgoingNotification(self._encode(msg), msg, related_request_id))
+        self._out.append((OutgoingNotification, self._encode(msg), msg, related_request_id))
+
+    def acknowledge(
+        self, request_id: str | int, notifications: Mapping[str, Any] | None = None
+    ) -> None:
+        """Acknowledge a ``subscriptions/listen`` request: the first message on its stream.
+
+        ``notifications`` is the subset of the requested filter the server will honour
+        (default: all of it); only notification types in it are sent on the stream afterwards.
+        """
+        event = self._inflight.get(request_id)
+        if event is None or event.method != LISTEN:
+            raise LocalProtocolError(f"{request_id!r} is not an open subscriptions/listen request")
+        requested = event.params["notifications"]
+        honored = dict(requested) if notifications is None else dict(notifications)
+        if not all(k in requested for k in honored):
+            raise LocalProtocolError("acknowledge() may only honour notification types requested")
+        if notifications is not None:
+            event.params["notifications"] = honored  # type: ignore[index]
+        self._acknowledged.add(request_id)
+        params = tag({"notifications": honored}, request_id)
+        msg = notification_message(ACKNOWLEDGED, params)
+        self._out.append((OutgoingNotification, self._encode(msg), msg, request_id))
+
+    def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
+        """Abandon a client request locally (e.g. its HTTP stream is gone): as if the client
+        had cancelled it. Legacy shim legs are cancelled on the wire; a later answer from the
+        application is dropped. Returns False when the request was not in flight."""
+        if request_id not in self._inflight:
+            return False
+        self._cancel(request_id, reason)
+        return True
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
@@ -274,10 +298,12 @@ class ServerConnection(Connection):
             result["instructions"] = config.instructions
         return result
 
-    def ping(self) -> str | int:
+    def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
-        if self._session is None or not self._server_requests:
-            raise LocalProtocolError("ping needs a legacy session that carries server requests")
+        if self._session is None or not self._server_requests or self._closed:
+            raise LocalProtocolError(
+                "ping needs an open legacy session that carries server requests"
+            )
         return self._shim.send_ping()
 
     def next_deadline(self) -> float | None:
@@ -306,7 +332,7 @@ class ServerConnection(Connection):
                 self._invalid(exc, answer=True)
         elif kind == NOTIFICATION:
             self._on_notification(msg["method"], msg.get("params"))
-        elif kind == RESPONSE:
+        else:  # RESPONSE
             self._shim.on_response(msg)
 
     def _on_request(self, msg: dict[str, Any], context: Any) -> None:
@@ -327,16 +353,16 @@ class ServerConnection(Connection):
         if meta is not None and type(meta) is not dict:
             raise invalid(rid, "_meta must be an object")
         version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+        http = None
+        principal = None
         if context is not None:
             http, principal = context
-            if http is not None:
-                check_headers(http, rid, method, params, version)
-        else:
-            principal = None
+            if http is not None and version is None and self._session is not None:
+                self._check_legacy_header(http, rid, method, meta)
         if principal is None:
             principal = self.principal
         if version is not None:
-            self._on_modern_request(rid, method, params, meta, version, principal)  # type: ignore[arg-type]
+            self._on_modern_request(rid, method, params, meta, version, principal, http)  # type: ignore[arg-type]
         elif method == "initialize" and self.config.legacy_versions:
             self._on_initialize(rid, params)
         elif self._session is not None:
@@ -362,9 +388,31 @@ class ServerConnection(Connection):
         meta: dict[str, Any],
         version: Any,
         principal: str | None,
+        http: HttpRequestFacts | None,
     ) -> None:
-        check_modern_meta(meta, rid)
+        # Order (conformance-pinned): required _meta fields (-32602), mirror headers (-32020),
+        # version (-32022), method (-32601), then per-method params.
+        caps = meta.get(CLIENT_CAPABILITIES)
+        if type(caps) is not dict:
+            if caps is None:
+                raise invalid(rid, f"Missing required _meta field {CLIENT_CAPABILITIES}")
+            raise invalid(rid, f"_meta field {CLIENT_CAPABILITIES} must be an object")
+        if type(version) is not str:
+            raise invalid(rid, f"_meta field {PROTOCOL_VERSION} must be a string")
+        info = meta.get(CLIENT_INFO)
+        if info is not None and type(info) is not dict:
+            raise invalid(rid, f"_meta field {CLIENT_INFO} must be an object")
+        level = meta.get(LOG_LEVEL)
+        if level is not None and (type(level) is not str or level not in LOG_LEVEL_RANK):
+            raise invalid(rid, f"Unknown log level in _meta field {LOG_LEVEL}")
         config = self.config
+        if http is not None:
+            check_headers(http, rid, method, params, version)
+            if method == "tools/call" and config.param_headers:
+                name = params.get("name")
+                mirrored = config.param_headers.get(name) if type(name) is str else None
+                if mirrored:
+                    check_param_headers(http, rid, params.get("arguments"), mirrored)
         if version not in config.supported_versions:
             raise RemoteProtocolError(
                 JsonRpcError.unsupported_version(
@@ -378,18 +426,9 @@ class ServerConnection(Connection):
         round_: int | None = 1
         if method in MRTR_METHODS:
             state, round_ = self._read_mrtr_fields(rid, method, params, principal)
-        event = RequestReceived(
-            rid,
-            method,
-            params,
-            Era.MODERN,
-            version,
-            meta[CLIENT_CAPABILITIES],
-            meta.get(CLIENT_INFO),
-            state,
-            round_,
-            principal,
-        )
+        elif method == LISTEN and type(params.get("notifications")) is not dict:
+            raise invalid(rid, "subscriptions/listen: notifications must be an object")
+        event = RequestReceived(rid, method, params, None, state, round_, principal)
         self._inflight[rid] = event
         if method == "server/discover" and config.answer_discovery:
             self._respond_complete(event, self.discover_result())
@@ -437,6 +476,29 @@ class ServerConnection(Connection):
         self._events.append(RequestStateRejected(rid, method, reason))
         raise RemoteProtocolError(INVALID_STATE, rid)
 
+    def _check_legacy_header(
+        self, http: HttpRequestFacts, rid: Any, method: str, meta: Any
+    ) -> None:
+        """Legacy HTTP: the only MCP header is ``MCP-Protocol-Version``, absent on initialize.
+
+        The modern mirror headers do not exist before 2026-07-28. A version header naming a
+        version this server does not serve is refused (400); a modern one on a body without the
+        envelope is the modern wire's missing ``_meta`` (-32602).
+        """
+        header = http.protocol_version
+        if header is None or method == "initialize" or header in self.config.legacy_versions:
+            return
+        if header in self.config.supported_versions:
+            raise invalid(rid, _missing_meta_message(meta))
+        raise RemoteProtocolError(
+            JsonRpcError(
+                INVALID_REQUEST,
+                f"Bad Request: unsupported MCP-Protocol-Version header '{header}'",
+                {"supported": list(self.config.legacy_versions)},
+            ),
+            rid,
+        )
+
     def _on_initialize(self, rid: Any, params: dict[str, Any]) -> None:
         if self._session is not None:
             raise RemoteProtocolError(
@@ -457,8 +519,7 @@ class ServerConnection(Connection):
         legacy = self.config.legacy_versions
         version = requested if requested in legacy else legacy[0]
         self._session = LegacySession(version, caps, info)
-        self._events.append(SessionInitialized(version, caps, info))
-        event = RequestReceived(rid, "initialize", params, Era.LEGACY, version, caps, info)
+        event = RequestReceived(rid, "initialize", params, self._session)
         self._inflight[rid] = event
         if self.config.answer_discovery:
             self._respond_complete(event, self.initialize_result(version))
@@ -472,44 +533,40 @@ class ServerConnection(Connection):
         assert session is not None
         if method == "ping":
             msg = result_message(rid, {})
-            self._out.append(OutgoingResult(self._dumps(msg), msg, rid))
+            self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
             return
         if method == "logging/setLevel":
             level = params.get("level")
-            if level not in LOG_LEVEL_RANK:
+            if type(level) is not str or level not in LOG_LEVEL_RANK:
                 raise invalid(rid, "logging/setLevel: unknown level")
             session.log_level = level
             msg = result_message(rid, {})
-            self._out.append(OutgoingResult(self._dumps(msg), msg, rid))
+            self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
             return
-        event = RequestReceived(
-            rid,
-            method,
-            params,
-            Era.LEGACY,
-            session.protocol_version,
-            session.client_capabilities,
-            session.client_info,
-            None,
-            1,
-            principal,
-        )
+        if method in MRTR_METHODS and ("inputResponses" in params or "requestState" in params):
+            # Not fields of the legacy wire: on a first round they could only be forged answers.
+            params = {k: v for k, v in params.items() if k not in _MRTR_FIELDS}
+        event = RequestReceived(rid, method, params, session, None, 1, principal)
         self._inflight[rid] = event
         self._events.append(event)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
             rid = params.get("requestId") if params is not None else None
-            if is_valid_id(rid) and rid in self._inflight:
+            event = self._inflight.get(rid) if is_valid_id(rid) else None
+            # initialize must not be cancelled (2025-11-25 cancellation); ignore the attempt.
+            if event is not None and event.method != "initialize":
                 self._cancel(rid, params.get("reason") if params is not None else None)
             return
         if method == "notifications/initialized" and self._session is not None:
             self._session.initialized = True
+            self._shim.release()
         self._events.append(NotificationReceived(method, params))
 
     def _cancel(self, rid: Any, reason: Any) -> None:
         del self._inflight[rid]
-        self._shim.abandon(rid, notify_client=True)
+        self._acknowledged.discard(rid)
+        self._shim.abandon(rid)
         cancelled = self._cancelled
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
@@ -517,13 +574,14 @@ class ServerConnection(Connection):
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _on_close(self) -> None:
-        self._shim.abandon_all()
+        for rid in self._shim.abandon_all():
+            del self._inflight[rid]
 
     # --- send path --------------------------------------------------------------------------
 
     def _respond_complete(self, event: RequestReceived, result: Mapping[str, Any]) -> None:
         rid = event.request_id
-        if event.era is Era.MODERN:
+        if event.session is None:
             out = dict(result)
             if "resultType" not in out:
                 out["resultType"] = "complete"
@@ -534,7 +592,10 @@ class ServerConnection(Connection):
                     out["_meta"] = {SERVER_INFO: info}
                 elif SERVER_INFO not in meta:
                     out["_meta"] = {**meta, SERVER_INFO: info}
-            if event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
+            if event.method == LISTEN:
+                self._acknowledged.discard(rid)
+                out["_meta"] = tag(out, rid)["_meta"]
+            elif event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
                 if "ttlMs" not in out:
                     out["ttlMs"] = self.config.cache_ttl_ms
                 if "cacheScope" not in out:
@@ -546,18 +607,30 @@ class ServerConnection(Connection):
         msg = result_message(rid, out)
         data = self._encode(msg)
         del self._inflight[rid]
-        self._shim.finish(rid)
-        self._out.append(OutgoingResult(data, msg, rid))
+        self._out.append((OutgoingResult, data, msg, rid))
+        session = event.session
+        if session is not None:
+            self._shim.finish(rid)
+            if event.method == "initialize":
+                self._session_opened(session, out)
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
+        self._acknowledged.discard(rid)
         msg = error_message(rid, error)
         data = self._encode(msg)
         del self._inflight[rid]
         self._shim.finish(rid)
-        self._out.append(OutgoingError(data, msg, rid, error))
+        self._out.append((OutgoingError, data, msg, rid, error))
+        if event.session is not None and event.method == "initialize":
+            self._session = None  # the handshake failed: the client may try again
 
-    def _respond_input_required(self, event: RequestReceived, ir: InputRequiredResult) -> None:
+    def _respond_input_required(
+        self,
+        event: RequestReceived,
+        ir: InputRequiredResult,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
         if event.method not in MRTR_METHODS:
             raise LocalProtocolError(
                 f"input_required is only allowed on {', '.join(sorted(MRTR_METHODS))}, "
@@ -568,7 +641,7 @@ class ServerConnection(Connection):
             raise LocalProtocolError(
                 f"input_requests has more than {self._limits.max_input_requests} entries"
             )
-        if event.era is Era.LEGACY:
+        if event.session is not None:
             if not (self.config.legacy_shim and self._server_requests):
                 self._respond_error(
                     event,
@@ -580,31 +653,39 @@ class ServerConnection(Connection):
                 return
             self._shim.start_round(event, ir)
             return
-        required = ir.required_capabilities()
-        if required and missing_capabilities(required, event.client_capabilities):
-            self._respond_error(event, JsonRpcError.missing_capability(required))
+        if requests and not ir.allowed_by(event.client_capabilities):
+            required = ir.required_capabilities()
+            # data carries the full merged set; the message names what is missing.
+            missing = missing_capabilities(required, event.client_capabilities)
+            names = ", ".join(_capability_paths(missing))
+            message = f"Missing required client capability: {names}"
+            self._respond_error(event, JsonRpcError.missing_capability(required, message))
             return
-        token: str | None = None
-        if ir.request_state is not None:
-            token = self._seal(event, ir.request_state)
-        wire = ir.to_wire(token)
-        if self._server_info is not None:
-            wire["_meta"] = {SERVER_INFO: self._server_info}
+        state = ir.request_state
+        wire = ir.to_wire(
+            state
+            if state is None or (self._protector is None and type(state) is str)
+            else self._seal(event, state)
+        )
+        info = self._server_info
+        if meta:
+            keep = info is None or SERVER_INFO in meta  # the app's own serverInfo wins
+            wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
+        elif info is not None:
+            wire["_meta"] = {SERVER_INFO: info}
         rid = event.request_id
         msg = result_message(rid, wire)
         data = self._encode(msg)
         del self._inflight[rid]
-        self._out.append(OutgoingInputRequired(data, msg, rid))
+        self._out.append((OutgoingInputRequired, data, msg, rid))
 
     def _seal(self, event: RequestReceived, state: Any) -> str:
         protector = self._protector
-        if protector is None:
-            if type(state) is not str:
-                raise LocalProtocolError(
-                    "request_state must be a string unless the server seals state "
-                    "(ServerConfig.request_state)"
-                )
-            return state
+        if protector is None:  # called only for a non-string state in that case
+            raise LocalProtocolError(
+                "request_state must be a string unless the server seals state "
+                "(ServerConfig.request_state)"
+            )
         return protector.seal(
             state,
             _binding(event.method, event.params, event.principal),
@@ -613,28 +694,61 @@ class ServerConnection(Connection):
         )
 
     def _log_allowed(self, event: RequestReceived | None, params: Mapping[str, Any] | None) -> bool:
-        """Whether a ``notifications/message`` may go out (modern: only if the request asked)."""
+        """Whether a ``notifications/message`` may go out (modern: only if the request asked).
+
+        Raises :class:`LocalProtocolError` when ``params.level`` is not a ``LoggingLevel``.
+        """
         level = params.get("level") if params is not None else None
+        if type(level) is not str or level not in LOG_LEVEL_RANK:
+            raise LocalProtocolError(
+                f"notifications/message: params.level must be one of {', '.join(LOG_LEVELS)}"
+            )
         if event is not None and event.era is Era.MODERN:
             wanted = event.meta.get(LOG_LEVEL)
+        elif self._session is None:
+            return False  # modern clients ask per request; nothing asked for this message
         else:
-            wanted = self._session.log_level if self._session is not None else None
+            wanted = self._session.log_level
             if wanted is None:
                 return True
         if wanted is None:
             return False
-        return LOG_LEVEL_RANK.get(level, len(LOG_LEVEL_RANK)) >= LOG_LEVEL_RANK[wanted]  # type: ignore[arg-type]
+        return LOG_LEVEL_RANK[level] >= LOG_LEVEL_RANK[wanted]
+
+    def _session_opened(self, session: LegacySession, result: Mapping[str, Any]) -> None:
+        """``initialize`` was answered: the version in the answer is the negotiated one."""
+        version = result.get("protocolVersion")
+        if isinstance(version, str):
+            session.protocol_version = version
+        self._events.append(
+            SessionInitialized(
+                session.protocol_version, session.client_capabilities, session.client_info
+            )
+        )
 
     # --- used by the legacy shim ------------------------------------------------------------
 
     def _fail(self, rid: Any, error: JsonRpcError) -> None:
-        event = self._inflight.get(rid)
-        if event is not None:
-            self._respond_error(event, error)
+        """Answer a shimmed request (always still in flight) with an error."""
+        self._respond_error(self._inflight[rid], error)
 
     def _replay(self, event: RequestReceived) -> None:
         self._inflight[event.request_id] = event
         self._events.append(event)
+
+
+def _input_required(
+    result: Mapping[str, Any],
+) -> tuple[InputRequiredResult, Mapping[str, Any] | None]:
+    """An application's ``input_required`` mapping, validated like a constructed value, and
+    its ``_meta`` (kept on the wire, merged with serverInfo)."""
+    meta = result.get("_meta")
+    try:
+        if meta is not None and not isinstance(meta, Mapping):
+            raise TypeError("_meta: must be an object")
+        return InputRequiredResult.from_wire(result), meta
+    except (TypeError, ValueError) as exc:
+        raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
 
 
 class _Absent:
