@@ -1140,6 +1140,93 @@ def test_http_headers_are_accepted_by_our_server() -> None:
     assert event.name == "日本"
 
 
+SQL_TOOL: dict[str, Any] = {
+    "name": "execute_sql",
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "query": {"type": "string"},
+            "opts": {
+                "type": "object",
+                "properties": {
+                    "dry": {"type": "boolean", "x-mcp-header": "Dry"},
+                    "limit": {"type": ["integer", "null"], "x-mcp-header": "Limit"},
+                },
+            },
+        },
+    },
+}
+
+
+def test_http_headers_mirror_x_mcp_header_arguments() -> None:
+    from mrtr_sansio import param_headers_for
+
+    mirrored = param_headers_for([SQL_TOOL])
+    conn = client()
+    conn.call(
+        "tools/call",
+        {
+            "name": "execute_sql",
+            "arguments": {"region": "us-west1", "query": "q", "opts": {"dry": True, "limit": -7}},
+        },
+    )
+    conn.call(
+        "tools/call",
+        {"name": "execute_sql", "arguments": {"region": "Hello, 世界", "opts": {"limit": None}}},
+    )
+    conn.call(
+        "tools/call",
+        {"name": "execute_sql", "arguments": {"region": "=?base64?literal?=", "opts": 5}},
+    )
+    conn.call("tools/call", {"name": "execute_sql"})
+    conn.call("tools/call", {"name": "other", "arguments": {"region": "x"}})
+    conn.call("prompts/get", {"name": "execute_sql", "arguments": {"region": "x"}})
+    items = conn.outgoing()
+    params = [
+        {k: v for k, v in conn.http_headers(i, mirrored).items() if k.startswith("Mcp-Param-")}
+        for i in items
+    ]
+    assert params == [
+        {"Mcp-Param-Region": "us-west1", "Mcp-Param-Dry": "true", "Mcp-Param-Limit": "-7"},
+        {"Mcp-Param-Region": "=?base64?SGVsbG8sIOS4lueVjA==?="},
+        {"Mcp-Param-Region": "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="},
+        {},
+        {},
+        {},
+    ]
+    assert conn.http_headers(items[0]) == {
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "execute_sql",
+    }
+
+
+def test_param_headers_are_accepted_by_our_server_on_every_leg() -> None:
+    from mrtr_sansio import HttpRequestFacts, ServerConfig, ServerConnection, param_headers_for
+
+    mirrored = param_headers_for([SQL_TOOL])
+    server = ServerConnection(ServerConfig(param_headers=mirrored))
+    conn = client()
+    args = {"region": "eu-west 3 ", "query": "q", "opts": {"dry": False}}
+    conn.call("tools/call", {"name": "execute_sql", "arguments": args})
+    seen = []
+    for leg in range(2):  # the first request, then its retry: both mirror the arguments
+        (item,) = conn.outgoing()
+        headers = {k.lower(): v for k, v in conn.http_headers(item, mirrored).items()}
+        assert headers["mcp-param-region"] == "=?base64?ZXUtd2VzdCAzIA==?="
+        server.receive_message(item.data, http=HttpRequestFacts.from_headers(headers))
+        (event,) = server.events()
+        assert type(event) is RequestReceived
+        seen.append(event.request_state)
+        if leg == 0:
+            server.respond(event.request_id, InputRequiredResult(request_state="s"))
+            (answer,) = server.outgoing()
+            conn.receive_message(answer.data)
+            conn.handle_timer(conn.next_deadline())  # type: ignore[arg-type]
+    assert seen == [None, "s"]
+
+
 # --- against our ServerConnection -----------------------------------------------------------
 
 
@@ -1242,6 +1329,9 @@ def test_config_defaults() -> None:
     assert config.retry_backoff == 0.05
     assert config.max_retry_backoff == 0.25
     assert config.extra_result_types == frozenset()
+    assert ClientConfig(extra_result_types=["task"]).extra_result_types == {"task"}
+    with pytest.raises(TypeError, match="string"):
+        ClientConfig(extra_result_types="task")
     conn = ClientConnection()
     conn.call("tools/list")
     assert one(conn)["params"] == {"_meta": envelope(caps={}, info=None)}

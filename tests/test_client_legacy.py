@@ -400,6 +400,16 @@ def test_a_request_cancelled_in_flight_stays_a_possible_origin_until_settled() -
     assert event.call is c
 
 
+def test_cancelling_a_request_that_cannot_originate_server_requests_settles_nothing() -> None:
+    conn, call = ready_with_call()
+    listing = conn.call("tools/list")
+    one(conn, L)
+    conn.cancel(listing)
+    answers(conn)
+    (event,) = server_request(conn, 10, "roots/list")
+    assert event.call is call
+
+
 def test_a_server_request_that_can_only_be_for_a_cancelled_call_is_refused() -> None:
     conn, call = ready_with_call()
     conn.cancel(call)

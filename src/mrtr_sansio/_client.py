@@ -61,6 +61,7 @@ from ._jsonrpc import (
     request_message,
 )
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS
+from ._param_headers import _header_text
 
 __all__ = ["ClientConnection"]
 
@@ -282,13 +283,19 @@ class ClientConnection(Connection):
             del timers[call_id]
             self._send_leg(self._calls[call_id])
 
-    def http_headers(self, item: Outgoing) -> dict[str, str]:
+    def http_headers(
+        self,
+        item: Outgoing,
+        param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+    ) -> dict[str, str]:
         """The MCP headers an HTTP transport sets on the POST carrying ``item``.
 
-        Modern: ``MCP-Protocol-Version`` and ``Mcp-Method`` on every message, ``Mcp-Name`` on
-        ``tools/call``/``prompts/get``/``resources/read`` (base64-wrapped when not plain
-        ASCII). Legacy: ``MCP-Protocol-Version`` once ``initialize`` has been answered.
-        ``Mcp-Param-*`` headers depend on tool definitions and are the application's.
+        Modern: ``MCP-Protocol-Version`` on every message, ``Mcp-Method`` on requests,
+        ``Mcp-Name`` on ``tools/call``/``prompts/get``/``resources/read``, and for a
+        ``tools/call`` the ``Mcp-Param-*`` headers of the tool's ``x-mcp-header`` arguments,
+        given ``param_headers`` (``param_headers_for(tools)`` over the ``tools/list`` result).
+        Values that are not plain header-safe ASCII are base64-wrapped. Legacy:
+        ``MCP-Protocol-Version`` once ``initialize`` has been answered.
         """
         msg = item.message
         method: str = msg.get("method", "")
@@ -299,12 +306,17 @@ class ClientConnection(Connection):
             if method == "initialize" or self.protocol_version is None:
                 return {}
             return {"MCP-Protocol-Version": self.protocol_version}
+        assert isinstance(params, Mapping)
         headers = {"MCP-Protocol-Version": version, "Mcp-Method": encode_header_value(method)}
         field = _NAME_FIELD.get(method)
-        if field is not None:
-            name = params.get(field)  # type: ignore[union-attr]
-            if isinstance(name, str):
-                headers["Mcp-Name"] = encode_header_value(name)
+        if field is None:
+            return headers
+        name = params.get(field)
+        if isinstance(name, str):
+            headers["Mcp-Name"] = encode_header_value(name)
+            mirrored = param_headers.get(name) if param_headers and field == "name" else None
+            if mirrored and method == "tools/call":
+                headers.update(_param_headers(params.get("arguments"), mirrored))
         return headers
 
     @property
@@ -572,6 +584,19 @@ class ClientConnection(Connection):
             self._end(st, CallFailed(st.call, error, True))
         for event in self._server.close():
             self._events.append(InputWithdrawn(event.call, event.key))
+
+
+def _param_headers(arguments: Any, mirrored: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """``Mcp-Param-{Name}`` headers for the arguments present at the mirrored paths."""
+    out = {}
+    for name, path in mirrored.items():
+        value = arguments
+        for step in path:
+            value = value.get(step) if isinstance(value, Mapping) else None
+        text = _header_text(value)
+        if text is not None:
+            out[f"Mcp-Param-{name}"] = encode_header_value(text)
+    return out
 
 
 def _event(event: InputNeeded) -> InputNeeded:
