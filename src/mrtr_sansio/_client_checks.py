@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._capabilities import ELICIT, ROOTS, SAMPLE, missing_capabilities, required_capabilities
+from ._capabilities import (
+    ELICIT,
+    ROOTS,
+    SAMPLE,
+    grants,
+    missing_capabilities,
+    needs_of,
+    required_capabilities,
+)
 from ._config import Limits
 from ._errors import (
     INVALID_PARAMS,
@@ -130,8 +138,8 @@ def read_input_required(
         problem = request_problem(method, params)
         if problem is not None:
             raise InvalidResponseError(f"inputRequests[{key!r}]: {problem}")
-        missing = missing_capabilities(required_capabilities(method, params), declared)
-        if missing:
+        if not grants(declared, needs_of(method, params)):
+            missing = missing_capabilities(required_capabilities(method, params), declared)
             raise InvalidResponseError(
                 f"inputRequests[{key!r}] needs client capabilities this client did not declare: "
                 + ", ".join(_capability_paths(missing))
@@ -169,14 +177,17 @@ def check_answer(method: str, result: Any) -> dict[str, Any]:
     answer needs an ``action``, a sampling answer ``role``, ``content`` and ``model``, a roots
     answer a ``roots`` array.
     """
-    if not isinstance(result, Mapping):
+    if type(result) is dict:
+        answer = result
+    elif isinstance(result, Mapping):
+        answer = dict(result)
+    else:
         raise LocalProtocolError(f"the answer must be a mapping, not {type(result).__name__}")
-    answer = result if type(result) is dict else dict(result)
     if method == ELICIT:
         if answer.get("action") not in _ELICIT_ACTIONS:
             raise LocalProtocolError('an elicitation answer needs "action": accept/decline/cancel')
         content = answer.get("content")
-        if content is not None and not isinstance(content, Mapping):
+        if content is not None and type(content) is not dict and not isinstance(content, Mapping):
             raise LocalProtocolError("an elicitation answer's content must be a mapping")
     elif method == SAMPLE:
         if (
