@@ -2,7 +2,8 @@
 
 Each example picks an era (modern; legacy, served by the server's legacy shim; auto, which finds
 the modern server; auto against a server without modern versions, which falls back to legacy),
-the client's declared capabilities and round cap, and the shim's. Calls follow random *plans*:
+the client's declared capabilities and round cap, the shim's, and whether the server seals
+``requestState`` (HMAC-SHA256, AES-256-GCM, or not at all). Calls follow random *plans*:
 rounds of input requests (random keys, kinds, and ``requestState`` of random size and content,
 or state only), then a result. Rules make calls, move bytes in random chunks, let the server
 application answer, answer input (accept, decline, cancel, reject), cancel calls, advance the
@@ -11,9 +12,10 @@ clock and feed junk. Checked on every step:
 * every message the client writes is valid for its era's schema (``wire.drain``), and the
   server never sees an invalid message from it;
 * request ids are never reused;
-* the server application sees, on every retry, the exact ``requestState`` it sent last (absent
-  when it sent none) and exactly the answers the client application gave for the keys of the
-  last round; first requests and other methods carry neither field (no leak across calls);
+* the server application sees, on every retry, the exact ``requestState`` it wrote last (any
+  JSON value when sealed, a byte-exact string otherwise; absent when it wrote none) and
+  exactly the answers the client application gave for the keys of the last round; first
+  requests and other methods carry neither field (no leak across calls);
 * every modern request carries the configured envelope;
 * each round's events name the right call and round, one per key;
 * a call ends at most once, and nothing about it is reported after its end or cancellation;
@@ -48,6 +50,7 @@ from mrtr_sansio import (
     InvalidMessage,
     RequestReceived,
     RequestStateRejected,
+    RequestStateSecurity,
     RoundsExhausted,
     ServerConfig,
     ServerConnection,
@@ -57,14 +60,28 @@ from wire import drain
 KINDS = ("form", "url", "sample", "roots")
 ODD_STATES = ["", " ", "☃𝄞", '{"json": [1, 2]}', "\ud800", "\x00\n", "é" * 300]
 
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+# None: no state. Other JSON values are sealed as they are by a sealing server, and travel as
+# their JSON text otherwise (an unsealed modern server sends strings only).
 states = st.one_of(
-    st.none(), st.sampled_from(ODD_STATES), st.text(max_size=40), st.text(max_size=600)
+    st.none(),
+    st.sampled_from(ODD_STATES),
+    st.text(max_size=40),
+    st.text(max_size=600),
+    json_values.filter(lambda v: v is not None),
 )
 rounds = st.tuples(
     st.dictionaries(st.text(min_size=1, max_size=6), st.sampled_from(KINDS), max_size=3),
     states,
 ).filter(lambda r: bool(r[0]) or r[1] is not None)
 plans = st.lists(rounds, max_size=5)
+KEY = bytes(range(32))
 
 
 def tag_of(cid: int, rnd: int, key: str) -> str:
@@ -102,12 +119,12 @@ def read_tag(event: InputNeeded) -> tuple[int, int, str]:
 class CallModel:
     """What the test knows about one call: its plan, and the server application's view."""
 
-    def __init__(self, cid: int, plan: list[tuple[dict[str, str], str | None]], call: Call):
+    def __init__(self, cid: int, plan: list[tuple[dict[str, str], Any]], call: Call):
         self.cid = cid
         self.plan = plan
         self.call = call
         self.server_round = 0  # input_required results the server application returned
-        self.sent_state: str | None = None
+        self.sent_state: Any = None
         self.asked: dict[str, str] = {}
         self.answers: dict[str, Any] = {}
         self.outcome: str | None = None  # "completed" | "failed" | "exhausted" | "cancelled"
@@ -131,9 +148,14 @@ class ClientServerMachine(RuleBasedStateMachine):
         declared=st.sets(st.sampled_from(KINDS)),
         max_rounds=st.integers(1, 4),
         shim_rounds=st.integers(1, 4),
+        sealing=st.sampled_from([None, "hmac-sha256", "aes-256-gcm"]),
     )
-    def setup(self, era: str, declared: set[str], max_rounds: int, shim_rounds: int) -> None:
+    def setup(
+        self, era: str, declared: set[str], max_rounds: int, shim_rounds: int, sealing: Any
+    ) -> None:
         self.era = era
+        self.sealed = sealing is not None
+        record(f"era {era}, sealing {sealing}")
         self.legacy = era in ("legacy", "auto-legacy")
         self.declared = declared
         caps: dict[str, Any] = {}
@@ -162,6 +184,9 @@ class ClientServerMachine(RuleBasedStateMachine):
                 server_info={"name": "srv", "version": "1"},
                 legacy_max_rounds=shim_rounds,
                 supported_versions=() if era == "auto-legacy" else ("2026-07-28",),
+                request_state=None
+                if sealing is None
+                else RequestStateSecurity([KEY], codec=sealing),
             )
         )
 
@@ -193,6 +218,8 @@ class ClientServerMachine(RuleBasedStateMachine):
         if m.server_round > len(m.plan):
             return {"content": [{"type": "text", "text": f"done {m.cid}"}]}
         kinds, state = m.plan[m.server_round - 1]
+        if not (self.sealed or self.legacy or state is None or isinstance(state, str)):
+            state = json.dumps(state)
         m.sent_state = state
         m.asked = dict(kinds)
         m.answers = {}
@@ -307,7 +334,7 @@ class ClientServerMachine(RuleBasedStateMachine):
     # --- the client application ---------------------------------------------------------------
 
     @rule(plan=plans)
-    def make_call(self, plan: list[tuple[dict[str, str], str | None]]) -> None:
+    def make_call(self, plan: list[tuple[dict[str, str], Any]]) -> None:
         cid = self.next_cid
         self.next_cid += 1
         call = self.client.call("tools/call", {"name": "plan", "arguments": {"cid": cid}})
