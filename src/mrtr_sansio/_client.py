@@ -19,6 +19,7 @@ from typing import Any
 
 from ._client_checks import InvalidResponseError, check_answer, read_input_required
 from ._client_era import Handshake
+from ._client_http import request_headers
 from ._client_legacy import ServerRequests
 from ._config import ClientConfig
 from ._connection import Connection
@@ -51,7 +52,6 @@ from ._events import (
     RoundsExhausted,
     UnexpectedResponse,
 )
-from ._http import encode_header_value
 from ._jsonrpc import (
     REQUEST,
     RESPONSE,
@@ -61,14 +61,12 @@ from ._jsonrpc import (
     request_message,
 )
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS
-from ._param_headers import _header_text
 
 __all__ = ["ClientConnection"]
 
 #: Fields of the params that belong to the connection, never to the application.
 _MANAGED_PARAMS = ("inputResponses", "requestState")
 _ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
-_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 class _CallState:
@@ -297,27 +295,7 @@ class ClientConnection(Connection):
         Values that are not plain header-safe ASCII are base64-wrapped. Legacy:
         ``MCP-Protocol-Version`` once ``initialize`` has been answered.
         """
-        msg = item.message
-        method: str = msg.get("method", "")
-        params = msg.get("params")
-        meta = params.get("_meta") if isinstance(params, Mapping) else None
-        version = meta.get(PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
-        if version is None:  # a notification, an answer, or a legacy request
-            if method == "initialize" or self.protocol_version is None:
-                return {}
-            return {"MCP-Protocol-Version": self.protocol_version}
-        assert isinstance(params, Mapping)
-        headers = {"MCP-Protocol-Version": version, "Mcp-Method": encode_header_value(method)}
-        field = _NAME_FIELD.get(method)
-        if field is None:
-            return headers
-        name = params.get(field)
-        if isinstance(name, str):
-            headers["Mcp-Name"] = encode_header_value(name)
-            mirrored = param_headers.get(name) if param_headers and field == "name" else None
-            if mirrored and method == "tools/call":
-                headers.update(_param_headers(params.get("arguments"), mirrored))
-        return headers
+        return request_headers(item.message, self.protocol_version, param_headers)
 
     @property
     def in_flight(self) -> frozenset[Call]:
@@ -584,19 +562,6 @@ class ClientConnection(Connection):
             self._end(st, CallFailed(st.call, error, True))
         for event in self._server.close():
             self._events.append(InputWithdrawn(event.call, event.key))
-
-
-def _param_headers(arguments: Any, mirrored: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
-    """``Mcp-Param-{Name}`` headers for the arguments present at the mirrored paths."""
-    out = {}
-    for name, path in mirrored.items():
-        value = arguments
-        for step in path:
-            value = value.get(step) if isinstance(value, Mapping) else None
-        text = _header_text(value)
-        if text is not None:
-            out[f"Mcp-Param-{name}"] = encode_header_value(text)
-    return out
 
 
 def _event(event: InputNeeded) -> InputNeeded:
