@@ -67,26 +67,25 @@ class InputRequest:
     _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        if self.method not in EMBEDDABLE_METHODS:
+        method, params = self.method, self.params
+        if method not in EMBEDDABLE_METHODS:
             raise ValueError(
-                f"method: {self.method!r} cannot be embedded; use one of "
+                f"method: {method!r} cannot be embedded; use one of "
                 f"{', '.join(sorted(EMBEDDABLE_METHODS))}"
             )
-        if self.params is None:
-            if self.method != ROOTS:
-                raise TypeError(f"params: {self.method} needs params")
-        elif not isinstance(self.params, Mapping):
-            raise TypeError(f"params: must be a mapping, got {type(self.params).__name__}")
-        else:
+        if params is None:
+            if method != ROOTS:
+                raise TypeError(f"params: {method} needs params")
+            wire: dict[str, Any] = {"method": method}
+        elif type(params) is dict or isinstance(params, Mapping):
             # A private plain-dict copy: serializable by any codec, immune to caller mutation.
-            object.__setattr__(self, "params", dict(self.params))
-        wire = (
-            {"method": self.method}
-            if self.params is None
-            else {"method": self.method, "params": self.params}
-        )
+            params = dict(params)
+            object.__setattr__(self, "params", params)
+            wire = {"method": method, "params": params}
+        else:
+            raise TypeError(f"params: must be a mapping, got {type(params).__name__}")
         object.__setattr__(self, "_wire", wire)
-        object.__setattr__(self, "_needs", needs_of(self.method, self.params))
+        object.__setattr__(self, "_needs", needs_of(method, params))
 
     @classmethod
     def coerce(cls, value: InputRequest | Mapping[str, Any]) -> InputRequest:
@@ -114,16 +113,16 @@ class InputRequest:
 def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
     if value is None:
         return None
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise TypeError(
             f"input_requests: must be a mapping of key to request, got {type(value).__name__}"
         )
     out: dict[str, InputRequest] = {}
     for key, request in value.items():
-        k = _key(key)
+        k = key if type(key) is str else _key(key)
         if not k:
             raise ValueError("input_requests: keys must be non-empty strings")
-        out[k] = InputRequest.coerce(request)
+        out[k] = request if type(request) is InputRequest else InputRequest.coerce(request)
     return out
 
 
@@ -151,11 +150,13 @@ class InputRequiredResult:
             object.__setattr__(self, "_wire_requests", None)
             object.__setattr__(self, "_needs", ())
             return
-        object.__setattr__(self, "_wire_requests", {k: r._wire for k, r in requests.items()})
-        needs: set[Need] = set()
-        for r in requests.values():
-            needs.update(r._needs)
-        object.__setattr__(self, "_needs", tuple(needs))
+        wire: dict[str, Any] = {}
+        needs: tuple[Need, ...] = ()
+        for k, r in requests.items():
+            wire[k] = r._wire
+            needs += r._needs
+        object.__setattr__(self, "_wire_requests", wire)
+        object.__setattr__(self, "_needs", tuple(set(needs)) if len(requests) > 1 else needs)
 
     @classmethod
     def from_wire(cls, result: Mapping[str, Any]) -> InputRequiredResult:
@@ -194,7 +195,7 @@ def elicit_form(message: str, requested_schema: Mapping[str, Any], **extra: Any)
     """A form-mode ``elicitation/create`` (``mode`` is left out: absent means form)."""
     if not isinstance(message, str):
         raise TypeError("message: must be a string")
-    if not isinstance(requested_schema, Mapping):
+    if type(requested_schema) is not dict and not isinstance(requested_schema, Mapping):
         raise TypeError("requested_schema: must be a mapping (a JSON Schema object)")
     return InputRequest(ELICIT, {"message": message, "requestedSchema": requested_schema, **extra})
 
