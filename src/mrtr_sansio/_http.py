@@ -10,7 +10,6 @@ HTTP status 400.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,7 +49,7 @@ def decode_header_value(value: str) -> str:
         payload = value[9:-2]
         try:
             return base64.b64decode(payload, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError) as exc:
+        except ValueError as exc:  # binascii.Error, UnicodeDecodeError, non-ASCII payload
             raise ValueError("malformed base64 header value") from exc
     return value
 

@@ -44,13 +44,13 @@ EMBEDDABLE_METHODS = frozenset({ELICIT, SAMPLE, ROOTS})
 INPUT_REQUIRED = "input_required"
 
 
-def _key(key: object) -> str:
-    """A plain ``str`` for a key that is a str or a str subclass (e.g. a ``StrEnum`` member)."""
+def _key(key: object) -> str | None:
+    """A plain ``str`` for a str or a str subclass (e.g. a ``StrEnum`` member), else None."""
     if type(key) is str:
         return key
     if isinstance(key, str):
         return str.__str__(key)
-    raise TypeError(f"input request keys must be strings, got {type(key).__name__}")
+    return None
 
 
 @attrs.frozen
@@ -68,6 +68,8 @@ class InputRequest:
 
     def __attrs_post_init__(self) -> None:
         method, params = self.method, self.params
+        if not isinstance(method, str):
+            raise TypeError(f"method: must be a string, got {type(method).__name__}")
         if method not in EMBEDDABLE_METHODS:
             raise ValueError(
                 f"method: {method!r} cannot be embedded; use one of "
@@ -78,6 +80,11 @@ class InputRequest:
                 raise TypeError(f"params: {method} needs params")
             wire: dict[str, Any] = {"method": method}
         elif type(params) is dict or isinstance(params, Mapping):
+            if method == ELICIT and params.get("mode", "form") not in ("form", "url"):
+                # Anything else would be sent with the wrong capability check (and is invalid).
+                raise ValueError(
+                    f"params.mode: must be 'form', 'url' or absent, got {params['mode']!r}"
+                )
             # A private plain-dict copy: serializable by any codec, immune to caller mutation.
             params = dict(params)
             object.__setattr__(self, "params", params)
@@ -120,9 +127,23 @@ def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
     out: dict[str, InputRequest] = {}
     for key, request in value.items():
         k = key if type(key) is str else _key(key)
+        if k is None:
+            raise TypeError(f"input_requests: keys must be strings, got {type(key).__name__}")
         if not k:
             raise ValueError("input_requests: keys must be non-empty strings")
-        out[k] = request if type(request) is InputRequest else InputRequest.coerce(request)
+        if type(request) is InputRequest:
+            out[k] = request
+            continue
+        if not isinstance(request, (InputRequest, Mapping)):
+            raise TypeError(
+                f"input_requests[{k!r}]: must be an InputRequest or a mapping, "
+                f"got {type(request).__name__}"
+            )
+        try:
+            out[k] = InputRequest.coerce(request)
+        except (TypeError, ValueError) as exc:
+            # The message starts with the field ("method: ..."); say which entry it is in.
+            raise type(exc)(f"input_requests[{k!r}].{exc}") from None
     return out
 
 
@@ -255,15 +276,19 @@ class InputResponses(Mapping[str, Any]):
 
     Lookups accept any str-like key. The typed readers return None when the answer is absent or
     not of the expected shape, so that a handler can simply ask again (the spec's SHOULD).
+    Anything but a mapping (junk a peer sent where it was not validated) reads as empty.
     """
 
     __slots__ = ("_raw",)
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
-        self._raw: Mapping[str, Any] = raw if raw is not None else {}
+        self._raw: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
 
     def __getitem__(self, key: str) -> Any:
-        return self._raw[_key(key)]
+        k = _key(key)
+        if k is None:
+            raise KeyError(key)
+        return self._raw[k]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._raw)
@@ -272,14 +297,18 @@ class InputResponses(Mapping[str, Any]):
         return len(self._raw)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and _key(key) in self._raw
+        k = _key(key)
+        return k is not None and k in self._raw
 
     def __repr__(self) -> str:
         return f"InputResponses({dict(self._raw)!r})"
 
     def get_response(self, key: str) -> Mapping[str, Any] | None:
         """The raw answer object under ``key``, or None."""
-        value = self._raw.get(key if type(key) is str else _key(key))
+        k = key if type(key) is str else _key(key)
+        if k is None:
+            return None
+        value = self._raw.get(k)
         return value if type(value) is dict or isinstance(value, Mapping) else None
 
     def elicitation_action(self, key: str) -> str | None:
