@@ -105,6 +105,12 @@ class ServerConfig:
     clock: Callable[[], float] = time.time
     #: Source of unguessable ids (legacy url-elicitation ids). Injected for determinism.
     token_hex: Callable[[int], str] = secrets.token_hex
+    #: Streamable HTTP: the tools' ``x-mcp-header`` annotations (tool name -> header name ->
+    #: argument path, e.g. ``param_headers_for(tools)``). A ``tools/call`` of such a tool must
+    #: mirror those arguments in ``Mcp-Param-*`` headers that match the body, else -32020.
+    param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] = attrs.field(
+        factory=dict, converter=_plain_dict
+    )
 
 
 @attrs.frozen

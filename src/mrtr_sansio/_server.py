@@ -65,6 +65,7 @@ from ._jsonrpc import (
     result_message,
 )
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
+from ._param_headers import check_param_headers
 from ._session import LegacySession
 from ._shim import LegacyShim
 from ._state import RequestStateError, StateBinding
@@ -404,9 +405,14 @@ class ServerConnection(Connection):
         level = meta.get(LOG_LEVEL)
         if level is not None and (type(level) is not str or level not in LOG_LEVEL_RANK):
             raise invalid(rid, f"Unknown log level in _meta field {LOG_LEVEL}")
+        config = self.config
         if http is not None:
             check_headers(http, rid, method, params, version)
-        config = self.config
+            if method == "tools/call" and config.param_headers:
+                name = params.get("name")
+                mirrored = config.param_headers.get(name) if type(name) is str else None
+                if mirrored:
+                    check_param_headers(http, rid, params.get("arguments"), mirrored)
         if version not in config.supported_versions:
             raise RemoteProtocolError(
                 JsonRpcError.unsupported_version(
