@@ -23,7 +23,9 @@ logging is disabled for both sides):
   - ``sdk-direct``: ``create_direct_dispatcher_pair()`` with the server side running
     ``modern_on_request(server, ...)`` (the SDK's in-process embedding of the modern
     per-request-envelope path: a fresh ``Connection`` per request and ``serve_one``, with no
-    JSON-RPC framing or streams). Bytes in and out with the same two calls.
+    JSON-RPC framing or streams). Bytes in and out with the same two calls. It skips the
+    SDK's envelope ladder (``classify_inbound_request``), which its stream and HTTP entries
+    run and ours always runs: the leanest path there is, and the usual SDK figure.
 
   Either way the request reaches the ``Server``'s shipped middleware (OpenTelemetry, a no-op
   without an exporter), per-version params validation, the ``on_call_tool`` handler and the
@@ -36,7 +38,8 @@ logging is disabled for both sides):
 * **sealed**: the engine exchange with AES-256-GCM sealed state on both sides (ours:
   ``RequestStateSecurity``; the SDK: its ``RequestStateBoundary`` middleware), once
   ``RequestStateSecurity`` exists in ``mrtr_sansio``; otherwise skipped with a note.
-* **client**: ours against the SDK client, once ``ClientConnection`` exists; else ``n/a``.
+* **client**: not measured yet: ``ClientConnection`` was not in ``mrtr_sansio`` when this was
+  written, so the figure is ``n/a`` (the script says so if it has landed since).
 * **memory**: what one long-lived server still holds after N exchanges (ours: the engine
   path with the stdlib codec; the SDK: ``sdk-stream``, its long-lived equivalent), each in a
   fresh interpreter, from a baseline taken after 1,000 warm-up exchanges and ``gc.collect()``:
@@ -46,7 +49,9 @@ logging is disabled for both sides):
 Timing: every path runs in one asyncio event loop; the paths are sampled in alternation (each
 sample is a calibrated number of back-to-back exchanges) and the medians compared, so that
 drifts hit all of them alike. Time is this process's CPU time (``time.process_time``), so that
-other processes on a busy machine do not count; nothing here waits on IO.
+other processes on a busy machine do not count; nothing here waits on IO. A busy machine still
+slows the SDK's larger working set more than ours (shared caches): quote figures from a quiet
+one.
 
     python bench/compare_sdk.py [--quick] [--samples N] [--memory-exchanges N]
 
@@ -460,7 +465,10 @@ async def run(args: argparse.Namespace) -> None:
         print(f"sealed (AES-256-GCM): sdk/ours = {sdk_sealed / result['sealed-ours']:.1f}")
     else:
         print("sealed: skipped (mrtr_sansio has no RequestStateSecurity yet)")
-    print("client: n/a (mrtr_sansio has no ClientConnection yet)")
+    if hasattr(m, "ClientConnection"):
+        print("client: n/a (ClientConnection has landed; this script does not measure it yet)")
+    else:
+        print("client: n/a (mrtr_sansio has no ClientConnection yet)")
 
     n = args.memory_exchanges
     kept = retained(n)
