@@ -282,7 +282,10 @@ class InputResponses(Mapping[str, Any]):
     __slots__ = ("_raw",)
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
-        self._raw: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        # Exact types first: an ABC isinstance costs as much as the rest of a lookup.
+        if type(raw) is not dict and (raw is None or not isinstance(raw, Mapping)):
+            raw = {}
+        self._raw: Mapping[str, Any] = raw
 
     def __getitem__(self, key: str) -> Any:
         k = _key(key)
@@ -309,7 +312,9 @@ class InputResponses(Mapping[str, Any]):
         if k is None:
             return None
         value = self._raw.get(k)
-        return value if type(value) is dict or isinstance(value, Mapping) else None
+        if type(value) is dict or (value is not None and isinstance(value, Mapping)):
+            return value
+        return None
 
     def elicitation_action(self, key: str) -> str | None:
         """``"accept"``, ``"decline"`` or ``"cancel"`` for an elicitation answer, else None."""
