@@ -36,10 +36,17 @@ logging is disabled for both sides):
   callable in process: one ``http`` scope per POST with the same headers (``Host``,
   ``Content-Type``, ``Accept``, ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name``).
 * **sealed**: the engine exchange with AES-256-GCM sealed state on both sides (ours:
-  ``RequestStateSecurity``; the SDK: its ``RequestStateBoundary`` middleware), once
-  ``RequestStateSecurity`` exists in ``mrtr_sansio``; otherwise skipped with a note.
-* **client**: not measured yet: ``ClientConnection`` was not in ``mrtr_sansio`` when this was
-  written, so the figure is ``n/a`` (the script says so if it has landed since).
+  ``RequestStateSecurity``; the SDK: its ``RequestStateBoundary`` middleware, as ``MCPServer``
+  installs it), the retry carrying the token the first leg returned.
+* **client**: the same flow from the client's side: call ``tools/call``, get
+  ``input_required``, answer the elicitation, retry, get the result. Ours: one long-lived
+  ``ClientConnection`` with the stdlib codec (``call`` -> ``data_to_send`` ->
+  ``receive_data`` -> ``InputNeeded`` -> ``fulfil`` -> ... -> ``CallCompleted``). The SDK's:
+  ``mcp.Client(mode="2026-07-28", elicitation_callback=...)`` and ``call_tool``, over
+  in-memory streams with its stdio transport's byte conversions. Both talk to the same canned
+  in-memory server, which answers each request line with our server's bytes for that leg under
+  the request's id (and the SDK client's one ``tools/list``, sent on its first call to learn
+  output schemas), so the figure is the client's own cost.
 * **memory**: what one long-lived server still holds after N exchanges (ours: the engine
   path with the stdlib codec; the SDK: ``sdk-stream``, its long-lived equivalent), each in a
   fresh interpreter, from a baseline taken after 1,000 warm-up exchanges and ``gc.collect()``:
@@ -53,7 +60,10 @@ other processes on a busy machine do not count; nothing here waits on IO. A busy
 slows the SDK's larger working set more than ours (shared caches): quote figures from a quiet
 one.
 
-    python bench/compare_sdk.py [--quick] [--samples N] [--memory-exchanges N]
+    python bench/compare_sdk.py [--quick] [--samples N] [--seconds S] [--memory-exchanges N]
+
+``--quick`` (for CI): 5 samples of about 10 ms per path and 1,000 memory exchanges, a few
+seconds of CPU; the default is 31 samples of about 100 ms and 100,000 exchanges.
 
 Last line: ``ratio sdk/ours: engine=<x.x> engine-orjson=<y.y> asgi=<z.z> client=<w.w>``.
 """
@@ -65,27 +75,31 @@ import gc
 import json
 import logging
 import os
+import re
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from importlib.metadata import version
 from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.client.client import Client
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import modern_on_request
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.direct_dispatcher import create_direct_dispatcher_pair
 from mcp.shared.message import SessionMessage
-from server_exchange import REQUEST_1, REQUEST_2, SCHEMA, SERVER_INFO, STATE
+from server_exchange import ARGUMENTS, REQUEST_1, REQUEST_2, SCHEMA, SERVER_INFO, STATE
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import McpHttpApp
 
 PROMPT = "When do you arrive?"
+CLIENT_INFO = {"name": "bench-client", "version": "1.0.0"}
 BOOKED = "Booked Paris for 2026-12-24."
 AUDIENCE = "bench-server"
 KEY = bytes(range(32))
@@ -103,20 +117,33 @@ Leg = Callable[[bytes], Any]  # request bytes -> response bytes (or an awaitable
 
 
 class Path:
-    """One way to run the exchange: a leg function (request bytes -> response bytes)."""
+    """One way to run the exchange: a leg function (request bytes -> response bytes) called
+    for both requests, or (clients) ``run``, which performs the whole exchange itself."""
 
-    def __init__(self, name: str, leg: Leg, *, is_async: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        leg: Leg | None = None,
+        *,
+        is_async: bool,
+        run: Callable[[], Any] | None = None,
+    ) -> None:
         self.name = name
         self.leg = leg
+        self.run = run
         self.is_async = is_async
         self.lines = (_body(REQUEST_1), _body(REQUEST_2))
 
     async def answer(self, body: bytes) -> bytes:
+        assert self.leg is not None
         out = self.leg(body)
         return (await out) if self.is_async else out  # type: ignore[no-any-return]
 
-    async def exchange(self) -> tuple[bytes, bytes]:
-        """Both legs once (setup and checks; the timed loops call the legs directly)."""
+    async def exchange(self) -> Any:
+        """One exchange, off the clock (setup and checks)."""
+        if self.run is not None:
+            out = self.run()
+            return (await out) if self.is_async else out
         return await self.answer(self.lines[0]), await self.answer(self.lines[1])
 
     async def seal_second_leg(self) -> None:
@@ -149,9 +176,7 @@ def ours_answer(event: m.RequestReceived) -> m.InputRequiredResult | dict[str, A
 def ours_config(codec: m.JsonCodec, sealed: bool = False) -> m.ServerConfig:
     if not sealed:
         return m.ServerConfig(server_info=SERVER_INFO, codec=codec)
-    security = m.RequestStateSecurity(  # type: ignore[attr-defined]
-        keys=[KEY], codec="aes-256-gcm", audience=AUDIENCE, ttl=TTL
-    )
+    security = m.RequestStateSecurity(keys=[KEY], codec="aes-256-gcm", audience=AUDIENCE, ttl=TTL)
     return m.ServerConfig(server_info=SERVER_INFO, codec=codec, request_state=security)
 
 
@@ -290,12 +315,134 @@ def asgi_path(name: str, app: Any, connected: anyio.Event) -> Path:
     return Path(name, leg, is_async=True)
 
 
+# --- clients ---------------------------------------------------------------------------------
+
+_ID = re.compile(rb'"id":(\d+)')
+ANSWER = {"action": "accept", "content": {"checkin": "2026-12-24"}}
+TOOLS = {
+    "tools": [{"name": "book", "inputSchema": {"type": "object"}}],
+    "resultType": "complete",
+    "ttlMs": 0,
+    "cacheScope": "private",
+}
+
+
+class CannedServer:
+    """The in-memory server both clients talk to: it answers each request line with the bytes
+    our server sent for that leg (``input_required``, then the result; ``tools/list`` for the
+    SDK client's output-schema lookup), under the request's own id. Its cost is tiny and the
+    same for both clients, so what is measured is the client."""
+
+    def __init__(self, responses: tuple[bytes, bytes]) -> None:
+        first, second = (json.dumps(json.loads(r)["result"]).encode() for r in responses)
+        self.results = (first, second, json.dumps(TOOLS).encode())
+
+    def __call__(self, line: bytes) -> bytes:
+        match = _ID.search(line)
+        assert match is not None
+        if b'"inputResponses"' in line:
+            result = self.results[1]
+        elif b'"tools/list"' in line:
+            result = self.results[2]
+        else:
+            result = self.results[0]
+        return b'{"jsonrpc":"2.0","id":' + match[1] + b',"result":' + result + b"}\n"
+
+
+def ours_client(name: str, server: CannedServer) -> Path:
+    """A long-lived ClientConnection on a stream: call, answer the elicitation, get the result."""
+    conn = m.ClientConnection(
+        m.ClientConfig(client_info=CLIENT_INFO, capabilities={"elicitation": {"form": {}}})
+    )
+    call, receive, next_event, fulfil, send = (
+        conn.call,
+        conn.receive_data,
+        conn.next_event,
+        conn.fulfil,
+        conn.data_to_send,
+    )
+
+    def run() -> Any:
+        call("tools/call", {"name": "book", "arguments": ARGUMENTS})
+        receive(server(send()))
+        needed: Any = next_event()
+        assert needed.params["message"] == PROMPT
+        fulfil(needed, {"action": "accept", "content": {"checkin": "2026-12-24"}})
+        receive(server(send()))
+        done: Any = next_event()
+        assert done.result["content"][0]["text"] == BOOKED
+        return done.result
+
+    return Path(name, run=run, is_async=False)
+
+
+class _MemoryTransport:
+    """A client transport over in-memory streams (what ``stdio_client`` yields, minus IO)."""
+
+    def __init__(self, streams: tuple[Any, Any]) -> None:
+        self.streams = streams
+
+    async def __aenter__(self) -> tuple[Any, Any]:
+        return self.streams
+
+    async def __aexit__(self, *_: object) -> None:
+        for stream in self.streams:
+            await stream.aclose()
+
+
+async def sdk_elicit(ctx: Any, params: Any) -> types.ElicitResult:
+    """The SDK client's elicitation callback: the same answer as ours."""
+    assert params.message == PROMPT
+    return types.ElicitResult(action="accept", content={"checkin": "2026-12-24"})
+
+
+async def sdk_client(name: str, server: CannedServer, tg: Any, stack: AsyncExitStack) -> Path:
+    """``mcp.Client`` pinned to 2026-07-28 over in-memory streams, its messages turned into
+    bytes and back exactly as its stdio transport does (``model_dump_json`` and
+    ``jsonrpc_message_adapter.validate_json``)."""
+    to_client, client_reads = create_context_streams[SessionMessage | Exception](0)
+    client_writes, from_client = create_context_streams[SessionMessage](0)
+
+    async def serve() -> None:
+        async for message in from_client:
+            line = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+            await to_client.send(SessionMessage(_parse(server(line), by_name=False)))
+
+    tg.start_soon(serve)
+    client = Client(
+        _MemoryTransport((client_reads, client_writes)),  # type: ignore[arg-type]
+        mode="2026-07-28",
+        client_info=types.Implementation(**CLIENT_INFO),
+        elicitation_callback=sdk_elicit,
+    )
+    await stack.enter_async_context(client)
+    call_tool = client.call_tool
+
+    async def run() -> Any:
+        result = await call_tool("book", ARGUMENTS)
+        assert result.content[0].text == BOOKED  # type: ignore[union-attr]
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    return Path(name, run=run, is_async=True)
+
+
 # --- measuring -------------------------------------------------------------------------------
 
 
 async def _timed(path: Path, loops: int) -> float:
     """Seconds for ``loops`` back-to-back exchanges."""
+    run = path.run
+    if run is not None:
+        start = time.process_time()
+        if path.is_async:
+            for _ in range(loops):
+                await run()
+        else:
+            for _ in range(loops):
+                run()
+        return time.process_time() - start
     leg = path.leg
+    assert leg is not None
     line1, line2 = path.lines
     if path.is_async:
         start = time.process_time()
@@ -415,9 +562,8 @@ async def run(args: argparse.Namespace) -> None:
         f"Python {sys.version.split()[0]}, mcp {version('mcp')}, pydantic {version('pydantic')}, "
         f"mrtr-sansio {version('mrtr-sansio')}"
     )
-    sealed = hasattr(m, "RequestStateSecurity")
     connected = anyio.Event()
-    async with anyio.create_task_group() as tg:
+    async with anyio.create_task_group() as tg, AsyncExitStack() as stack:
         engine = [
             ours_engine("ours-stdlib", m.StdlibJsonCodec()),
             ours_engine("ours-orjson", m.OrjsonCodec()),
@@ -431,24 +577,32 @@ async def run(args: argparse.Namespace) -> None:
             asgi_path("asgi-ours", ours_app, connected),
             asgi_path("asgi-sdk", sdk_app, connected),
         ]
-        seal: list[Path] = []
-        if sealed:
-            seal = [
-                ours_engine("sealed-ours", m.StdlibJsonCodec(), sealed=True),
-                sdk_stream("sealed-sdk-stream", sdk_server(sealed=True), tg),
-                await sdk_direct("sealed-sdk-direct", sdk_server(sealed=True), tg),
-            ]
-        async with sdk_http.session_manager.run():
-            for path in seal:
-                await path.seal_second_leg()
-            first = {path.name: await path.exchange() for path in engine + asgi + seal}
-            ours = first["ours-stdlib"]
-            print(f"responses: {len(ours[0])} + {len(ours[1])} bytes")
-            for name, out in first.items():
-                if not _same(ours, out, sealed=name.startswith("sealed")):
-                    raise SystemExit(f"{name} answered differently:\n{out!r}\nours:\n{ours!r}")
-            print("every path sends the same two responses (sealed tokens aside)")
-            result = await measure(engine + asgi + seal, args.samples, args.seconds)
+        seal = [
+            ours_engine("sealed-ours", m.StdlibJsonCodec(), sealed=True),
+            sdk_stream("sealed-sdk-stream", sdk_server(sealed=True), tg),
+            await sdk_direct("sealed-sdk-direct", sdk_server(sealed=True), tg),
+        ]
+        await stack.enter_async_context(sdk_http.session_manager.run())
+        for path in seal:
+            await path.seal_second_leg()
+        first = {path.name: await path.exchange() for path in engine + asgi + seal}
+        ours = first["ours-stdlib"]
+        print(f"responses: {len(ours[0])} + {len(ours[1])} bytes")
+        for name, out in first.items():
+            if not _same(ours, out, sealed=name.startswith("sealed")):
+                raise SystemExit(f"{name} answered differently:\n{out!r}\nours:\n{ours!r}")
+        server = CannedServer(ours)
+        clients = [
+            ours_client("client-ours", server),
+            await sdk_client("client-sdk", server, tg, stack),
+        ]
+        ours_result, sdk_result = [await path.exchange() for path in clients]
+        if ours_result["content"] != sdk_result["content"]:
+            raise SystemExit(
+                f"the clients ended differently:\n{sdk_result!r}\nours:\n{ours_result!r}"
+            )
+        print("every path sends the same two responses (sealed tokens aside); both clients agree")
+        result = await measure(engine + asgi + seal + clients, args.samples, args.seconds)
         tg.cancel_scope.cancel()
 
     print(f"\n{'path':20s} {'median':>10s}  (interleaved samples: {args.samples})")
@@ -459,16 +613,10 @@ async def run(args: argparse.Namespace) -> None:
         "engine": sdk_engine / result["ours-stdlib"],
         "engine-orjson": sdk_engine / result["ours-orjson"],
         "asgi": result["asgi-sdk"] / result["asgi-ours"],
+        "client": result["client-sdk"] / result["client-ours"],
     }
-    if sealed:
-        sdk_sealed = min(result["sealed-sdk-stream"], result["sealed-sdk-direct"])
-        print(f"sealed (AES-256-GCM): sdk/ours = {sdk_sealed / result['sealed-ours']:.1f}")
-    else:
-        print("sealed: skipped (mrtr_sansio has no RequestStateSecurity yet)")
-    if hasattr(m, "ClientConnection"):
-        print("client: n/a (ClientConnection has landed; this script does not measure it yet)")
-    else:
-        print("client: n/a (mrtr_sansio has no ClientConnection yet)")
+    sdk_sealed = min(result["sealed-sdk-stream"], result["sealed-sdk-direct"])
+    print(f"sealed (AES-256-GCM): sdk/ours = {sdk_sealed / result['sealed-ours']:.1f}")
 
     n = args.memory_exchanges
     kept = retained(n)
@@ -476,12 +624,12 @@ async def run(args: argparse.Namespace) -> None:
         f"memory retained after {n:,} exchanges on one long-lived server (RSS; live blocks): "
         + ", ".join(f"{side} {_mib(rss)}; {blocks:+d}" for side, (rss, blocks) in kept.items())
     )
-    targets = {"engine": 10, "engine-orjson": 25, "asgi": 5}
+    targets = {"engine": 10, "engine-orjson": 25, "asgi": 5, "client": 10}
     missed = [f"{k}<{t}x" for k, t in targets.items() if ratios[k] < t]
     if kept["ours"][0] > 2**20:
         missed.append("memory>1MiB")
     print("targets: " + ("all met" if not missed else "MISSED " + ", ".join(missed)))
-    print("ratio sdk/ours: " + " ".join(f"{k}={v:.1f}" for k, v in ratios.items()) + " client=n/a")
+    print("ratio sdk/ours: " + " ".join(f"{k}={v:.1f}" for k, v in ratios.items()))
 
 
 def main() -> None:
