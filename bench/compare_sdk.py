@@ -88,6 +88,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.client.client import Client
+from mcp.client.session import ClientRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.runner import modern_on_request
 from mcp.shared._context_streams import create_context_streams
@@ -234,7 +235,8 @@ _parse = types.jsonrpc_message_adapter.validate_json
 
 
 def _dump(message: Any) -> bytes:
-    return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+    text: str = message.model_dump_json(by_alias=True, exclude_unset=True)
+    return text.encode() + b"\n"
 
 
 def sdk_stream(name: str, server: Server[Any], tg: Any) -> Path:
@@ -390,7 +392,9 @@ class _MemoryTransport:
             await stream.aclose()
 
 
-async def sdk_elicit(ctx: Any, params: Any) -> types.ElicitResult:
+async def sdk_elicit(
+    context: ClientRequestContext, params: types.ElicitRequestParams
+) -> types.ElicitResult | types.ErrorData:
     """The SDK client's elicitation callback: the same answer as ours."""
     assert params.message == PROMPT
     return types.ElicitResult(action="accept", content={"checkin": "2026-12-24"})
@@ -410,9 +414,9 @@ async def sdk_client(name: str, server: CannedServer, tg: Any, stack: AsyncExitS
 
     tg.start_soon(serve)
     client = Client(
-        _MemoryTransport((client_reads, client_writes)),  # type: ignore[arg-type]
+        _MemoryTransport((client_reads, client_writes)),
         mode="2026-07-28",
-        client_info=types.Implementation(**CLIENT_INFO),
+        client_info=types.Implementation(name=CLIENT_INFO["name"], version=CLIENT_INFO["version"]),
         elicitation_callback=sdk_elicit,
     )
     await stack.enter_async_context(client)
