@@ -95,6 +95,18 @@ class InputRequest:
         object.__setattr__(self, "_needs", needs_of(method, params))
 
     @classmethod
+    def _trusted(cls, method: str, params: dict[str, Any]) -> InputRequest:
+        """Construction for the builders below, whose ``params`` dict is fresh and valid by
+        construction: no checks and no defensive copy (the hot path of most handlers)."""
+        self = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(self, "method", method)
+        setattr_(self, "params", params)
+        setattr_(self, "_wire", {"method": method, "params": params})
+        setattr_(self, "_needs", needs_of(method, params))
+        return self
+
+    @classmethod
     def coerce(cls, value: InputRequest | Mapping[str, Any]) -> InputRequest:
         """Accept an :class:`InputRequest` or a ``{"method": ..., "params": ...}`` mapping."""
         if isinstance(value, InputRequest):
@@ -218,7 +230,10 @@ def elicit_form(message: str, requested_schema: Mapping[str, Any], **extra: Any)
         raise TypeError("message: must be a string")
     if type(requested_schema) is not dict and not isinstance(requested_schema, Mapping):
         raise TypeError("requested_schema: must be a mapping (a JSON Schema object)")
-    return InputRequest(ELICIT, {"message": message, "requestedSchema": requested_schema, **extra})
+    params = {"message": message, "requestedSchema": requested_schema, **extra}
+    if extra and extra.get("mode", "form") != "form":
+        return InputRequest(ELICIT, params)  # validated: refuses a mode other than form/url
+    return InputRequest._trusted(ELICIT, params)
 
 
 def elicit_url(
