@@ -25,7 +25,8 @@ import os
 import select
 import sys
 import time
-from typing import BinaryIO
+from collections.abc import Callable
+from typing import BinaryIO, Protocol
 
 from mrtr_sansio import RequestReceived, ServerConfig, ServerConnection
 
@@ -81,6 +82,41 @@ def _readable(fd: int, timeout: float | None) -> bool:
     if not _CAN_SELECT:
         return True
     return bool(select.select([fd], [], [], timeout)[0])
+
+
+class _Driver(Protocol):
+    """What :func:`_wait` drives: :class:`StreamServer` or :class:`ClientDriver`."""
+
+    def receive(self, data: bytes) -> None: ...
+    def refresh_timer(self) -> bool: ...
+    def timer_delay(self) -> float | None: ...
+    def fire_timer(self) -> None: ...
+
+
+def _wait(fd: int, driver: _Driver, flush: Callable[[], None], timeout: float | None) -> None:
+    """Wait for input on ``fd`` (at most ``timeout`` seconds; None: no limit) and feed it to
+    ``driver``, firing the driver's timer whenever it falls due meanwhile; ``flush`` writes
+    what each step queued."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        driver.refresh_timer()
+        due = driver.timer_delay()
+        left = None if end is None else max(0.0, end - time.monotonic())
+        limit = due if left is None else (left if due is None else min(due, left))
+        if _readable(fd, limit):
+            try:
+                data = os.read(fd, READ_SIZE)
+            except OSError:
+                data = b""
+            driver.receive(data)
+            flush()
+            return
+        assert limit is not None  # select only times out with a timeout
+        if due is not None and due <= limit:
+            driver.fire_timer()
+            flush()
+        if left is not None and left <= limit:
+            return
 
 
 class _Server:
@@ -152,29 +188,7 @@ class _Server:
     # --- input, output and time -------------------------------------------------------------
 
     def _wait(self, timeout: float | None) -> None:
-        """Wait for input (at most ``timeout`` seconds; None: no limit) and take it in,
-        firing the connection's timer whenever it falls due meanwhile."""
-        driver = self._driver
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            driver.refresh_timer()
-            due = driver.timer_delay()
-            left = None if end is None else max(0.0, end - time.monotonic())
-            limit = due if left is None else (left if due is None else min(due, left))
-            if _readable(self._fd, limit):
-                try:
-                    data = os.read(self._fd, READ_SIZE)
-                except OSError:
-                    data = b""
-                driver.receive(data)
-                self._flush()
-                return
-            assert limit is not None  # select only times out with a timeout
-            if due is not None and due <= limit:
-                driver.fire_timer()
-                self._flush()
-            if left is not None and left <= limit:
-                return
+        _wait(self._fd, self._driver, self._flush, timeout)
 
     def _flush(self) -> None:
         data = self._conn.data_to_send()
