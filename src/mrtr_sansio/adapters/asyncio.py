@@ -11,6 +11,13 @@ task is cancelled and awaited before :func:`serve` returns: no task is left behi
 
     from mrtr_sansio.adapters.asyncio import serve_stdio
     asyncio.run(serve_stdio(handler, ServerConfig(server_info={"name": "demo", "version": "1"})))
+
+The client side is :class:`Client`: it launches a stdio server (or connects over TCP or given
+streams), runs the input callbacks the application registered in their own tasks, and drives
+the MRTR rounds (modern) and the server's requests (legacy) for each awaiting call::
+
+    async with Client.connect_stdio(["python", "server.py"], elicitation=ask_user) as client:
+        result = await client.call_tool("book_trip", {"destination": "Lisbon"})
 """
 
 from __future__ import annotations
@@ -19,14 +26,36 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable
-from typing import IO
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import IO, Any
 
-from mrtr_sansio import RequestReceived, ServerConfig, ServerConnection
+from typing_extensions import Unpack
 
+from mrtr_sansio import (
+    Call,
+    ClientConfig,
+    ClientConnection,
+    InputNeeded,
+    RequestReceived,
+    ServerConfig,
+    ServerConnection,
+)
+
+from ._client_common import (
+    AsyncClientBase,
+    ClientDriver,
+    ClientOptions,
+    InputCallback,
+    client_config,
+)
 from ._common import READ_SIZE, Handler, RequestContext, StreamServer, call_handler
 
-__all__ = ["serve", "serve_stdio", "serve_tcp"]
+__all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
+
+#: Seconds a closing client waits for the server to end its output, then for it to exit
+#: (before each escalation: SIGTERM, then SIGKILL).
+SHUTDOWN_TIMEOUT = 5.0
 
 
 async def serve(
@@ -239,3 +268,271 @@ class _Server:
         self._flush()
         if self._timer is None:
             self._arm_timer()
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+class Client(AsyncClientBase):
+    """An MCP client over asyncio streams; open it with :meth:`connect_stdio`,
+    :meth:`connect_tcp` or :meth:`connect` (async context managers).
+
+    Calls may be made from many tasks at once. Input callbacks run in their own tasks; one the
+    server withdraws, or whose call ends, is cancelled. Cancelling a task awaiting a call sends
+    ``notifications/cancelled`` for the request in flight and stops the call's flow.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        config: ClientConfig | None = None,
+        **options: Unpack[ClientOptions],
+    ) -> None:
+        config, callbacks = client_config(config, options)
+        self._reader = reader
+        self._writer = writer
+        self._loop = asyncio.get_running_loop()
+        self._driver = ClientDriver(
+            ClientConnection(config),
+            callbacks,
+            start_input=self._start_input,
+            stop_input=self._stop_input,
+            settled=self._settled,
+            ready=self._on_ready,
+            on_notification=options.get("on_notification"),
+            trace=options.get("trace"),
+        )
+        self._waiters: dict[Call, asyncio.Future[None]] = {}
+        self._inputs: dict[int, asyncio.Task[None]] = {}  # id(InputNeeded) -> its callback
+        self._ready = asyncio.Event()
+        self._drain_lock = asyncio.Lock()  # Python 3.10 allows one drain() waiter only
+        self._timer: asyncio.TimerHandle | None = None
+        self._reading: asyncio.Task[None] | None = None
+
+    # --- opening and closing ----------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        config: ClientConfig | None = None,
+        *,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """A client over given streams, once the handshake (``era`` legacy or auto) is done.
+
+        On exit it ends its output, waits up to ``shutdown_timeout`` for the server to end its
+        own, and stops; calls still open raise :class:`ConnectionClosedError`. The caller keeps
+        (and closes) the streams. A failed handshake raises :class:`HandshakeFailedError`.
+        """
+        client = cls(reader, writer, config, **options)
+        try:
+            await client._open()
+            yield client
+        finally:
+            await client._close(shutdown_timeout)
+
+    @classmethod
+    @asynccontextmanager
+    async def connect_stdio(
+        cls,
+        command: Sequence[str],
+        config: ClientConfig | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr: int | IO[Any] | None = None,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """Launch ``command`` as a stdio server and talk to it.
+
+        ``stderr`` is where the server's logs go (inherited by default). On exit the server's
+        stdin is closed; if it has not exited ``shutdown_timeout`` seconds later it gets
+        SIGTERM, and SIGKILL after as long again (the spec's shutdown sequence).
+        """
+        proc = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            limit=READ_SIZE,
+        )
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        try:
+            async with cls.connect(
+                proc.stdout, proc.stdin, config, shutdown_timeout=shutdown_timeout, **options
+            ) as client:
+                yield client
+        finally:
+            await _end_process(proc, shutdown_timeout)
+
+    @classmethod
+    @asynccontextmanager
+    async def connect_tcp(
+        cls,
+        host: str,
+        port: int,
+        config: ClientConfig | None = None,
+        *,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """Talk to a server listening on ``host:port`` (newline-delimited JSON)."""
+        reader, writer = await asyncio.open_connection(host, port, limit=READ_SIZE)
+        try:
+            async with cls.connect(
+                reader, writer, config, shutdown_timeout=shutdown_timeout, **options
+            ) as client:
+                yield client
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def _open(self) -> None:
+        self._reading = self._loop.create_task(self._read_loop())
+        self._flush()
+        await self._drain()
+        if not self._driver.ready:
+            await self._ready.wait()
+        if self._driver.handshake_error is not None:
+            raise self._driver.handshake_error
+
+    async def _close(self, timeout: float) -> None:
+        """End our output, give the server ``timeout`` s to end its own, then stop."""
+        writer = self._writer
+        if not writer.is_closing():
+            with contextlib.suppress(OSError):
+                if writer.can_write_eof():
+                    writer.write_eof()
+                else:
+                    writer.close()
+        tasks = [*self._inputs.values()]
+        if self._reading is not None:
+            await asyncio.wait((self._reading,), timeout=timeout)
+            tasks.append(self._reading)
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._driver.close()  # whatever is still open fails: ConnectionClosedError
+
+    # --- calls ------------------------------------------------------------------------------
+
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None = None
+    ) -> Mapping[str, Any]:
+        driver = self._driver
+        call = driver.call(method, params)
+        waiter = self._waiters[call] = self._loop.create_future()
+        try:
+            self._flush()
+            await self._drain()
+            await waiter
+        except BaseException:
+            if driver.cancel(call):
+                self._flush()
+            raise
+        finally:
+            del self._waiters[call]
+        return driver.take(call)
+
+    def _settled(self, call: Call) -> None:
+        waiter = self._waiters.get(call)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _on_ready(self) -> None:
+        self._ready.set()
+
+    # --- input callbacks --------------------------------------------------------------------
+
+    def _start_input(self, event: InputNeeded, callback: InputCallback) -> None:
+        key = id(event)
+        task = self._loop.create_task(self._run_input(event, callback))
+        self._inputs[key] = task
+        task.add_done_callback(lambda done: self._forget_input(key, done))
+
+    def _forget_input(self, key: int, task: asyncio.Task[None]) -> None:
+        if self._inputs.get(key) is task:
+            del self._inputs[key]
+
+    def _stop_input(self, event: InputNeeded) -> None:
+        task = self._inputs.pop(id(event), None)
+        if task is not None:
+            task.cancel()
+
+    async def _run_input(self, event: InputNeeded, callback: InputCallback) -> None:
+        try:
+            result = await callback(event)
+        except Exception as exc:
+            self._driver.fail(event, exc)
+        else:
+            self._driver.answer(event, result)
+        self._flush()
+
+    # --- input, output and time -------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        driver = self._driver
+        while True:
+            try:
+                data = await self._reader.read(READ_SIZE)
+            except OSError:  # the connection broke: as good as the end of input
+                data = b""
+            driver.receive(data)
+            self._flush()
+            if driver.closed:
+                return
+            await self._drain()
+
+    def _flush(self) -> None:
+        """Write what the connection queued, and re-arm the timer if its deadline moved."""
+        data = self._driver.data_to_send()
+        if data and not self._writer.is_closing():
+            self._writer.write(data)
+        if self._driver.refresh_timer():
+            self._arm_timer()
+
+    async def _drain(self) -> None:
+        with contextlib.suppress(OSError):  # the server is gone: the reader sees the end
+            async with self._drain_lock:
+                await self._writer.drain()
+
+    def _arm_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        delay = self._driver.timer_delay()
+        if delay is not None:
+            self._timer = self._loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._driver.fire_timer()
+        self._flush()
+        if self._timer is None:
+            self._arm_timer()
+
+
+async def _end_process(proc: asyncio.subprocess.Process, timeout: float) -> None:
+    """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    for escalate in (proc.terminate, proc.kill):
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+            return
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                escalate()
+    await proc.wait()
