@@ -12,6 +12,13 @@ what was already answered is written, and :func:`serve` returns with its nursery
 
     from mrtr_sansio.adapters.trio import serve_stdio
     trio.run(serve_stdio, handler, ServerConfig(server_info={"name": "demo", "version": "1"}))
+
+The client side is :class:`Client`, the twin of the asyncio one: input callbacks run in their
+own cancel scopes, and cancelling the scope of a task awaiting a call cancels the request on
+the wire::
+
+    async with Client.connect_stdio(["python", "server.py"], elicitation=ask_user) as client:
+        result = await client.call_tool("book_trip", {"destination": "Lisbon"})
 """
 
 from __future__ import annotations
@@ -19,15 +26,39 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import subprocess
 import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import IO, Any
 
 import trio
+from typing_extensions import Unpack
 
-from mrtr_sansio import RequestReceived, ServerConfig, ServerConnection
+from mrtr_sansio import (
+    Call,
+    ClientConfig,
+    ClientConnection,
+    InputNeeded,
+    RequestReceived,
+    ServerConfig,
+    ServerConnection,
+)
 
+from ._client_common import (
+    AsyncClientBase,
+    ClientDriver,
+    ClientOptions,
+    InputCallback,
+    client_config,
+)
 from ._common import READ_SIZE, Handler, RequestContext, StreamServer, call_handler
 
-__all__ = ["serve", "serve_stdio", "serve_tcp"]
+__all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
+
+#: Seconds a closing client waits for the server to end its output, then for it to exit
+#: (before each escalation: SIGTERM, then SIGKILL).
+SHUTDOWN_TIMEOUT = 5.0
 
 
 async def serve(
@@ -204,3 +235,274 @@ class _Server:
             self._timer_scope = None
             self._driver.fire_timer()
             self._flush()
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+class Client(AsyncClientBase):
+    """An MCP client over a trio stream; open it with :meth:`connect_stdio`,
+    :meth:`connect_tcp` or :meth:`connect` (async context managers).
+
+    Calls may be made from many tasks at once. Input callbacks run in the client's nursery,
+    each in its own cancel scope, cancelled when the server withdraws the request or the call
+    ends. Cancelling a call's scope sends ``notifications/cancelled`` for the request in flight
+    and stops the call's flow. One writer task owns the stream's sending side.
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        config: ClientConfig | None = None,
+        **options: Unpack[ClientOptions],
+    ) -> None:
+        config, callbacks = client_config(config, options)
+        self._stream = stream
+        self._driver = ClientDriver(
+            ClientConnection(config),
+            callbacks,
+            start_input=self._start_input,
+            stop_input=self._stop_input,
+            settled=self._settled,
+            ready=self._on_ready,
+            on_notification=options.get("on_notification"),
+            trace=options.get("trace"),
+        )
+        self._nursery: trio.Nursery | None = None
+        self._waiters: dict[Call, trio.Event] = {}
+        self._inputs: dict[int, trio.CancelScope] = {}  # id(InputNeeded) -> its callback's
+        self._ready = trio.Event()
+        self._read_done = trio.Event()
+        self._wakeup = trio.lowlevel.ParkingLot()  # the writer waits here for output
+        self._closing = False  # the writer ends the output once it has sent everything
+        self._timer_scope: trio.CancelScope | None = None
+
+    # --- opening and closing ----------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        stream: trio.abc.Stream,
+        config: ClientConfig | None = None,
+        *,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """A client over ``stream``, once the handshake (``era`` legacy or auto) is done.
+
+        On exit it ends its output (``send_eof``, or closing a stream that cannot half-close),
+        waits up to ``shutdown_timeout`` for the server to end its own, and stops; calls still
+        open raise :class:`ConnectionClosedError`. The caller keeps (and closes) ``stream``.
+        A failed handshake raises :class:`HandshakeFailedError`.
+        """
+        client = cls(stream, config, **options)
+        async with trio.open_nursery() as nursery:
+            client._nursery = nursery
+            nursery.start_soon(client._read_loop)
+            nursery.start_soon(client._write_loop)
+            nursery.start_soon(client._timer_loop)
+            try:
+                await client._open()
+                yield client
+            finally:
+                await client._close(shutdown_timeout)
+
+    @classmethod
+    @asynccontextmanager
+    async def connect_stdio(
+        cls,
+        command: Sequence[str],
+        config: ClientConfig | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr: int | IO[Any] | None = None,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """Launch ``command`` as a stdio server and talk to it.
+
+        ``stderr`` is where the server's logs go (inherited by default). On exit the server's
+        stdin is closed; if it has not exited ``shutdown_timeout`` seconds later it gets
+        SIGTERM, and SIGKILL after as long again (the spec's shutdown sequence).
+        """
+        proc = await trio.lowlevel.open_process(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+        )
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        try:
+            stream = trio.StapledStream(proc.stdin, proc.stdout)
+            async with cls.connect(
+                stream, config, shutdown_timeout=shutdown_timeout, **options
+            ) as client:
+                yield client
+        finally:
+            with trio.CancelScope(shield=True):
+                await _end_process(proc, shutdown_timeout)
+
+    @classmethod
+    @asynccontextmanager
+    async def connect_tcp(
+        cls,
+        host: str,
+        port: int,
+        config: ClientConfig | None = None,
+        *,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """Talk to a server listening on ``host:port`` (newline-delimited JSON)."""
+        async with (
+            await trio.open_tcp_stream(host, port) as stream,
+            cls.connect(stream, config, shutdown_timeout=shutdown_timeout, **options) as client,
+        ):
+            yield client
+
+    async def _open(self) -> None:
+        self._flush()
+        if not self._driver.ready:
+            await self._ready.wait()
+        if self._driver.handshake_error is not None:
+            raise self._driver.handshake_error
+
+    async def _close(self, timeout: float) -> None:
+        """End our output, give the server ``timeout`` s to end its own, then stop."""
+        self._closing = True
+        self._wakeup.unpark_all()
+        with trio.move_on_after(timeout) as scope:
+            scope.shield = True
+            await self._read_done.wait()
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        self._driver.close()  # whatever is still open fails: ConnectionClosedError
+
+    # --- calls ------------------------------------------------------------------------------
+
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None = None
+    ) -> Mapping[str, Any]:
+        driver = self._driver
+        call = driver.call(method, params)
+        done = self._waiters[call] = trio.Event()
+        self._flush()
+        try:
+            await done.wait()
+        except BaseException:
+            if driver.cancel(call):
+                self._flush()
+            raise
+        finally:
+            del self._waiters[call]
+        return driver.take(call)
+
+    def _settled(self, call: Call) -> None:
+        done = self._waiters.get(call)
+        if done is not None:
+            done.set()
+
+    def _on_ready(self) -> None:
+        self._ready.set()
+
+    # --- input callbacks --------------------------------------------------------------------
+
+    def _start_input(self, event: InputNeeded, callback: InputCallback) -> None:
+        assert self._nursery is not None
+        scope = self._inputs[id(event)] = trio.CancelScope()
+        self._nursery.start_soon(self._run_input, event, callback, scope)
+
+    def _stop_input(self, event: InputNeeded) -> None:
+        scope = self._inputs.pop(id(event), None)
+        if scope is not None:
+            scope.cancel()
+
+    async def _run_input(
+        self, event: InputNeeded, callback: InputCallback, scope: trio.CancelScope
+    ) -> None:
+        with scope:
+            try:
+                result = await callback(event)
+            except Exception as exc:
+                self._driver.fail(event, exc)
+            else:
+                self._driver.answer(event, result)
+            self._flush()
+        if self._inputs.get(id(event)) is scope:
+            del self._inputs[id(event)]
+
+    # --- input, output and time -------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        driver = self._driver
+        receive_some = self._stream.receive_some
+        while not driver.closed:
+            try:
+                data = bytes(await receive_some(READ_SIZE))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            driver.receive(data)
+            self._flush()
+        self._read_done.set()
+
+    async def _write_loop(self) -> None:
+        """Send what the connection queues; once closing and everything is sent, end the
+        output. A broken stream ends the loop (the reader sees the end of input)."""
+        driver = self._driver
+        stream = self._stream
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while True:
+                data = driver.data_to_send()
+                if data:
+                    await stream.send_all(data)
+                elif self._closing:
+                    break
+                else:
+                    await self._wakeup.park()
+            if isinstance(stream, trio.abc.HalfCloseableStream):
+                await stream.send_eof()
+            else:
+                await stream.aclose()
+
+    def _flush(self) -> None:
+        """Wake the writer, and re-arm the timer if the connection's deadline moved."""
+        self._wakeup.unpark_all()
+        if self._driver.refresh_timer():
+            self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        scope = self._timer_scope
+        if scope is not None:
+            delay = self._driver.timer_delay()
+            scope.deadline = math.inf if delay is None else trio.current_time() + delay
+
+    async def _timer_loop(self) -> None:
+        while True:
+            with trio.CancelScope() as scope:
+                self._timer_scope = scope
+                self._arm_timer()
+                await trio.sleep_forever()
+            self._timer_scope = None
+            self._driver.fire_timer()
+            self._flush()
+
+
+async def _end_process(proc: trio.Process, timeout: float) -> None:
+    """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
+    if proc.stdin is not None:
+        with contextlib.suppress(trio.BrokenResourceError):
+            await proc.stdin.aclose()
+    for escalate in (proc.terminate, proc.kill):
+        with trio.move_on_after(timeout):
+            await proc.wait()
+            break
+        escalate()
+    else:
+        await proc.wait()
+    if proc.stdout is not None:
+        await proc.stdout.aclose()
