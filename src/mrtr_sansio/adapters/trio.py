@@ -297,6 +297,7 @@ class Client(AsyncClientBase):
         A failed handshake raises :class:`HandshakeFailedError`.
         """
         client = cls(stream, config, **options)
+        failure: Exception | None = None
         async with trio.open_nursery() as nursery:
             client._nursery = nursery
             nursery.start_soon(client._read_loop)
@@ -305,8 +306,12 @@ class Client(AsyncClientBase):
             try:
                 await client._open()
                 yield client
+            except Exception as exc:  # raised bare below, not in the nursery's group
+                failure = exc
             finally:
                 await client._close(shutdown_timeout)
+        if failure is not None:
+            raise failure
 
     @classmethod
     @asynccontextmanager
