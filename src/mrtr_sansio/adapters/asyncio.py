@@ -293,6 +293,8 @@ class Client(AsyncClientBase):
         self._reader = reader
         self._writer = writer
         self._loop = asyncio.get_running_loop()
+        #: The server process, when :meth:`connect_stdio` launched it.
+        self.process: asyncio.subprocess.Process | None = None
         self._driver = ClientDriver(
             ClientConnection(config),
             callbacks,
@@ -308,7 +310,7 @@ class Client(AsyncClientBase):
         self._ready = asyncio.Event()
         self._drain_lock = asyncio.Lock()  # Python 3.10 allows one drain() waiter only
         self._timer: asyncio.TimerHandle | None = None
-        self._reading: asyncio.Task[None] | None = None
+        self._reading: asyncio.Task[None] | None = None  # started by _open
 
     # --- opening and closing ----------------------------------------------------------------
 
@@ -370,6 +372,7 @@ class Client(AsyncClientBase):
             async with cls.connect(
                 proc.stdout, proc.stdin, config, shutdown_timeout=shutdown_timeout, **options
             ) as client:
+                client.process = proc
                 yield client
         finally:
             await _end_process(proc, shutdown_timeout)
@@ -415,16 +418,16 @@ class Client(AsyncClientBase):
                     writer.write_eof()
                 else:
                     writer.close()
-        tasks = [*self._inputs.values()]
-        if self._reading is not None:
-            await asyncio.wait((self._reading,), timeout=timeout)
-            tasks.append(self._reading)
+        reading = self._reading
+        assert reading is not None
+        await asyncio.wait((reading,), timeout=timeout)
         if self._timer is not None:
             self._timer.cancel()
+        tasks = [reading, *self._inputs.values()]
+        self._driver.close()  # whatever is still open fails (ConnectionClosedError)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._driver.close()  # whatever is still open fails: ConnectionClosedError
 
     # --- calls ------------------------------------------------------------------------------
 
@@ -439,16 +442,16 @@ class Client(AsyncClientBase):
             await self._drain()
             await waiter
         except BaseException:
-            if driver.cancel(call):
-                self._flush()
+            driver.cancel(call)
+            self._flush()
             raise
         finally:
             del self._waiters[call]
         return driver.take(call)
 
     def _settled(self, call: Call) -> None:
-        waiter = self._waiters.get(call)
-        if waiter is not None and not waiter.done():
+        waiter = self._waiters[call]
+        if not waiter.done():  # else the awaiting task was just cancelled
             waiter.set_result(None)
 
     def _on_ready(self) -> None:
@@ -467,9 +470,7 @@ class Client(AsyncClientBase):
             del self._inputs[key]
 
     def _stop_input(self, event: InputNeeded) -> None:
-        task = self._inputs.pop(id(event), None)
-        if task is not None:
-            task.cancel()
+        self._inputs.pop(id(event)).cancel()
 
     async def _run_input(self, event: InputNeeded, callback: InputCallback) -> None:
         try:
@@ -520,14 +521,13 @@ class Client(AsyncClientBase):
         self._timer = None
         self._driver.fire_timer()
         self._flush()
-        if self._timer is None:
-            self._arm_timer()
+        self._arm_timer()  # fired a little early (the loop's clock resolution): again
 
 
 async def _end_process(proc: asyncio.subprocess.Process, timeout: float) -> None:
     """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
-    if proc.stdin is not None:
-        proc.stdin.close()
+    assert proc.stdin is not None
+    proc.stdin.close()
     for escalate in (proc.terminate, proc.kill):
         try:
             await asyncio.wait_for(proc.wait(), timeout)

@@ -257,6 +257,8 @@ class Client(ClientBase):
         self._writer = writer
         self._fd_in = reader.fileno()
         self._fd_out = writer.fileno()
+        #: The server process, when :meth:`connect_stdio` launched it.
+        self.process: subprocess.Popen[bytes] | None = None
         self._driver = ClientDriver(
             ClientConnection(config),
             callbacks,
@@ -331,6 +333,7 @@ class Client(ClientBase):
             with cls.connect(
                 proc.stdout, proc.stdin, config, shutdown_timeout=shutdown_timeout, **options
             ) as client:
+                client.process = proc
                 yield client
         finally:
             _end_process(proc, shutdown_timeout)
@@ -369,8 +372,8 @@ class Client(ClientBase):
             self._flush()
             done = self._wait_until(lambda: call in outcomes, timeout)
         except BaseException:
-            if driver.cancel(call):
-                self._flush()
+            driver.cancel(call)
+            self._flush()
             raise
         if not done:
             driver.cancel(call, "Timed out")
@@ -480,9 +483,10 @@ def _nothing(*_args: object) -> None:
 
 def _end_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
     """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
-    if proc.stdin is not None:
-        with contextlib.suppress(OSError):
-            proc.stdin.close()
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
     for escalate in (proc.terminate, proc.kill):
         try:
             proc.wait(timeout)
@@ -491,5 +495,4 @@ def _end_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
             escalate()
     else:
         proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
+    proc.stdout.close()

@@ -258,6 +258,8 @@ class Client(AsyncClientBase):
     ) -> None:
         config, callbacks = client_config(config, options)
         self._stream = stream
+        #: The server process, when :meth:`connect_stdio` launched it.
+        self.process: trio.Process | None = None
         self._driver = ClientDriver(
             ClientConnection(config),
             callbacks,
@@ -347,6 +349,7 @@ class Client(AsyncClientBase):
             async with cls.connect(
                 stream, config, shutdown_timeout=shutdown_timeout, **options
             ) as client:
+                client.process = proc
                 yield client
         finally:
             with trio.CancelScope(shield=True):
@@ -400,17 +403,15 @@ class Client(AsyncClientBase):
         try:
             await done.wait()
         except BaseException:
-            if driver.cancel(call):
-                self._flush()
+            driver.cancel(call)
+            self._flush()
             raise
         finally:
             del self._waiters[call]
         return driver.take(call)
 
     def _settled(self, call: Call) -> None:
-        done = self._waiters.get(call)
-        if done is not None:
-            done.set()
+        self._waiters[call].set()
 
     def _on_ready(self) -> None:
         self._ready.set()
@@ -423,9 +424,7 @@ class Client(AsyncClientBase):
         self._nursery.start_soon(self._run_input, event, callback, scope)
 
     def _stop_input(self, event: InputNeeded) -> None:
-        scope = self._inputs.pop(id(event), None)
-        if scope is not None:
-            scope.cancel()
+        self._inputs.pop(id(event)).cancel()
 
     async def _run_input(
         self, event: InputNeeded, callback: InputCallback, scope: trio.CancelScope
@@ -499,9 +498,10 @@ class Client(AsyncClientBase):
 
 async def _end_process(proc: trio.Process, timeout: float) -> None:
     """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
-    if proc.stdin is not None:
-        with contextlib.suppress(trio.BrokenResourceError):
-            await proc.stdin.aclose()
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    with contextlib.suppress(trio.BrokenResourceError):
+        await proc.stdin.aclose()
     for escalate in (proc.terminate, proc.kill):
         with trio.move_on_after(timeout):
             await proc.wait()
@@ -509,5 +509,4 @@ async def _end_process(proc: trio.Process, timeout: float) -> None:
         escalate()
     else:
         await proc.wait()
-    if proc.stdout is not None:
-        await proc.stdout.aclose()
+    await proc.stdout.aclose()
