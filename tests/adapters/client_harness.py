@@ -24,7 +24,13 @@ from stream_harness import Gate
 from stream_scenarios import TIMEOUT
 
 import mrtr_sansio as m
-from mrtr_sansio.adapters import AsyncClientBase, ClientOptions, HandlerResult, RequestContext
+from mrtr_sansio.adapters import (
+    AsyncClientBase,
+    BlockingClientOptions,
+    ClientOptions,
+    HandlerResult,
+    RequestContext,
+)
 from mrtr_sansio.adapters import asyncio as asyncio_adapter
 from mrtr_sansio.adapters import trio as trio_adapter
 from wire import check_message
@@ -41,6 +47,12 @@ BOOKED = (
     "Summary: Lisbon in September: light, tiles and tarts."
 )
 LISBON = {"destination": "Lisbon", "guests": 2}
+EraName = Literal["modern", "legacy", "auto"]
+#: Servers for ``python -c``: one that reads its first line, then exits without a word; one
+#: that ignores the end of its input (and, with ``IGNORE_TERM`` before it, SIGTERM too).
+DIES = "import sys; sys.stdin.buffer.readline()"
+LINGERS = "import sys, time; sys.stdin.buffer.read(); time.sleep(60)"
+IGNORE_TERM = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
 
 
 # --- the wire ---------------------------------------------------------------------------------
@@ -54,10 +66,23 @@ class Wire:
         self.log: list[tuple[Literal["send", "recv"], dict[str, Any]]] = []
         self.era = m.Era.MODERN
         self._asked: dict[Any, str] = {}  # the server's request ids -> their methods
+        self._watches: list[tuple[Callable[[str, dict[str, Any]], bool], Gate]] = []
+
+    def when(self, gate: Gate, seen: Callable[[str, dict[str, Any]], bool]) -> Gate:
+        """``gate``, set once a message for which ``seen(direction, msg)`` is true goes by.
+
+        The trace runs as the client reads, before it acts on the message: a task waiting
+        on the gate resumes after the client has acted on it.
+        """
+        self._watches.append((seen, gate))
+        return gate
 
     def __call__(self, direction: Literal["send", "recv"], data: bytes) -> None:
         msg: dict[str, Any] = json.loads(data)
         self.log.append((direction, msg))
+        for seen, gate in self._watches:
+            if seen(direction, msg):
+                gate.set()
         if direction == "recv":
             if "method" in msg and "id" in msg:
                 self._asked[msg["id"]] = msg["method"]
@@ -151,27 +176,44 @@ def sealed_config(**options: Any) -> m.ServerConfig:
 
 
 class Answers:
-    """Scripted callbacks that record what they were asked."""
+    """Scripted callbacks that record what they were asked: async ones for the async clients,
+    blocking ones (``*_now``) for the blocking client."""
 
     def __init__(self) -> None:
         self.asked: list[m.InputNeeded] = []
 
-    async def elicit(self, need: m.InputNeeded) -> Mapping[str, Any]:
+    def elicit_now(self, need: m.InputNeeded) -> Mapping[str, Any]:
         self.asked.append(need)
         if "check_in" in need.params.get("requestedSchema", {}).get("properties", {}):
             return {"action": "accept", "content": DATES}
         return {"action": "accept", "content": {"name": "Ada"}}
 
-    async def sample(self, need: m.InputNeeded) -> Mapping[str, Any]:
+    def sample_now(self, need: m.InputNeeded) -> Mapping[str, Any]:
         self.asked.append(need)
         return PITCH
 
-    async def roots(self, need: m.InputNeeded) -> Mapping[str, Any]:
+    def roots_now(self, need: m.InputNeeded) -> Mapping[str, Any]:
         self.asked.append(need)
         return WORKSPACE
 
+    async def elicit(self, need: m.InputNeeded) -> Mapping[str, Any]:
+        return self.elicit_now(need)
+
+    async def sample(self, need: m.InputNeeded) -> Mapping[str, Any]:
+        return self.sample_now(need)
+
+    async def roots(self, need: m.InputNeeded) -> Mapping[str, Any]:
+        return self.roots_now(need)
+
     def options(self) -> ClientOptions:
         return {"elicitation": self.elicit, "sampling": self.sample, "roots": self.roots}
+
+    def blocking_options(self) -> BlockingClientOptions:
+        return {
+            "elicitation": self.elicit_now,
+            "sampling": self.sample_now,
+            "roots": self.roots_now,
+        }
 
 
 # --- sessions ---------------------------------------------------------------------------------

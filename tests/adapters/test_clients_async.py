@@ -16,6 +16,7 @@ from client_harness import (
     PITCH,
     WORKSPACE,
     Answers,
+    EraName,
     FixtureServer,
     Lib,
     ScriptPeer,
@@ -36,16 +37,16 @@ from mrtr_sansio.adapters import (
 
 pytestmark = pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.name)
 
-ERAS = ["modern", "legacy", "auto"]
+ERAS: list[EraName] = ["modern", "legacy", "auto"]
 
 
-def config(era: str, **options: Any) -> m.ClientConfig:
-    return m.ClientConfig(era=era, client_info={"name": "test-client", "version": "1"}, **options)  # type: ignore[arg-type]
+def config(era: EraName, **options: Any) -> m.ClientConfig:
+    return m.ClientConfig(era=era, client_info={"name": "test-client", "version": "1"}, **options)
 
 
 def run(
     lib: Lib,
-    era: str,
+    era: EraName,
     body: Any,
     answers: Answers | None = None,
     callbacks: Mapping[str, Any] | None = None,
@@ -66,7 +67,7 @@ def run(
     lib.run(main)
 
 
-def expected_era(era: str) -> m.Era:
+def expected_era(era: EraName) -> m.Era:
     return m.Era.LEGACY if era == "legacy" else m.Era.MODERN
 
 
@@ -74,7 +75,7 @@ def expected_era(era: str) -> m.Era:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_book_trip_multi_round(lib: Lib, era: str) -> None:
+def test_book_trip_multi_round(lib: Lib, era: EraName) -> None:
     """Two rounds of input answered by the callbacks; on the modern wire every retry is the
     one the previous leg asked for, on the legacy one each server request is answered by id."""
     answers = Answers()
@@ -121,7 +122,7 @@ def test_book_trip_multi_round(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_prompt_and_resource_and_lists(lib: Lib, era: str) -> None:
+def test_prompt_and_resource_and_lists(lib: Lib, era: EraName) -> None:
     async def body(session: Session, server: FixtureServer) -> None:
         client = session.client
         prompt = await client.get_prompt("test_input_required_result_prompt")
@@ -146,7 +147,7 @@ def test_prompt_and_resource_and_lists(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_parallel_calls_stay_isolated(lib: Lib, era: str) -> None:
+def test_parallel_calls_stay_isolated(lib: Lib, era: EraName) -> None:
     """While one booking waits for the user, another booking and a list call go through:
     neither carries the first call's answers or state."""
     answers = Answers()
@@ -192,7 +193,7 @@ def test_parallel_calls_stay_isolated(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_decline_reaches_the_handler(lib: Lib, era: str) -> None:
+def test_decline_reaches_the_handler(lib: Lib, era: EraName) -> None:
     async def decline(need: m.InputNeeded) -> Mapping[str, Any]:
         return {"action": "decline"}
 
@@ -204,7 +205,7 @@ def test_decline_reaches_the_handler(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_rejected_sampling(lib: Lib, era: str) -> None:
+def test_rejected_sampling(lib: Lib, era: EraName) -> None:
     """Modern: an embedded request has no error channel, so the call is abandoned (nothing
     more is sent) and raises the rejection. Legacy: the server's request gets the error."""
 
@@ -232,7 +233,7 @@ def test_rejected_sampling(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_failing_callback_fails_its_call(lib: Lib, era: str) -> None:
+def test_failing_callback_fails_its_call(lib: Lib, era: EraName) -> None:
     """A callback that raises is a bug: its call is cancelled and raises that very exception."""
 
     async def broken(need: m.InputNeeded) -> Mapping[str, Any]:
@@ -241,19 +242,20 @@ def test_failing_callback_fails_its_call(lib: Lib, era: str) -> None:
     async def body(session: Session, server: FixtureServer) -> None:
         with pytest.raises(KeyError, match="oops"):
             await session.client.call_tool("test_input_required_result_list_roots")
+        # Answered after anything the failure sent (one stream, in order), and the client goes on.
+        assert await session.client.list_tools()
         cancels = session.wire.sent("notifications/cancelled")
         if era == "legacy":  # our tools/call was in flight while the server asked
             (leg,) = session.wire.legs("test_input_required_result_list_roots")
             assert [c["params"]["requestId"] for c in cancels] == [leg["id"]]
         else:
             assert not cancels
-        assert await session.client.list_tools()
 
     run(lib, era, body, callbacks={"roots": broken})
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_unreadable_answer_fails_the_call(lib: Lib, era: str) -> None:
+def test_unreadable_answer_fails_the_call(lib: Lib, era: EraName) -> None:
     async def wrong(need: m.InputNeeded) -> Mapping[str, Any]:
         return {"roots": "not a list"}
 
@@ -268,7 +270,7 @@ def test_unreadable_answer_fails_the_call(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_round_cap_is_surfaced(lib: Lib, era: str) -> None:
+def test_round_cap_is_surfaced(lib: Lib, era: EraName) -> None:
     answers = Answers()
 
     async def body(session: Session, server: FixtureServer) -> None:
@@ -289,7 +291,7 @@ def test_round_cap_is_surfaced(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_server_errors_are_typed(lib: Lib, era: str) -> None:
+def test_server_errors_are_typed(lib: Lib, era: EraName) -> None:
     async def body(session: Session, server: FixtureServer) -> None:
         client = session.client
         with pytest.raises(CallFailedError) as unknown:
@@ -312,7 +314,7 @@ def test_server_errors_are_typed(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_notifications_reach_the_application(lib: Lib, era: str) -> None:
+def test_notifications_reach_the_application(lib: Lib, era: EraName) -> None:
     seen: list[tuple[str, Any]] = []
 
     async def body(session: Session, server: FixtureServer) -> None:
@@ -336,7 +338,7 @@ def test_notifications_reach_the_application(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_cancelling_the_task_cancels_the_request(lib: Lib, era: str) -> None:
+def test_cancelling_the_task_cancels_the_request(lib: Lib, era: EraName) -> None:
     async def body(session: Session, server: FixtureServer) -> None:
         client = session.client
         call = session.spawn(lambda: client.call_tool("hang"))
@@ -355,7 +357,7 @@ def test_cancelling_the_task_cancels_the_request(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_cancelling_while_input_is_gathered(lib: Lib, era: str) -> None:
+def test_cancelling_while_input_is_gathered(lib: Lib, era: EraName) -> None:
     """The user is still answering when the call is given up: the callback is cancelled; the
     modern wire has no request in flight (nothing to send), the legacy one has our call."""
     asked = lib.event()
@@ -376,6 +378,7 @@ def test_cancelling_while_input_is_gathered(lib: Lib, era: str) -> None:
         await lib.wait(call.done)
         await lib.wait(stopped)
         assert call.cancelled
+        assert await session.client.list_tools()  # answered after the cancellation went out
         cancels = session.wire.sent("notifications/cancelled")
         if era == "modern":
             assert not cancels
@@ -387,7 +390,7 @@ def test_cancelling_while_input_is_gathered(lib: Lib, era: str) -> None:
 
 
 @pytest.mark.parametrize("era", ["modern", "legacy"])
-def test_server_exit_mid_call(lib: Lib, era: str) -> None:
+def test_server_exit_mid_call(lib: Lib, era: EraName) -> None:
     async def body(session: Session, server: FixtureServer) -> None:
         client = session.client
         call = session.spawn(lambda: client.call_tool("hang"))
@@ -605,5 +608,77 @@ def test_capabilities_follow_the_callbacks(lib: Lib) -> None:
         with pytest.raises(ValueError, match="sampling"):
             async with lib.scripted(script, config("legacy", capabilities={"sampling": {}})):
                 raise AssertionError("connected")
+
+    lib.run(main)
+
+
+def test_closing_with_a_retry_and_a_callback_pending(lib: Lib) -> None:
+    """The client leaves while one call waits for its state-only backoff and another for the
+    user: both end with ConnectionClosedError, the callback is cancelled, no task is left."""
+    stopped = lib.event()
+
+    async def stuck(need: m.InputNeeded) -> Mapping[str, Any]:
+        try:
+            await lib.wait(lib.event())
+        finally:
+            stopped.set()
+        raise AssertionError("unreachable")
+
+    async def main() -> None:
+        server = FixtureServer(lib.event)
+        async with lib.pair(
+            server.handle, sealed_config(), config("modern", retry_backoff=10), elicitation=stuck
+        ) as session:
+            wire = session.wire
+            both_asked = wire.when(
+                lib.event(),
+                lambda direction, msg: (
+                    direction == "recv"
+                    and msg.get("result", {}).get("requestState") is not None
+                    and len([m for d, m in wire.log if d == "recv" and "result" in m]) == 2
+                ),
+            )
+            waiting = session.spawn(lambda: session.client.call_tool("state_once"))
+            asking = session.spawn(lambda: session.client.call_tool("book_trip", LISBON))
+            await lib.wait(both_asked)
+            assert session.client.connection.next_deadline() is not None
+        await lib.wait(waiting.done)
+        await lib.wait(asking.done)
+        await lib.wait(stopped)
+        assert isinstance(waiting.error, ConnectionClosedError)
+        assert isinstance(asking.error, ConnectionClosedError)
+
+    lib.run(main)
+
+
+def test_server_that_keeps_its_output_open(lib: Lib) -> None:
+    """A real timer: the client leaving waits ``shutdown_timeout`` for the server to end its
+    output, then stops anyway; the call waiting for its backoff ends with the connection. (The
+    server ends its output only once that call has failed.)"""
+    release = lib.event()
+
+    async def script(peer: ScriptPeer) -> None:
+        call = await peer.recv()
+        assert call is not None
+        result = {"resultType": "input_required", "requestState": "later"}
+        await peer.send({"jsonrpc": "2.0", "id": call["id"], "result": result})
+        assert await peer.recv() is None
+        await lib.wait(release)
+        await peer.close()
+
+    async def main() -> None:
+        async with lib.scripted(
+            script, config("modern", retry_backoff=10), shutdown_timeout=0.05
+        ) as session:
+            answered = session.wire.when(lib.event(), lambda direction, msg: "result" in msg)
+            waiting = session.spawn(lambda: session.client.call_tool("slow"))
+
+            async def watch() -> None:
+                await lib.wait(waiting.done)
+                release.set()
+
+            session.spawn(watch)
+            await lib.wait(answered)
+        assert isinstance(waiting.error, ConnectionClosedError)
 
     lib.run(main)
