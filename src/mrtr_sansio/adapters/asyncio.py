@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import IO, Any
 
@@ -49,7 +49,14 @@ from ._client_common import (
     InputCallback,
     client_config,
 )
-from ._common import READ_SIZE, Handler, RequestContext, StreamServer, call_handler
+from ._common import (
+    READ_SIZE,
+    Handler,
+    RequestContext,
+    StreamServer,
+    TimedDriver,
+    call_handler,
+)
 
 __all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
 
@@ -172,7 +179,7 @@ class _Server:
         self._tasks: dict[str | int, asyncio.Task[None]] = {}  # request id -> its handler
         self._all: set[asyncio.Task[None]] = set()  # every live handler task
         self._drain_lock = asyncio.Lock()  # Python 3.10 allows one drain() waiter only
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer = _LoopTimer(self._driver, self._flush)
         self._reading: asyncio.Task[None] | None = None
 
     async def run(self, reader: asyncio.StreamReader) -> None:
@@ -181,8 +188,7 @@ class _Server:
             await asyncio.wait((reading,))
         finally:
             reading.cancel()
-            if self._timer is not None:
-                self._timer.cancel()
+            self._timer.cancel()
             for task in self._all:
                 task.cancel()
             await asyncio.gather(reading, *self._all, return_exceptions=True)
@@ -190,17 +196,7 @@ class _Server:
             reading.result()  # a failure of the loop itself is a bug: surface it
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        driver = self._driver
-        while True:
-            try:
-                data = await reader.read(READ_SIZE)
-            except OSError:  # the connection broke: as good as the end of input
-                data = b""
-            driver.receive(data)
-            self._flush()
-            if driver.closed:
-                return
-            await self._drain()
+        await _read_loop(reader, self._driver, self._flush, self._drain)
 
     # --- handler tasks ----------------------------------------------------------------------
 
@@ -240,8 +236,7 @@ class _Server:
                 self._broken()
             else:
                 self._writer.write(data)
-        if self._driver.refresh_timer():
-            self._arm_timer()
+        self._timer.refresh()
 
     async def _drain(self) -> None:
         try:
@@ -254,20 +249,60 @@ class _Server:
         if self._reading is not None:
             self._reading.cancel()
 
-    def _arm_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+
+async def _read_loop(
+    reader: asyncio.StreamReader,
+    driver: TimedDriver[Any],
+    flush: Callable[[], None],
+    drain: Callable[[], Awaitable[None]],
+) -> None:
+    """Feed what ``reader`` gives to ``driver`` until the input ends, writing what each read
+    queued (``flush``) and taking no more input until it is taken (``drain``)."""
+    while True:
+        try:
+            data = await reader.read(READ_SIZE)
+        except OSError:  # the connection broke: as good as the end of input
+            data = b""
+        driver.receive(data)
+        flush()
+        if driver.closed:
+            return
+        await drain()
+
+
+class _LoopTimer:
+    """A driver's deadline kept with the loop's timers: when it comes, ``fire_timer`` and
+    ``flush``. Call :meth:`refresh` after anything that may move it."""
+
+    __slots__ = ("_driver", "_flush", "_handle", "_loop")
+
+    def __init__(self, driver: TimedDriver[Any], flush: Callable[[], None]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._driver = driver
+        self._flush = flush
+        self._handle: asyncio.TimerHandle | None = None
+
+    def refresh(self) -> None:
+        """Re-arm if the driver's deadline moved."""
+        if self._driver.refresh_timer():
+            self._arm()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _arm(self) -> None:
+        self.cancel()
         delay = self._driver.timer_delay()
         if delay is not None:
-            self._timer = self._loop.call_later(delay, self._on_timer)
+            self._handle = self._loop.call_later(delay, self._fire)
 
-    def _on_timer(self) -> None:
-        self._timer = None
+    def _fire(self) -> None:
+        self._handle = None
         self._driver.fire_timer()
         self._flush()
-        if self._timer is None:
-            self._arm_timer()
+        self._arm()  # fired a little early (the loop's clock resolution): again
 
 
 # --- the client -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import math
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import IO, Any
 
@@ -52,7 +52,14 @@ from ._client_common import (
     InputCallback,
     client_config,
 )
-from ._common import READ_SIZE, Handler, RequestContext, StreamServer, call_handler
+from ._common import (
+    READ_SIZE,
+    Handler,
+    RequestContext,
+    StreamServer,
+    TimedDriver,
+    call_handler,
+)
 
 __all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
 
@@ -124,11 +131,11 @@ class _Server:
         self._wakeup = trio.lowlevel.ParkingLot()  # the writer waits here for output
         self._sending: trio.Event | None = None  # set when the send in progress is done
         self._closing = False
-        self._timer_scope: trio.CancelScope | None = None
+        self._timer = _ScopeTimer(self._driver, self._flush)
 
     async def run(self) -> None:
         async with trio.open_nursery() as services:
-            services.start_soon(self._timer_loop)
+            services.start_soon(self._timer.run)
             services.start_soon(self._serve_requests)
             await self._write_loop()
             services.cancel_scope.cancel()
@@ -217,22 +224,38 @@ class _Server:
     def _flush(self) -> None:
         """Wake the writer, and re-arm the timer if the connection's deadline moved."""
         self._wakeup.unpark_all()
-        if self._driver.refresh_timer():
-            self._arm_timer()
+        self._timer.refresh()
 
-    def _arm_timer(self) -> None:
-        scope = self._timer_scope
+
+class _ScopeTimer:
+    """A driver's deadline kept by a task sleeping in a cancel scope (:meth:`run`): when it
+    comes, ``fire_timer`` and ``flush``. Call :meth:`refresh` after anything that may move it."""
+
+    __slots__ = ("_driver", "_flush", "_scope")
+
+    def __init__(self, driver: TimedDriver[Any], flush: Callable[[], None]) -> None:
+        self._driver = driver
+        self._flush = flush
+        self._scope: trio.CancelScope | None = None
+
+    def refresh(self) -> None:
+        """Re-arm if the driver's deadline moved."""
+        if self._driver.refresh_timer():
+            self._arm()
+
+    def _arm(self) -> None:
+        scope = self._scope
         if scope is not None:
             delay = self._driver.timer_delay()
             scope.deadline = math.inf if delay is None else trio.current_time() + delay
 
-    async def _timer_loop(self) -> None:
+    async def run(self) -> None:
         while True:
             with trio.CancelScope() as scope:
-                self._timer_scope = scope
-                self._arm_timer()
+                self._scope = scope
+                self._arm()
                 await trio.sleep_forever()
-            self._timer_scope = None
+            self._scope = None
             self._driver.fire_timer()
             self._flush()
 
