@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 import attrs
 from typing_extensions import TypedDict
@@ -47,8 +47,12 @@ from mrtr_sansio import (
     RoundsExhausted,
 )
 
+from ._common import TimedDriver
+
 __all__ = [
+    "SHUTDOWN_TIMEOUT",
     "AsyncClientBase",
+    "AsyncStreamClient",
     "BlockingClientOptions",
     "BlockingInputCallback",
     "CallFailedError",
@@ -101,6 +105,11 @@ class BlockingClientOptions(TypedDict, total=False):
     on_notification: NotificationCallback | None
     trace: Trace | None
 
+
+#: Seconds a closing client waits for the server to end its output; for a server it launched,
+#: then as long again for the process to exit after its stdin was closed, then after SIGTERM,
+#: before SIGKILL (the shutdown the stdio transport prescribes).
+SHUTDOWN_TIMEOUT = 5.0
 
 #: The capability each callback declares when the configuration does not name it.
 _DEFAULT_CAPABILITIES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -216,7 +225,7 @@ def client_config(
 Outcome: TypeAlias = "Mapping[str, Any] | BaseException"
 
 
-class ClientDriver:
+class ClientDriver(TimedDriver[ClientConnection]):
     """The IO-free half of a client adapter around one :class:`ClientConnection`.
 
     The adapter feeds it bytes (:meth:`receive`), writes what :meth:`data_to_send` returns,
@@ -225,14 +234,12 @@ class ClientDriver:
     adapter runs the callback and reports with :meth:`answer` or :meth:`fail`;
     ``stop_input(event)`` means the answer is no longer wanted (cancel the callback).
     ``ready()`` is called once the handshake settles (:attr:`ready`, :attr:`handshake_error`).
-    The timer works as :class:`~mrtr_sansio.adapters.StreamServer`'s.
+    The timer is kept as :class:`~mrtr_sansio.adapters.TimedDriver` says.
     """
 
     __slots__ = (
         "_buffer",
         "_callbacks",
-        "_clock",
-        "_deadline",
         "_eof",
         "_inputs",
         "_notify",
@@ -241,12 +248,35 @@ class ClientDriver:
         "_start_input",
         "_stop_input",
         "_trace",
-        "closed",
-        "conn",
         "handshake_error",
         "outcomes",
         "ready",
     )
+
+    @classmethod
+    def create(
+        cls,
+        config: ClientConfig | None,
+        options: ClientOptions | BlockingClientOptions,
+        *,
+        start_input: Callable[[InputNeeded, Any], object],
+        stop_input: Callable[[InputNeeded], object],
+        settled: Callable[[Call], object],
+        ready: Callable[[], object],
+    ) -> ClientDriver:
+        """A driver for a new connection: ``config`` with the capabilities of the callbacks
+        in ``options`` (see :func:`client_config`), and the options' hooks."""
+        config, callbacks = client_config(config, options)
+        return cls(
+            ClientConnection(config),
+            callbacks,
+            start_input=start_input,
+            stop_input=stop_input,
+            settled=settled,
+            ready=ready,
+            on_notification=options.get("on_notification"),
+            trace=options.get("trace"),
+        )
 
     def __init__(
         self,
@@ -260,7 +290,7 @@ class ClientDriver:
         on_notification: NotificationCallback | None = None,
         trace: Trace | None = None,
     ) -> None:
-        self.conn = conn
+        super().__init__(conn)
         self._callbacks = callbacks
         self._start_input = start_input
         self._stop_input = stop_input
@@ -269,8 +299,6 @@ class ClientDriver:
         self._notify = on_notification
         self._trace = trace
         self._buffer = b""  # received bytes not yet traced (a line cut by a read)
-        self._clock = conn.config.clock
-        self._deadline: float | None = None
         self._eof = False  # the connection was told the input ended
         self._inputs: dict[int, InputNeeded] = {}  # id(event) -> inputs being answered
         #: Settled calls whose outcome the adapter has not taken yet.
@@ -278,8 +306,6 @@ class ClientDriver:
         #: True once the era is known, or the handshake failed (:attr:`handshake_error`).
         self.ready = conn.config.era == "modern"
         self.handshake_error: CallFailedError | None = None
-        #: True once the input ended.
-        self.closed = False
 
     # --- calls ------------------------------------------------------------------------------
 
@@ -454,24 +480,6 @@ class ClientDriver:
             trace("send", item.data)
         return b"".join([item.data + b"\n" for item in items])
 
-    def refresh_timer(self) -> bool:
-        """Re-read the connection's next deadline; True when it changed (re-arm the timer)."""
-        deadline = self.conn.next_deadline()
-        if deadline == self._deadline:
-            return False
-        self._deadline = deadline
-        return True
-
-    def timer_delay(self) -> float | None:
-        """Seconds until the deadline last read by :meth:`refresh_timer`, or None for none."""
-        deadline = self._deadline
-        return None if deadline is None else max(0.0, deadline - self._clock())
-
-    def fire_timer(self) -> None:
-        """The adapter's timer went off: do what is due on the connection's own clock."""
-        self.conn.handle_timer(self._clock())
-        self.route()
-
 
 # --- the application API ----------------------------------------------------------------------
 
@@ -566,3 +574,91 @@ class AsyncClientBase(ClientBase):
 
     async def list_resource_templates(self, cursor: str | None = None) -> Mapping[str, Any]:
         return await self.request("resources/templates/list", request_params(cursor=cursor))
+
+
+class _Event(Protocol):
+    """``asyncio.Event`` or ``trio.Event``."""
+
+    def set(self) -> None: ...
+    async def wait(self) -> Any: ...
+
+
+class AsyncStreamClient(AsyncClientBase):
+    """What the asyncio and trio stream clients share above their IO: the driver, calls
+    awaiting their outcome, the handshake, and running an input callback.
+
+    A subclass moves the bytes (:meth:`_flush`, :meth:`_drain`), runs each callback in a
+    task of its library through :meth:`_answer` (``_start_input``) and cancels it
+    (``_stop_input``).
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig | None,
+        options: ClientOptions,
+        event: Callable[[], _Event],
+    ) -> None:
+        self._event = event
+        self._waiters: dict[Call, _Event] = {}
+        self._handshake = event()
+        self._driver = ClientDriver.create(
+            config,
+            options,
+            start_input=self._start_input,
+            stop_input=self._stop_input,
+            settled=self._settled,
+            ready=self._handshake.set,
+        )
+
+    async def request(
+        self, method: str, params: Mapping[str, Any] | None = None
+    ) -> Mapping[str, Any]:
+        driver = self._driver
+        call = driver.call(method, params)
+        done = self._waiters[call] = self._event()
+        try:
+            self._flush()
+            await self._drain()
+            await done.wait()
+        except BaseException:  # cancelled (or interrupted): give the call up on the wire
+            driver.cancel(call)
+            self._flush()
+            raise
+        finally:
+            del self._waiters[call]
+        return driver.take(call)
+
+    def _settled(self, call: Call) -> None:
+        self._waiters[call].set()
+
+    async def _open(self) -> None:
+        """Send what the handshake needs and wait for it (the reader must be running)."""
+        self._flush()
+        await self._drain()
+        if not self._driver.ready:
+            await self._handshake.wait()
+        if self._driver.handshake_error is not None:
+            raise self._driver.handshake_error
+
+    async def _answer(self, event: InputNeeded, callback: InputCallback) -> None:
+        """Run ``callback`` for ``event`` and hand its answer (or failure) to the driver."""
+        try:
+            result = await callback(event)
+        except Exception as exc:
+            self._driver.fail(event, exc)
+        else:
+            self._driver.answer(event, result)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write (or hand to the writer) what the connection queued; keep the timer."""
+        raise NotImplementedError
+
+    async def _drain(self) -> None:
+        """Wait until the transport can take more (backpressure); nothing by default."""
+
+    def _start_input(self, event: InputNeeded, callback: InputCallback) -> None:
+        raise NotImplementedError
+
+    def _stop_input(self, event: InputNeeded) -> None:
+        raise NotImplementedError

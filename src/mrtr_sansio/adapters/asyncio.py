@@ -33,22 +33,14 @@ from typing import IO, Any
 from typing_extensions import Unpack
 
 from mrtr_sansio import (
-    Call,
     ClientConfig,
-    ClientConnection,
     InputNeeded,
     RequestReceived,
     ServerConfig,
     ServerConnection,
 )
 
-from ._client_common import (
-    AsyncClientBase,
-    ClientDriver,
-    ClientOptions,
-    InputCallback,
-    client_config,
-)
+from ._client_common import SHUTDOWN_TIMEOUT, AsyncStreamClient, ClientOptions, InputCallback
 from ._common import (
     READ_SIZE,
     Handler,
@@ -59,10 +51,6 @@ from ._common import (
 )
 
 __all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
-
-#: Seconds a closing client waits for the server to end its output, then for it to exit
-#: (before each escalation: SIGTERM, then SIGKILL).
-SHUTDOWN_TIMEOUT = 5.0
 
 
 async def serve(
@@ -308,7 +296,7 @@ class _LoopTimer:
 # --- the client -------------------------------------------------------------------------------
 
 
-class Client(AsyncClientBase):
+class Client(AsyncStreamClient):
     """An MCP client over asyncio streams; open it with :meth:`connect_stdio`,
     :meth:`connect_tcp` or :meth:`connect` (async context managers).
 
@@ -324,27 +312,15 @@ class Client(AsyncClientBase):
         config: ClientConfig | None = None,
         **options: Unpack[ClientOptions],
     ) -> None:
-        config, callbacks = client_config(config, options)
+        super().__init__(config, options, asyncio.Event)
         self._reader = reader
         self._writer = writer
         self._loop = asyncio.get_running_loop()
         #: The server process, when :meth:`connect_stdio` launched it.
         self.process: asyncio.subprocess.Process | None = None
-        self._driver = ClientDriver(
-            ClientConnection(config),
-            callbacks,
-            start_input=self._start_input,
-            stop_input=self._stop_input,
-            settled=self._settled,
-            ready=self._on_ready,
-            on_notification=options.get("on_notification"),
-            trace=options.get("trace"),
-        )
-        self._waiters: dict[Call, asyncio.Future[None]] = {}
         self._inputs: dict[int, asyncio.Task[None]] = {}  # id(InputNeeded) -> its callback
-        self._ready = asyncio.Event()
         self._drain_lock = asyncio.Lock()  # Python 3.10 allows one drain() waiter only
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer = _LoopTimer(self._driver, self._flush)
         self._reading: asyncio.Task[None] | None = None  # started by _open
 
     # --- opening and closing ----------------------------------------------------------------
@@ -386,12 +362,8 @@ class Client(AsyncClientBase):
         shutdown_timeout: float = SHUTDOWN_TIMEOUT,
         **options: Unpack[ClientOptions],
     ) -> AsyncIterator[Client]:
-        """Launch ``command`` as a stdio server and talk to it.
-
-        ``stderr`` is where the server's logs go (inherited by default). On exit the server's
-        stdin is closed; if it has not exited ``shutdown_timeout`` seconds later it gets
-        SIGTERM, and SIGKILL after as long again (the spec's shutdown sequence).
-        """
+        """Launch ``command`` as a stdio server and talk to it; its logs go to ``stderr``
+        (inherited by default). How it is stopped: :data:`SHUTDOWN_TIMEOUT`."""
         proc = await asyncio.create_subprocess_exec(
             *command,
             stdin=asyncio.subprocess.PIPE,
@@ -437,12 +409,7 @@ class Client(AsyncClientBase):
 
     async def _open(self) -> None:
         self._reading = self._loop.create_task(self._read_loop())
-        self._flush()
-        await self._drain()
-        if not self._driver.ready:
-            await self._ready.wait()
-        if self._driver.handshake_error is not None:
-            raise self._driver.handshake_error
+        await super()._open()
 
     async def _close(self, timeout: float) -> None:
         """End our output, give the server ``timeout`` s to end its own, then stop."""
@@ -456,47 +423,18 @@ class Client(AsyncClientBase):
         reading = self._reading
         assert reading is not None
         await asyncio.wait((reading,), timeout=timeout)
-        if self._timer is not None:
-            self._timer.cancel()
+        self._timer.cancel()
         tasks = [reading, *self._inputs.values()]
         self._driver.close()  # whatever is still open fails (ConnectionClosedError)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    # --- calls ------------------------------------------------------------------------------
-
-    async def request(
-        self, method: str, params: Mapping[str, Any] | None = None
-    ) -> Mapping[str, Any]:
-        driver = self._driver
-        call = driver.call(method, params)
-        waiter = self._waiters[call] = self._loop.create_future()
-        try:
-            self._flush()
-            await self._drain()
-            await waiter
-        except BaseException:
-            driver.cancel(call)
-            self._flush()
-            raise
-        finally:
-            del self._waiters[call]
-        return driver.take(call)
-
-    def _settled(self, call: Call) -> None:
-        waiter = self._waiters[call]
-        if not waiter.done():  # else the awaiting task was just cancelled
-            waiter.set_result(None)
-
-    def _on_ready(self) -> None:
-        self._ready.set()
-
     # --- input callbacks --------------------------------------------------------------------
 
     def _start_input(self, event: InputNeeded, callback: InputCallback) -> None:
         key = id(event)
-        task = self._loop.create_task(self._run_input(event, callback))
+        task = self._loop.create_task(self._answer(event, callback))
         self._inputs[key] = task
         task.add_done_callback(lambda done: self._forget_input(key, done))
 
@@ -507,56 +445,22 @@ class Client(AsyncClientBase):
     def _stop_input(self, event: InputNeeded) -> None:
         self._inputs.pop(id(event)).cancel()
 
-    async def _run_input(self, event: InputNeeded, callback: InputCallback) -> None:
-        try:
-            result = await callback(event)
-        except Exception as exc:
-            self._driver.fail(event, exc)
-        else:
-            self._driver.answer(event, result)
-        self._flush()
-
     # --- input, output and time -------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        driver = self._driver
-        while True:
-            try:
-                data = await self._reader.read(READ_SIZE)
-            except OSError:  # the connection broke: as good as the end of input
-                data = b""
-            driver.receive(data)
-            self._flush()
-            if driver.closed:
-                return
-            await self._drain()
+        await _read_loop(self._reader, self._driver, self._flush, self._drain)
 
     def _flush(self) -> None:
         """Write what the connection queued, and re-arm the timer if its deadline moved."""
         data = self._driver.data_to_send()
         if data and not self._writer.is_closing():
             self._writer.write(data)
-        if self._driver.refresh_timer():
-            self._arm_timer()
+        self._timer.refresh()
 
     async def _drain(self) -> None:
         with contextlib.suppress(OSError):  # the server is gone: the reader sees the end
             async with self._drain_lock:
                 await self._writer.drain()
-
-    def _arm_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        delay = self._driver.timer_delay()
-        if delay is not None:
-            self._timer = self._loop.call_later(delay, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._driver.fire_timer()
-        self._flush()
-        self._arm_timer()  # fired a little early (the loop's clock resolution): again
 
 
 async def _end_process(proc: asyncio.subprocess.Process, timeout: float) -> None:

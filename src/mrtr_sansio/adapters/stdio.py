@@ -35,13 +35,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import IO, Any, BinaryIO, Protocol
+from typing import IO, Any, BinaryIO
 
 from typing_extensions import Unpack
 
 from mrtr_sansio import (
     ClientConfig,
-    ClientConnection,
     InputNeeded,
     RequestReceived,
     ServerConfig,
@@ -49,11 +48,11 @@ from mrtr_sansio import (
 )
 
 from ._client_common import (
+    SHUTDOWN_TIMEOUT,
     BlockingClientOptions,
     BlockingInputCallback,
     ClientBase,
     ClientDriver,
-    client_config,
     request_params,
 )
 from ._common import (
@@ -61,14 +60,11 @@ from ._common import (
     BlockingHandler,
     BlockingRequestContext,
     StreamServer,
+    TimedDriver,
     call_blocking_handler,
 )
 
 __all__ = ["Client", "HandlerCancelled", "serve"]
-
-#: Seconds a closing client waits for the server to end its output, then for it to exit
-#: (before each escalation: SIGTERM, then SIGKILL).
-SHUTDOWN_TIMEOUT = 5.0
 
 _CAN_SELECT = os.name == "posix"
 
@@ -114,16 +110,9 @@ def _readable(fd: int, timeout: float | None) -> bool:
     return bool(select.select([fd], [], [], timeout)[0])
 
 
-class _Driver(Protocol):
-    """What :func:`_wait` drives: :class:`StreamServer` or :class:`ClientDriver`."""
-
-    def receive(self, data: bytes) -> None: ...
-    def refresh_timer(self) -> bool: ...
-    def timer_delay(self) -> float | None: ...
-    def fire_timer(self) -> None: ...
-
-
-def _wait(fd: int, driver: _Driver, flush: Callable[[], None], timeout: float | None) -> None:
+def _wait(
+    fd: int, driver: TimedDriver[Any], flush: Callable[[], None], timeout: float | None
+) -> None:
     """Wait for input on ``fd`` (at most ``timeout`` seconds; None: no limit) and feed it to
     ``driver``, firing the driver's timer whenever it falls due meanwhile; ``flush`` writes
     what each step queued."""
@@ -252,22 +241,19 @@ class Client(ClientBase):
         config: ClientConfig | None = None,
         **options: Unpack[BlockingClientOptions],
     ) -> None:
-        config, callbacks = client_config(config, options)
         self._reader = reader
         self._writer = writer
         self._fd_in = reader.fileno()
         self._fd_out = writer.fileno()
         #: The server process, when :meth:`connect_stdio` launched it.
         self.process: subprocess.Popen[bytes] | None = None
-        self._driver = ClientDriver(
-            ClientConnection(config),
-            callbacks,
+        self._driver = ClientDriver.create(
+            config,
+            options,
             start_input=self._start_input,
             stop_input=self._stop_input,
             settled=_nothing,
             ready=_nothing,
-            on_notification=options.get("on_notification"),
-            trace=options.get("trace"),
         )
         self._inputs: dict[int, tuple[InputNeeded, BlockingInputCallback]] = {}
         self._broken = False  # the output failed: the server is gone
@@ -312,12 +298,8 @@ class Client(ClientBase):
         shutdown_timeout: float = SHUTDOWN_TIMEOUT,
         **options: Unpack[BlockingClientOptions],
     ) -> Iterator[Client]:
-        """Launch ``command`` as a stdio server and talk to it.
-
-        ``stderr`` is where the server's logs go (inherited by default). On exit the server's
-        stdin is closed; if it has not exited ``shutdown_timeout`` seconds later it gets
-        SIGTERM, and SIGKILL after as long again (the spec's shutdown sequence).
-        """
+        """Launch ``command`` as a stdio server and talk to it; its logs go to ``stderr``
+        (inherited by default). How it is stopped: :data:`SHUTDOWN_TIMEOUT`."""
         proc = subprocess.Popen(
             list(command),
             stdin=subprocess.PIPE,

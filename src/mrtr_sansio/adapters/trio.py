@@ -36,22 +36,14 @@ import trio
 from typing_extensions import Unpack
 
 from mrtr_sansio import (
-    Call,
     ClientConfig,
-    ClientConnection,
     InputNeeded,
     RequestReceived,
     ServerConfig,
     ServerConnection,
 )
 
-from ._client_common import (
-    AsyncClientBase,
-    ClientDriver,
-    ClientOptions,
-    InputCallback,
-    client_config,
-)
+from ._client_common import SHUTDOWN_TIMEOUT, AsyncStreamClient, ClientOptions, InputCallback
 from ._common import (
     READ_SIZE,
     Handler,
@@ -62,10 +54,6 @@ from ._common import (
 )
 
 __all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
-
-#: Seconds a closing client waits for the server to end its output, then for it to exit
-#: (before each escalation: SIGTERM, then SIGKILL).
-SHUTDOWN_TIMEOUT = 5.0
 
 
 async def serve(
@@ -263,7 +251,7 @@ class _ScopeTimer:
 # --- the client -------------------------------------------------------------------------------
 
 
-class Client(AsyncClientBase):
+class Client(AsyncStreamClient):
     """An MCP client over a trio stream; open it with :meth:`connect_stdio`,
     :meth:`connect_tcp` or :meth:`connect` (async context managers).
 
@@ -279,28 +267,16 @@ class Client(AsyncClientBase):
         config: ClientConfig | None = None,
         **options: Unpack[ClientOptions],
     ) -> None:
-        config, callbacks = client_config(config, options)
+        super().__init__(config, options, trio.Event)
         self._stream = stream
         #: The server process, when :meth:`connect_stdio` launched it.
         self.process: trio.Process | None = None
-        self._driver = ClientDriver(
-            ClientConnection(config),
-            callbacks,
-            start_input=self._start_input,
-            stop_input=self._stop_input,
-            settled=self._settled,
-            ready=self._on_ready,
-            on_notification=options.get("on_notification"),
-            trace=options.get("trace"),
-        )
         self._nursery: trio.Nursery | None = None
-        self._waiters: dict[Call, trio.Event] = {}
         self._inputs: dict[int, trio.CancelScope] = {}  # id(InputNeeded) -> its callback's
-        self._ready = trio.Event()
         self._read_done = trio.Event()
         self._wakeup = trio.lowlevel.ParkingLot()  # the writer waits here for output
         self._closing = False  # the writer ends the output once it has sent everything
-        self._timer_scope: trio.CancelScope | None = None
+        self._timer = _ScopeTimer(self._driver, self._flush)
 
     # --- opening and closing ----------------------------------------------------------------
 
@@ -327,7 +303,7 @@ class Client(AsyncClientBase):
             client._nursery = nursery
             nursery.start_soon(client._read_loop)
             nursery.start_soon(client._write_loop)
-            nursery.start_soon(client._timer_loop)
+            nursery.start_soon(client._timer.run)
             try:
                 await client._open()
                 yield client
@@ -351,12 +327,8 @@ class Client(AsyncClientBase):
         shutdown_timeout: float = SHUTDOWN_TIMEOUT,
         **options: Unpack[ClientOptions],
     ) -> AsyncIterator[Client]:
-        """Launch ``command`` as a stdio server and talk to it.
-
-        ``stderr`` is where the server's logs go (inherited by default). On exit the server's
-        stdin is closed; if it has not exited ``shutdown_timeout`` seconds later it gets
-        SIGTERM, and SIGKILL after as long again (the spec's shutdown sequence).
-        """
+        """Launch ``command`` as a stdio server and talk to it; its logs go to ``stderr``
+        (inherited by default). How it is stopped: :data:`SHUTDOWN_TIMEOUT`."""
         proc = await trio.lowlevel.open_process(
             list(command),
             stdin=subprocess.PIPE,
@@ -396,13 +368,6 @@ class Client(AsyncClientBase):
         ):
             yield client
 
-    async def _open(self) -> None:
-        self._flush()
-        if not self._driver.ready:
-            await self._ready.wait()
-        if self._driver.handshake_error is not None:
-            raise self._driver.handshake_error
-
     async def _close(self, timeout: float) -> None:
         """End our output, give the server ``timeout`` s to end its own, then stop."""
         self._closing = True
@@ -413,31 +378,6 @@ class Client(AsyncClientBase):
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()
         self._driver.close()  # whatever is still open fails: ConnectionClosedError
-
-    # --- calls ------------------------------------------------------------------------------
-
-    async def request(
-        self, method: str, params: Mapping[str, Any] | None = None
-    ) -> Mapping[str, Any]:
-        driver = self._driver
-        call = driver.call(method, params)
-        done = self._waiters[call] = trio.Event()
-        self._flush()
-        try:
-            await done.wait()
-        except BaseException:
-            driver.cancel(call)
-            self._flush()
-            raise
-        finally:
-            del self._waiters[call]
-        return driver.take(call)
-
-    def _settled(self, call: Call) -> None:
-        self._waiters[call].set()
-
-    def _on_ready(self) -> None:
-        self._ready.set()
 
     # --- input callbacks --------------------------------------------------------------------
 
@@ -453,13 +393,7 @@ class Client(AsyncClientBase):
         self, event: InputNeeded, callback: InputCallback, scope: trio.CancelScope
     ) -> None:
         with scope:
-            try:
-                result = await callback(event)
-            except Exception as exc:
-                self._driver.fail(event, exc)
-            else:
-                self._driver.answer(event, result)
-            self._flush()
+            await self._answer(event, callback)
         if self._inputs.get(id(event)) is scope:
             del self._inputs[id(event)]
 
@@ -499,24 +433,7 @@ class Client(AsyncClientBase):
     def _flush(self) -> None:
         """Wake the writer, and re-arm the timer if the connection's deadline moved."""
         self._wakeup.unpark_all()
-        if self._driver.refresh_timer():
-            self._arm_timer()
-
-    def _arm_timer(self) -> None:
-        scope = self._timer_scope
-        if scope is not None:
-            delay = self._driver.timer_delay()
-            scope.deadline = math.inf if delay is None else trio.current_time() + delay
-
-    async def _timer_loop(self) -> None:
-        while True:
-            with trio.CancelScope() as scope:
-                self._timer_scope = scope
-                self._arm_timer()
-                await trio.sleep_forever()
-            self._timer_scope = None
-            self._driver.fire_timer()
-            self._flush()
+        self._timer.refresh()
 
 
 async def _end_process(proc: trio.Process, timeout: float) -> None:
