@@ -21,6 +21,8 @@ from mrtr_sansio.adapters import ClientBase, ClientOptions
 
 __all__ = ["ARGUMENTS", "TOOL", "Demo", "parse_args"]
 
+EraName = Literal["modern", "legacy", "auto"]
+
 TOOL = "book_trip"
 ARGUMENTS = {"destination": "Lisbon", "guests": 2}
 CLIENT_INFO = {"name": "mrtr-sansio-demo-client", "version": m.__version__}
@@ -50,8 +52,8 @@ def parse_args(argv: Sequence[str] | None, description: str) -> argparse.Namespa
 class Demo:
     """The scripted user's callbacks, and the transcript they and the wire print to."""
 
-    def __init__(self, era: str, *, full: bool = False, out: Any = None) -> None:
-        self.config = m.ClientConfig(era=era, client_info=CLIENT_INFO)  # type: ignore[arg-type]
+    def __init__(self, era: EraName, *, full: bool = False, out: Any = None) -> None:
+        self.config = m.ClientConfig(era=era, client_info=CLIENT_INFO)
         self.full = full
         self.out = out if out is not None else sys.stdout
         self._metas: dict[str, Any] = {}  # direction -> the last _meta printed whole
@@ -77,7 +79,9 @@ class Demo:
     async def roots(self, need: m.InputNeeded) -> Mapping[str, Any]:
         return self._answer("roots", need, ROOTS)
 
-    def _answer(self, callback: str, need: m.InputNeeded, answer: Any) -> Any:
+    def _answer(
+        self, callback: str, need: m.InputNeeded, answer: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
         what = f"input {need.key!r}" if isinstance(need.key, str) else f"request id {need.key}"
         self.say(
             f"        {callback} callback answers {what} (round {need.round}): {_compact(answer)}"

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+import booking
 import trio
 import trio.testing
 from fixtures import Everything, server_config
@@ -35,18 +36,15 @@ from mrtr_sansio.adapters import asyncio as asyncio_adapter
 from mrtr_sansio.adapters import trio as trio_adapter
 from wire import check_message
 
-DATES = {"check_in": "2026-09-01", "check_out": "2026-09-05"}
-WORKSPACE = {"roots": [{"uri": "file:///trips", "name": "trips"}]}
-PITCH = {
-    "role": "assistant",
-    "content": {"type": "text", "text": "Lisbon in September: light, tiles and tarts."},
-    "model": "scripted",
-}
+#: The example client's scripted user answers the tests' callbacks too.
+DATES = booking.DATES
+WORKSPACE = booking.ROOTS
+PITCH = booking.PITCH
 BOOKED = (
-    "Booked Lisbon for 2: 2026-09-01 to 2026-09-05.\nWorkspace: file:///trips\n"
-    "Summary: Lisbon in September: light, tiles and tarts."
+    "Booked Lisbon for 2: 2026-09-01 to 2026-09-05.\nWorkspace: file:///home/demo/trips\n"
+    "Summary: Five days of light, tiles and custard tarts."
 )
-LISBON = {"destination": "Lisbon", "guests": 2}
+LISBON = booking.ARGUMENTS
 EraName = Literal["modern", "legacy", "auto"]
 #: Servers for ``python -c``: one that reads its first line, then exits without a word; one
 #: that ignores the end of its input (and, with ``IGNORE_TERM`` before it, SIGTERM too).
@@ -214,6 +212,23 @@ class Answers:
             "sampling": self.sample_now,
             "roots": self.roots_now,
         }
+
+
+class Stuck:
+    """A callback that never answers: ``asked`` once called, ``stopped`` once cancelled."""
+
+    def __init__(self, lib: Lib) -> None:
+        self._lib = lib
+        self.asked = lib.event()
+        self.stopped = lib.event()
+
+    async def __call__(self, need: m.InputNeeded) -> Mapping[str, Any]:
+        self.asked.set()
+        try:
+            await self._lib.wait(self._lib.event())  # nobody sets it: fails after TIMEOUT
+        finally:
+            self.stopped.set()
+        raise AssertionError("unreachable")
 
 
 # --- sessions ---------------------------------------------------------------------------------
@@ -398,22 +413,21 @@ class AsyncioLib(Lib):
         return asyncio.get_running_loop().time()
 
     @asynccontextmanager
-    async def pair(
+    async def _session(
         self,
-        handler: Any,
-        server: m.ServerConfig | None = None,
-        config: m.ClientConfig | None = None,
-        **options: Any,
+        server: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+        config: m.ClientConfig | None,
+        options: Any,
     ) -> AsyncIterator[Session]:
         (s_reader, s_writer), (c_reader, c_writer) = await _socket_pair()
 
-        async def serve() -> None:
+        async def run_server() -> None:
             try:
-                await asyncio_adapter.serve(handler, server, s_reader, s_writer)
+                await server(s_reader, s_writer)
             finally:
                 s_writer.close()
 
-        task = asyncio.create_task(serve())
+        task = asyncio.create_task(run_server())
         wire = Wire()
         try:
             async with asyncio_adapter.Client.connect(
@@ -428,36 +442,25 @@ class AsyncioLib(Lib):
             s_writer.close()  # the task may have been cancelled before it started
             c_writer.close()
         if not task.cancelled():
-            task.result()  # serve() itself must not fail
+            task.result()  # the server (or the script) itself must not fail
 
-    @asynccontextmanager
-    async def scripted(
-        self, script: Script, config: m.ClientConfig | None = None, **options: Any
-    ) -> AsyncIterator[Session]:
-        (s_reader, s_writer), (c_reader, c_writer) = await _socket_pair()
-        peer = AsyncioPeer(s_reader, s_writer)
+    def pair(
+        self,
+        handler: Any,
+        server: m.ServerConfig | None = None,
+        config: m.ClientConfig | None = None,
+        **options: Any,
+    ) -> Any:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await asyncio_adapter.serve(handler, server, reader, writer)
 
-        async def run_script() -> None:
-            try:
-                await script(peer)
-            finally:
-                s_writer.close()
+        return self._session(serve, config, options)
 
-        task = asyncio.create_task(run_script())
-        wire = Wire()
-        try:
-            async with asyncio_adapter.Client.connect(
-                c_reader, c_writer, config, trace=wire, **options
-            ) as client:
-                yield AsyncioSession(client, wire, task)
-            done, _ = await asyncio.wait((task,), timeout=TIMEOUT)
-            assert done, "the script did not end after the client left"
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            s_writer.close()  # the task may have been cancelled before it started
-            c_writer.close()
-        task.result()  # the script ran to its end
+    def scripted(self, script: Script, config: m.ClientConfig | None = None, **options: Any) -> Any:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await script(AsyncioPeer(reader, writer))
+
+        return self._session(serve, config, options)
 
 
 # --- trio -------------------------------------------------------------------------------------

@@ -8,15 +8,11 @@ import subprocess
 import sys
 
 import pytest
-from client_harness import EraName
+from client_harness import BOOKED, EraName
 from stream_pipes import EXAMPLES
 from stream_scenarios import TIMEOUT
 
-LAST_LINES = [
-    "=> Booked Lisbon for 2: 2026-09-01 to 2026-09-05.",
-    "=> Workspace: file:///home/demo/trips",
-    "=> Summary: Five days of light, tiles and custard tarts.",
-]
+LAST_LINES = [f"=> {line}" for line in BOOKED.splitlines()]
 
 
 def run_example(client: str, server: str, *args: str) -> list[str]:

@@ -21,6 +21,7 @@ from client_harness import (
     Lib,
     ScriptPeer,
     Session,
+    Stuck,
     check_retries,
     sealed_config,
 )
@@ -360,23 +361,14 @@ def test_cancelling_the_task_cancels_the_request(lib: Lib, era: EraName) -> None
 def test_cancelling_while_input_is_gathered(lib: Lib, era: EraName) -> None:
     """The user is still answering when the call is given up: the callback is cancelled; the
     modern wire has no request in flight (nothing to send), the legacy one has our call."""
-    asked = lib.event()
-    stopped = lib.event()
-
-    async def stuck(need: m.InputNeeded) -> Mapping[str, Any]:
-        asked.set()
-        try:
-            await lib.wait(lib.event())  # never set: fails after the harness timeout
-        finally:
-            stopped.set()
-        raise AssertionError("unreachable")
+    stuck = Stuck(lib)
 
     async def body(session: Session, server: FixtureServer) -> None:
         call = session.spawn(lambda: session.client.call_tool("book_trip", LISBON))
-        await lib.wait(asked)
+        await lib.wait(stuck.asked)
         call.cancel()
         await lib.wait(call.done)
-        await lib.wait(stopped)
+        await lib.wait(stuck.stopped)
         assert call.cancelled
         assert await session.client.list_tools()  # answered after the cancellation went out
         cancels = session.wire.sent("notifications/cancelled")
@@ -408,16 +400,7 @@ def test_server_exit_mid_call(lib: Lib, era: EraName) -> None:
 def test_withdrawn_request_stops_its_callback(lib: Lib) -> None:
     """A legacy server that stops waiting for an answer cancels its request: the callback is
     cancelled, and the call ends with the server's error."""
-    asked = lib.event()
-    stopped = lib.event()
-
-    async def stuck(need: m.InputNeeded) -> Mapping[str, Any]:
-        asked.set()
-        try:
-            await lib.wait(lib.event())
-        finally:
-            stopped.set()
-        raise AssertionError("unreachable")
+    stuck = Stuck(lib)
 
     async def main() -> None:
         server = FixtureServer(lib.event)
@@ -430,8 +413,8 @@ def test_withdrawn_request_stops_its_callback(lib: Lib) -> None:
             with pytest.raises(CallFailedError) as failed:
                 await session.client.call_tool("test_input_required_result_elicitation")
             assert failed.value.code == m.INTERNAL_ERROR
-            await lib.wait(stopped)
-            assert asked.is_set()
+            await lib.wait(stuck.stopped)
+            assert stuck.asked.is_set()
             withdrawn = [
                 msg
                 for msg in session.wire.received()
@@ -615,14 +598,7 @@ def test_capabilities_follow_the_callbacks(lib: Lib) -> None:
 def test_closing_with_a_retry_and_a_callback_pending(lib: Lib) -> None:
     """The client leaves while one call waits for its state-only backoff and another for the
     user: both end with ConnectionClosedError, the callback is cancelled, no task is left."""
-    stopped = lib.event()
-
-    async def stuck(need: m.InputNeeded) -> Mapping[str, Any]:
-        try:
-            await lib.wait(lib.event())
-        finally:
-            stopped.set()
-        raise AssertionError("unreachable")
+    stuck = Stuck(lib)
 
     async def main() -> None:
         server = FixtureServer(lib.event)
@@ -644,7 +620,7 @@ def test_closing_with_a_retry_and_a_callback_pending(lib: Lib) -> None:
             assert session.client.connection.next_deadline() is not None
         await lib.wait(waiting.done)
         await lib.wait(asking.done)
-        await lib.wait(stopped)
+        await lib.wait(stuck.stopped)
         assert isinstance(waiting.error, ConnectionClosedError)
         assert isinstance(asking.error, ConnectionClosedError)
 
