@@ -21,19 +21,21 @@ from ._client_common import (
     AsyncClientBase,
     BlockingClientOptions,
     BlockingInputCallback,
-    CallFailedError,
     ClientBase,
     ClientDriver,
-    ClientError,
     ClientOptions,
-    ConnectionClosedError,
-    HandshakeFailedError,
     InputCallback,
-    InputRejectedError,
     NotificationCallback,
-    RoundsExhaustedError,
     Trace,
     client_config,
+)
+from ._client_errors import (
+    CallFailedError,
+    ClientError,
+    ConnectionClosedError,
+    HandshakeFailedError,
+    InputRejectedError,
+    RoundsExhaustedError,
 )
 from ._common import (
     BlockingHandler,

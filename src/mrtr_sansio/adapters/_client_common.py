@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import attrs
 from typing_extensions import TypedDict
@@ -47,12 +47,19 @@ from mrtr_sansio import (
     RoundsExhausted,
 )
 
+from ._client_errors import (
+    CallFailedError,
+    ClientError,
+    ConnectionClosedError,
+    HandshakeFailedError,
+    InputRejectedError,
+    RoundsExhaustedError,
+)
 from ._common import TimedDriver
 
 __all__ = [
     "SHUTDOWN_TIMEOUT",
     "AsyncClientBase",
-    "AsyncStreamClient",
     "BlockingClientOptions",
     "BlockingInputCallback",
     "CallFailedError",
@@ -117,80 +124,6 @@ _DEFAULT_CAPABILITIES: dict[str, tuple[str, dict[str, Any]]] = {
     "sampling/createMessage": ("sampling", {}),
     "roots/list": ("roots", {}),
 }
-
-
-# --- exceptions -------------------------------------------------------------------------------
-
-
-class ClientError(Exception):
-    """Base of what a client call raises when it does not return a result."""
-
-
-class CallFailedError(ClientError):
-    """The call ended with a JSON-RPC error: the server's, or one the connection made
-    (``local``: the server's response broke a rule, or the stream closed; for logs, not users).
-    """
-
-    def __init__(self, call: Call | None, error: JsonRpcError, *, local: bool = False) -> None:
-        what = "the handshake" if call is None else call.method
-        super().__init__(f"{what} failed: {error.message} ({error.code})")
-        self.call = call
-        self.error = error
-        self.local = local
-
-    @property
-    def code(self) -> int:
-        return self.error.code
-
-    @property
-    def required_capabilities(self) -> Mapping[str, Any] | None:
-        """For -32021: the client capabilities the server said it needs."""
-        caps = self._data("requiredCapabilities")
-        return caps if isinstance(caps, Mapping) else None
-
-    @property
-    def supported_versions(self) -> list[str] | None:
-        """For -32022: the protocol versions the server serves."""
-        versions = self._data("supported")
-        return [v for v in versions if isinstance(v, str)] if isinstance(versions, list) else None
-
-    def _data(self, field: str) -> Any:
-        data = self.error.data
-        return data.get(field) if isinstance(data, Mapping) else None
-
-
-class ConnectionClosedError(CallFailedError):
-    """The stream ended (the server exited or closed it) before the call did."""
-
-
-class HandshakeFailedError(CallFailedError):
-    """No protocol could be agreed with the server; no call can be made."""
-
-
-class RoundsExhaustedError(ClientError):
-    """The server still asked for input after ``ClientConfig.max_rounds`` rounds; the call was
-    ended. ``last_result`` is the last ``input_required`` result (legacy: the server request
-    that would have started one round too many)."""
-
-    def __init__(self, call: Call, rounds: int, last_result: Mapping[str, Any]) -> None:
-        super().__init__(f"{call.method} still needed input after {rounds} rounds")
-        self.call = call
-        self.rounds = rounds
-        self.last_result = last_result
-
-
-class InputRejectedError(ClientError):
-    """Raise it in a callback to refuse a request (the user said no to sampling, say).
-
-    Legacy wire: the server's request is answered with ``error`` (default -1, "User rejected
-    the request") and the call goes on. Modern wire: an embedded request has no error channel,
-    so the call is abandoned and raises this exception. For elicitation prefer returning
-    ``{"action": "decline"}``, which the server sees on both wires.
-    """
-
-    def __init__(self, error: JsonRpcError | None = None) -> None:
-        super().__init__(error.message if error is not None else "input rejected")
-        self.error = error
 
 
 # --- configuration ----------------------------------------------------------------------------
@@ -574,91 +507,3 @@ class AsyncClientBase(ClientBase):
 
     async def list_resource_templates(self, cursor: str | None = None) -> Mapping[str, Any]:
         return await self.request("resources/templates/list", request_params(cursor=cursor))
-
-
-class _Event(Protocol):
-    """``asyncio.Event`` or ``trio.Event``."""
-
-    def set(self) -> None: ...
-    async def wait(self) -> Any: ...
-
-
-class AsyncStreamClient(AsyncClientBase):
-    """What the asyncio and trio stream clients share above their IO: the driver, calls
-    awaiting their outcome, the handshake, and running an input callback.
-
-    A subclass moves the bytes (:meth:`_flush`, :meth:`_drain`), runs each callback in a
-    task of its library through :meth:`_answer` (``_start_input``) and cancels it
-    (``_stop_input``).
-    """
-
-    def __init__(
-        self,
-        config: ClientConfig | None,
-        options: ClientOptions,
-        event: Callable[[], _Event],
-    ) -> None:
-        self._event = event
-        self._waiters: dict[Call, _Event] = {}
-        self._handshake = event()
-        self._driver = ClientDriver.create(
-            config,
-            options,
-            start_input=self._start_input,
-            stop_input=self._stop_input,
-            settled=self._settled,
-            ready=self._handshake.set,
-        )
-
-    async def request(
-        self, method: str, params: Mapping[str, Any] | None = None
-    ) -> Mapping[str, Any]:
-        driver = self._driver
-        call = driver.call(method, params)
-        done = self._waiters[call] = self._event()
-        try:
-            self._flush()
-            await self._drain()
-            await done.wait()
-        except BaseException:  # cancelled (or interrupted): give the call up on the wire
-            driver.cancel(call)
-            self._flush()
-            raise
-        finally:
-            del self._waiters[call]
-        return driver.take(call)
-
-    def _settled(self, call: Call) -> None:
-        self._waiters[call].set()
-
-    async def _open(self) -> None:
-        """Send what the handshake needs and wait for it (the reader must be running)."""
-        self._flush()
-        await self._drain()
-        if not self._driver.ready:
-            await self._handshake.wait()
-        if self._driver.handshake_error is not None:
-            raise self._driver.handshake_error
-
-    async def _answer(self, event: InputNeeded, callback: InputCallback) -> None:
-        """Run ``callback`` for ``event`` and hand its answer (or failure) to the driver."""
-        try:
-            result = await callback(event)
-        except Exception as exc:
-            self._driver.fail(event, exc)
-        else:
-            self._driver.answer(event, result)
-        self._flush()
-
-    def _flush(self) -> None:
-        """Write (or hand to the writer) what the connection queued; keep the timer."""
-        raise NotImplementedError
-
-    async def _drain(self) -> None:
-        """Wait until the transport can take more (backpressure); nothing by default."""
-
-    def _start_input(self, event: InputNeeded, callback: InputCallback) -> None:
-        raise NotImplementedError
-
-    def _stop_input(self, event: InputNeeded) -> None:
-        raise NotImplementedError

@@ -43,7 +43,7 @@ from mrtr_sansio import (
     ServerConnection,
 )
 
-from ._client_common import SHUTDOWN_TIMEOUT, AsyncStreamClient, ClientOptions, InputCallback
+from ._client_common import SHUTDOWN_TIMEOUT, ClientOptions, InputCallback
 from ._common import (
     READ_SIZE,
     Handler,
@@ -52,6 +52,7 @@ from ._common import (
     TimedDriver,
     call_handler,
 )
+from ._stream_client import AsyncStreamClient
 
 __all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
 
