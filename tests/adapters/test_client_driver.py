@@ -171,3 +171,18 @@ def test_events_the_application_does_not_handle_are_logged() -> None:
     )
     assert hooks.settled == []
     assert hooks.sent() == []
+
+
+def test_a_failing_trace_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """The bytes still go out and come in; each failure is logged."""
+    hooks = Hooks(era="modern")
+
+    def broken(direction: str, data: bytes) -> None:
+        raise RuntimeError("trace")
+
+    hooks.driver._trace = broken
+    call = hooks.driver.call("tools/list", None)
+    assert hooks.driver.data_to_send().count(b"\n") == 1
+    hooks.feed({"jsonrpc": "2.0", "id": 0, "result": {"tools": []}})
+    assert hooks.driver.take(call) == {"tools": []}
+    assert [r.getMessage() for r in caplog.records] == ["a client hook failed"] * 2

@@ -658,3 +658,24 @@ def test_server_that_keeps_its_output_open(lib: Lib) -> None:
         assert isinstance(waiting.error, ConnectionClosedError)
 
     lib.run(main)
+
+
+def test_failing_hooks_do_not_stop_the_client(lib: Lib, caplog: pytest.LogCaptureFixture) -> None:
+    """A notification callback or a trace that raises is logged; the calls go on."""
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("hook")
+
+    async def main() -> None:
+        server = FixtureServer(lib.event)
+        async with lib.pair(
+            server.handle, sealed_config(), config("legacy"), on_notification=broken
+        ) as session:
+            result = await session.client.call_tool(
+                "test_tool_with_progress", meta={"progressToken": "p1"}
+            )
+            assert result["content"][0]["text"] == "Progress test completed"
+        failed = [r for r in caplog.records if r.getMessage() == "a client hook failed"]
+        assert len(failed) == 3
+
+    lib.run(main)

@@ -290,7 +290,7 @@ class ClientDriver(TimedDriver[ClientConnection]):
             lines.append(self._buffer)
         for line in lines:
             if line.strip():
-                self._trace("recv", line)
+                _hook(self._trace, "recv", line)
 
     def route(self) -> None:
         """Act on every pending connection event."""
@@ -318,7 +318,7 @@ class ClientDriver(TimedDriver[ClientConnection]):
             elif kind is NotificationReceived:
                 assert isinstance(event, NotificationReceived)
                 if self._notify is not None:
-                    self._notify(event.method, event.params)
+                    _hook(self._notify, event.method, event.params)
             elif kind is EraDetected or kind is HandshakeFailed:
                 if isinstance(event, HandshakeFailed):
                     error, local = event.error, event.local
@@ -410,8 +410,17 @@ class ClientDriver(TimedDriver[ClientConnection]):
             return self.conn.data_to_send()
         items = self.conn.outgoing()
         for item in items:
-            trace("send", item.data)
+            _hook(trace, "send", item.data)
         return b"".join([item.data + b"\n" for item in items])
+
+
+def _hook(hook: Callable[..., object], *args: Any) -> None:
+    """Call an application hook (trace, notifications); a failure is logged, not raised into
+    the loop that reads the server's messages."""
+    try:
+        hook(*args)
+    except Exception:
+        log.exception("a client hook failed")
 
 
 # --- the application API ----------------------------------------------------------------------
