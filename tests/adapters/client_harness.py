@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import booking
+import pytest
 import trio
 import trio.testing
 from fixtures import Everything, server_config
@@ -46,11 +48,18 @@ BOOKED = (
 )
 LISBON = booking.ARGUMENTS
 EraName = Literal["modern", "legacy", "auto"]
-#: Servers for ``python -c``: one that reads its first line, then exits without a word; one
-#: that ignores the end of its input (and, with ``IGNORE_TERM`` before it, SIGTERM too).
+#: Servers for ``python -c``: one that reads its first line, then exits without a word; ones
+#: that say "ready" on stderr, then ignore the end of their input (and SIGTERM too).
 DIES = "import sys; sys.stdin.buffer.readline()"
-LINGERS = "import sys, time; sys.stdin.buffer.read(); time.sleep(60)"
-IGNORE_TERM = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+_LINGER = "sys.stderr.write('ready'); sys.stderr.flush(); sys.stdin.buffer.read(); time.sleep(60)"
+LINGERS = "import sys, time; " + _LINGER
+DEAF = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + _LINGER
+#: (script, the signal that ends it) for the shutdown escalation tests.
+ESCALATIONS = pytest.mark.parametrize(
+    ("script", "signum"),
+    [(LINGERS, signal.SIGTERM), (DEAF, signal.SIGKILL)],
+    ids=["SIGTERM", "SIGKILL"],
+)
 
 
 # --- the wire ---------------------------------------------------------------------------------

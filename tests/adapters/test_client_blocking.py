@@ -5,7 +5,7 @@ thread over OS pipes, where the test controls the handler (timeouts, interrupts,
 from __future__ import annotations
 
 import os
-import signal
+import subprocess
 import sys
 import threading
 import time
@@ -17,8 +17,7 @@ import pytest
 from client_harness import (
     BOOKED,
     DIES,
-    IGNORE_TERM,
-    LINGERS,
+    ESCALATIONS,
     LISBON,
     Answers,
     EraName,
@@ -84,16 +83,19 @@ def test_server_gone_before_the_call() -> None:
             client.call_tool("anything", timeout=TIMEOUT)
 
 
-@pytest.mark.parametrize(
-    ("script", "signum"), [(LINGERS, signal.SIGTERM), (IGNORE_TERM + LINGERS, signal.SIGKILL)]
-)
+@ESCALATIONS
 def test_shutdown_escalates(script: str, signum: int) -> None:
     """Real timers: SIGTERM ``shutdown_timeout`` after the end of input, then SIGKILL."""
     start = time.monotonic()
     with Client.connect_stdio(
-        [sys.executable, "-c", script], m.ClientConfig(era="modern"), shutdown_timeout=0.3
+        [sys.executable, "-c", script],
+        m.ClientConfig(era="modern"),
+        stderr=subprocess.PIPE,
+        shutdown_timeout=0.3,
     ) as client:
-        pass
+        assert client.process is not None
+        assert client.process.stderr is not None
+        assert client.process.stderr.read(5) == b"ready"  # its SIGTERM handler is set
     assert client.process is not None
     assert client.process.returncode == -signum
     assert time.monotonic() - start < 5

@@ -4,7 +4,7 @@ input (the shutdown escalates to SIGTERM, then SIGKILL), and TCP."""
 
 from __future__ import annotations
 
-import signal
+import subprocess
 import sys
 from typing import Any
 
@@ -12,9 +12,8 @@ import pytest
 from client_harness import (
     BOOKED,
     DIES,
-    IGNORE_TERM,
+    ESCALATIONS,
     LIBS,
-    LINGERS,
     LISBON,
     Answers,
     EraName,
@@ -93,9 +92,7 @@ def test_server_gone_before_the_call(lib: Lib) -> None:
     lib.run(main)
 
 
-@pytest.mark.parametrize(
-    ("script", "signum"), [(LINGERS, signal.SIGTERM), (IGNORE_TERM + LINGERS, signal.SIGKILL)]
-)
+@ESCALATIONS
 def test_shutdown_escalates(lib: Lib, script: str, signum: int) -> None:
     """Real timers: a server that outlives the end of its input gets SIGTERM after
     ``shutdown_timeout``, and SIGKILL after as long again."""
@@ -103,9 +100,16 @@ def test_shutdown_escalates(lib: Lib, script: str, signum: int) -> None:
     async def main() -> None:
         start = lib.clock()
         async with client_class(lib).connect_stdio(
-            [sys.executable, "-c", script], m.ClientConfig(era="modern"), shutdown_timeout=0.3
+            [sys.executable, "-c", script],
+            m.ClientConfig(era="modern"),
+            stderr=subprocess.PIPE,
+            shutdown_timeout=0.3,
         ) as client:
-            pass
+            # "ready": its SIGTERM handler is set.
+            if lib.name == "asyncio":
+                assert await client.process.stderr.read(5) == b"ready"
+            else:
+                assert await client.process.stderr.receive_some() == b"ready"
         assert client.process.returncode == -signum
         assert lib.clock() - start < 5
 

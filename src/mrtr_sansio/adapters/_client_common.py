@@ -115,7 +115,7 @@ class BlockingClientOptions(TypedDict, total=False):
 
 #: Seconds a closing client waits for the server to end its output; for a server it launched,
 #: then as long again for the process to exit after its stdin was closed, then after SIGTERM,
-#: before SIGKILL (the shutdown the stdio transport prescribes).
+#: before SIGKILL (the shutdown the stdio transport prescribes); its pipes are closed then.
 SHUTDOWN_TIMEOUT = 5.0
 
 #: The capability each callback declares when the configuration does not name it.

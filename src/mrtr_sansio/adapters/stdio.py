@@ -466,7 +466,6 @@ def _nothing(*_args: object) -> None:
 def _end_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
     """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
     assert proc.stdin is not None
-    assert proc.stdout is not None
     with contextlib.suppress(OSError):
         proc.stdin.close()
     for escalate in (proc.terminate, proc.kill):
@@ -477,4 +476,6 @@ def _end_process(proc: subprocess.Popen[bytes], timeout: float) -> None:
             escalate()
     else:
         proc.wait()
-    proc.stdout.close()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()

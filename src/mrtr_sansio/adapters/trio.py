@@ -440,7 +440,6 @@ class Client(AsyncStreamClient):
 async def _end_process(proc: trio.Process, timeout: float) -> None:
     """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
     assert proc.stdin is not None
-    assert proc.stdout is not None
     with contextlib.suppress(trio.BrokenResourceError):
         await proc.stdin.aclose()
     for escalate in (proc.terminate, proc.kill):
@@ -450,4 +449,6 @@ async def _end_process(proc: trio.Process, timeout: float) -> None:
         escalate()
     else:
         await proc.wait()
-    await proc.stdout.aclose()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            await pipe.aclose()
