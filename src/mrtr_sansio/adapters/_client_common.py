@@ -374,8 +374,6 @@ class ClientDriver(TimedDriver[ClientConnection]):
         except LocalProtocolError as exc:  # not an answer the server could read
             self._inputs[id(event)] = event
             self.fail(event, exc)
-        else:
-            self.route()
 
     def fail(self, event: InputNeeded, exc: BaseException) -> None:
         """A callback raised ``exc`` for ``event`` (ignored if no longer wanted).
@@ -388,18 +386,16 @@ class ClientDriver(TimedDriver[ClientConnection]):
             return
         call = event.call
         if isinstance(exc, InputRejectedError):
-            self.conn.reject(event, exc.error)
-            if call is not None and self.conn.era is Era.MODERN:
-                self._settle(call, exc)
-            self.route()
-            return
-        log.error("the %s callback failed", event.method, exc_info=exc)
-        if call is None:
-            self.conn.reject(event, JsonRpcError.internal())
-            return
-        self.conn.cancel(call, f"The client's {event.method} callback failed")
+            self.conn.reject(event, exc.error)  # modern: that abandoned the call
+            if call is None or self.conn.era is not Era.MODERN:
+                return  # the server heard the refusal, and decides
+        else:
+            log.error("the %s callback failed", event.method, exc_info=exc)
+            if call is None:
+                self.conn.reject(event, JsonRpcError.internal())
+                return
+            self.conn.cancel(call, f"The client's {event.method} callback failed")
         self._settle(call, exc)
-        self.route()
 
     # --- output and time --------------------------------------------------------------------
 
