@@ -6,8 +6,9 @@ A page asks for them with a marker on a line of its own:
   transition table of ``mrtr_sansio._lifecycle.LIFECYCLES[NAME]``;
 * ``<!-- config: CLASS -->`` — the fields of ``mrtr_sansio.CLASS`` (``Limits``,
   ``ServerConfig``, ``ClientConfig``) with their defaults and the ``#:`` comments above them;
-* ``<!-- output: PATH -->`` — what the script at ``PATH`` (from the repository root) prints,
-  run with this interpreter (the examples are IO-free or local, and deterministic).
+* ``<!-- output: PATH ARGS... -->`` — what the example script at ``PATH`` (from the repository
+  root) prints, run with this interpreter and ``ARGS`` (``{python}`` in them is this
+  interpreter too); the examples only talk to processes they start.
 
 An unknown name or a failing script fails the build, so a page cannot silently lose its table.
 The functions are plain (no MkDocs import) so that ``tests/test_docs.py`` checks them without a
@@ -20,6 +21,7 @@ import ast
 import enum
 import inspect
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -31,8 +33,9 @@ import attrs
 import mrtr_sansio
 from mrtr_sansio._lifecycle import LIFECYCLES
 
-MARKER = re.compile(r"^<!-- (lifecycle|config|output): ([\w./-]+) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- (lifecycle|config|output): (\S.*?) -->$", re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[2]
+CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig")
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -49,21 +52,16 @@ def expand(kind: str, name: str) -> str:
     return output_markdown(name)
 
 
-def output_markdown(path: str) -> str:
-    """What ``path`` prints, as a text block; raises if it fails or is not an example."""
+def output_markdown(command: str) -> str:
+    """What an example prints, as a text block; raises if it fails or is not an example."""
+    path, *args = shlex.split(command)
     script = (ROOT / path).resolve()
     if ROOT / "examples" not in script.parents or not script.is_file():
         raise FileNotFoundError(f"not an example script: {path}")
-    run = subprocess.run(
-        [sys.executable, str(script)],
-        check=False,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    argv = [sys.executable, str(script), *(a.replace("{python}", sys.executable) for a in args)]
+    run = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
-        raise RuntimeError(f"{path} failed ({run.returncode}):\n{run.stderr}")
+        raise RuntimeError(f"{command} failed ({run.returncode}):\n{run.stderr}")
     return f"```text\n{run.stdout.rstrip()}\n```"
 
 
@@ -94,9 +92,9 @@ def lifecycle_markdown(name: str) -> str:
 
 def config_markdown(name: str) -> str:
     """A table of the fields of a configuration class: name, default, what it means."""
-    cls = getattr(mrtr_sansio, name, None)
-    if cls is None or not attrs.has(cls):
-        raise KeyError(f"unknown configuration class {name!r}")
+    if name not in CONFIG_CLASSES:
+        raise KeyError(f"unknown configuration class {name!r}: one of {', '.join(CONFIG_CLASSES)}")
+    cls = getattr(mrtr_sansio, name)
     docs = field_comments(cls)
     rows = []
     for field in attrs.fields(cls):
