@@ -141,7 +141,7 @@ def test_step_follows_the_table_and_refuses_anything_else() -> None:
     assert lc.moves(_T.STAY) == {}
 
 
-def test_mermaid_draws_every_state_and_declared_transition() -> None:
+def test_mermaid_draws_every_state_and_joins_the_triggers_of_one_arrow() -> None:
     lc: Lifecycle[_S, _T] = Lifecycle(
         "toy", "Toy", _S.A, [_S.B], {(_S.A, _T.STAY): _S.A, (_S.A, _T.GO): _S.B}
     )
@@ -154,6 +154,10 @@ def test_mermaid_draws_every_state_and_declared_transition() -> None:
         "    A --> B : go\n"
         "    B --> [*]"
     )
+    both: Lifecycle[_S, _T] = Lifecycle(
+        "toy", "Toy", _S.A, [_S.B], {(_S.A, _T.GO): _S.B, (_S.A, _T.STAY): _S.B}
+    )
+    assert "    A --> B : go<br>stay\n" in both.mermaid()
 
 
 @pytest.mark.parametrize(

@@ -125,13 +125,17 @@ class Lifecycle(Generic[S, T]):
         )
 
     def mermaid(self) -> str:
-        """The table as a Mermaid ``stateDiagram-v2``, one arrow per declared transition."""
+        """The table as a Mermaid ``stateDiagram-v2``: one arrow per pair of states that a
+        declared transition joins, labelled with every trigger that takes it."""
         lines = ["stateDiagram-v2"]
         for state in type(self.initial):
             lines.append(f'    state "{state.value}" as {state.name}')
         lines.append(f"    [*] --> {self.initial.name}")
+        arrows: dict[tuple[S, S], list[str]] = {}
         for (state, trigger), target in self.table.items():
-            lines.append(f"    {state.name} --> {target.name} : {trigger.value}")
+            arrows.setdefault((state, target), []).append(trigger.value)
+        for (state, target), labels in arrows.items():
+            lines.append(f"    {state.name} --> {target.name} : {'<br>'.join(labels)}")
         for state in type(self.initial):
             if state in self.terminal:
                 lines.append(f"    {state.name} --> [*]")
