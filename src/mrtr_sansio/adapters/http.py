@@ -35,6 +35,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 import httpx
 from anyio.abc import TaskGroup
@@ -120,6 +121,7 @@ class HttpClient(AsyncClientBase):
         self._limit = self._config.limits.max_message_bytes
         self._session_id: str | None = None
         self._streams: dict[Any, anyio.CancelScope] = {}  # request id -> its POST
+        self._origins: dict[Any, Any] = {}  # server request id -> the request whose stream bore it
         self._inputs: dict[int, anyio.CancelScope] = {}  # id(InputNeeded) -> its callback
         self._waiters: dict[Call, anyio.Event] = {}
         #: Tool name -> its ``x-mcp-header`` arguments, from the latest ``tools/list``.
@@ -229,8 +231,8 @@ class HttpClient(AsyncClientBase):
         return driver
 
     def _on_ready(self) -> None:
-        if self._ready is not None:
-            self._ready.set()
+        assert self._ready is not None  # events are only routed once the client is open
+        self._ready.set()
 
     def _cancel_streams(self) -> None:
         streams, self._streams = self._streams, {}
@@ -270,8 +272,8 @@ class HttpClient(AsyncClientBase):
             self._flush(driver)
             await waiter.wait()
         except BaseException:
-            if driver.cancel(call, "The caller cancelled the request"):
-                self._flush(driver)
+            driver.cancel(call, "The caller cancelled the request")
+            self._flush(driver)
             raise
         finally:
             del self._waiters[call]
@@ -279,7 +281,7 @@ class HttpClient(AsyncClientBase):
 
     def _settled(self, call: Call) -> None:
         waiter = self._waiters.get(call)
-        if waiter is not None:
+        if waiter is not None:  # pragma: no branch - every call is awaited until it settles
             waiter.set()
 
     def _read_tools(self, result: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -348,14 +350,18 @@ class HttpClient(AsyncClientBase):
     # --- sending ----------------------------------------------------------------------------
 
     def _flush(self, driver: ClientDriver) -> None:
-        """Start a POST for each message the connection queued; re-arm the timer if needed."""
-        if driver is not self._driver:
-            return  # a session that ended: nothing more is sent for it
+        """Start a POST for each message the connection queued; re-arm the timer if needed.
+
+        (A session that ended has nothing queued: its connection was closed.)
+        """
         tg = self._tg
         assert tg is not None
         for item in driver.conn.outgoing():
             if isinstance(item, OutgoingRequest):
-                tg.start_soon(self._post_request, driver, item)
+                # The scope exists before the task runs: a cancellation that comes first
+                # stops the POST from being sent at all.
+                scope = self._streams[item.request_id] = anyio.CancelScope()
+                tg.start_soon(self._post_request, driver, item, scope)
                 continue
             method = item.message.get("method")
             if method == "notifications/cancelled":
@@ -389,9 +395,14 @@ class HttpClient(AsyncClientBase):
     async def _post_message(
         self, driver: ClientDriver, item: Outgoing, gate: anyio.Event | None
     ) -> None:
-        """POST a notification or an answer to a server request: 202 is expected."""
+        """POST a notification or an answer to a server request: 202 is expected.
+
+        An answer that does not get through fails the call it was for: the server would wait
+        for it in vain (until its own timeout).
+        """
+        problem = None
+        headers = self._headers(driver, item)
         try:
-            headers = self._headers(driver, item)
             if self._trace is not None:
                 self._trace("send", item.data)
             async with self._http.stream(
@@ -401,30 +412,51 @@ class HttpClient(AsyncClientBase):
             if status == 404 and SESSION_HEADER in headers:
                 self._expire(driver, headers[SESSION_HEADER])
             elif not 200 <= status < 300:
-                log.warning("the server refused %s: HTTP %d", _describe_item(item), status)
+                problem = f"HTTP {status}"
         except httpx.HTTPError as exc:
-            log.warning("could not send %s: %s", _describe_item(item), exc)
+            problem = f"{type(exc).__name__}: {exc}"
         finally:
             if gate is not None:
                 gate.set()
+        if problem is None:
+            return
+        what = _describe_item(item)
+        log.warning("%s did not get through: %s", what, problem)
+        rid = (
+            self._origins.pop(item.message.get("id"), None)
+            if "method" not in item.message
+            else None
+        )
+        if rid is not None and driver.conn.request_failed(
+            rid, f"{what} did not get through: {problem}"
+        ):
+            scope = self._streams.pop(rid, None)
+            if scope is not None:
+                scope.cancel()
+            driver.route()
+            self._flush(driver)
 
-    async def _post_request(self, driver: ClientDriver, item: OutgoingRequest) -> None:
+    async def _post_request(
+        self, driver: ClientDriver, item: OutgoingRequest, scope: anyio.CancelScope
+    ) -> None:
         """POST a request and feed its answer to the connection; a request whose answer cannot
         arrive any more fails (the probe falls back, a call raises)."""
-        initialized = self._initialized
-        if initialized is not None and item.message.get("method") != "initialize":
-            await initialized.wait()
         rid = item.request_id
         reason: str | None = None
-        with anyio.CancelScope() as scope:
-            self._streams[rid] = scope
+        with scope:
             try:
+                await anyio.lowlevel.checkpoint_if_cancelled()  # cancelled before it started
+                initialized = self._initialized
+                if initialized is not None and item.message.get("method") != "initialize":
+                    await initialized.wait()
                 reason = await self._exchange(driver, item)
             except httpx.HTTPError as exc:
                 reason = f"HTTP request failed: {type(exc).__name__}: {exc}"
             finally:
                 if self._streams.get(rid) is scope:
                     del self._streams[rid]
+                for server_id in [k for k, v in self._origins.items() if v == rid]:
+                    del self._origins[server_id]
         if scope.cancel_called or driver.closed:
             return
         failure = reason or "the server ended the response without answering the request"
@@ -509,7 +541,7 @@ class HttpClient(AsyncClientBase):
 
         An error response with no id answers ``rid``: it came on that request's response.
         """
-        if driver.closed or driver is not self._driver:
+        if driver.closed:  # pragma: no cover - its streams are cancelled before it closes
             return False
         if self._trace is not None:
             self._trace("recv", data)
@@ -518,10 +550,13 @@ class HttpClient(AsyncClientBase):
         except _DECODE_ERRORS:
             msg = None
         answered = False
-        if type(msg) is dict and "method" not in msg:
-            if msg.get("id") is None and "error" in msg:
-                msg["id"] = rid
-            answered = type(msg.get("id")) is int and msg["id"] == rid
+        if type(msg) is dict:
+            if "method" not in msg:
+                if msg.get("id") is None and "error" in msg:
+                    msg["id"] = rid
+                answered = type(msg.get("id")) is int and msg["id"] == rid
+            elif "id" in msg and len(self._origins) < self._config.limits.max_in_flight:
+                self._origins[msg["id"]] = rid  # a legacy server request: where to fail
         driver.conn.receive_message(msg if type(msg) is dict else data, rid)
         driver.route()
         self._flush(driver)
@@ -535,6 +570,7 @@ class HttpClient(AsyncClientBase):
         log.warning("the server ended session %s (HTTP 404); opening a new one", session)
         self._session_id = None
         self._cancel_streams()
+        self._origins.clear()
         driver.close()
         error = JsonRpcError(INTERNAL_ERROR, "The server ended the session (HTTP 404)")
         for call, outcome in driver.outcomes.items():
