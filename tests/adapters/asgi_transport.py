@@ -52,7 +52,8 @@ class StreamingAsgi(httpx.AsyncBaseTransport):
     """Serve ``app`` to an ``httpx.AsyncClient``; app tasks run in ``tg``.
 
     ``requests`` lists every request seen (method, headers, body). ``cut(predicate)`` makes
-    every later response whose request matches end abruptly after its first body chunk.
+    every later response whose request matches end abruptly after its first body chunk;
+    ``refuse(predicate)`` makes matching requests fail to connect.
     """
 
     def __init__(self, app: Any, tg: TaskGroup) -> None:
@@ -61,6 +62,7 @@ class StreamingAsgi(httpx.AsyncBaseTransport):
         self.requests: list[httpx.Request] = []
         self.bodies: list[bytes] = []
         self._cut: Callable[[httpx.Request, bytes], bool] | None = None
+        self._refuse: Callable[[httpx.Request, bytes], bool] | None = None
         self.finished = 0  # app calls that returned
         #: Requests whose response the client closed before the app finished it.
         self.closed_early: list[httpx.Request] = []
@@ -68,8 +70,14 @@ class StreamingAsgi(httpx.AsyncBaseTransport):
     def cut(self, predicate: Callable[[httpx.Request, bytes], bool]) -> None:
         self._cut = predicate
 
+    def refuse(self, predicate: Callable[[httpx.Request, bytes], bool]) -> None:
+        """Every later request that matches fails to connect (``httpx.ConnectError``)."""
+        self._refuse = predicate
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
+        if self._refuse is not None and self._refuse(request, body):
+            raise httpx.ConnectError("connection refused", request=request)
         self.requests.append(request)
         self.bodies.append(body)
         cut = self._cut is not None and self._cut(request, body)
