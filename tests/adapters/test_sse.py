@@ -103,3 +103,20 @@ def test_any_chunking_gives_the_same_events(
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
     chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
     assert decode(*chunks) == whole
+
+
+def test_ids_and_retry_are_kept_for_reconnecting() -> None:
+    decoder = SseDecoder(1 << 20)
+
+    def state() -> tuple[str | None, int | None]:
+        return decoder.last_event_id, decoder.retry
+
+    assert state() == (None, None)
+    decoder.feed(b"id: 7\nretry: 500\ndata: a\n")
+    assert state() == (None, 500)  # the id counts once the event is dispatched
+    decoder.feed(b"\nid: 8\x00\nretry: soon\n\n")  # a NUL in the id, a non-number retry
+    assert state() == ("7", 500)
+    decoder.feed(b"id: 9\n\n")  # an event without data still moves the id
+    assert state() == ("9", 500)
+    decoder.feed(b"id\n\n")  # an empty id resets it
+    assert state() == ("", 500)

@@ -3,7 +3,8 @@
 Follows the WHATWG event-stream rules: lines end with CRLF, LF or CR; ``:`` starts a comment;
 ``data`` lines of one event are joined with LF; a blank line dispatches the event (an event
 with no data is dropped); an incomplete event at the end of the stream is discarded; one
-leading byte-order mark is skipped. The bytes held for one event are bounded.
+leading byte-order mark is skipped. The bytes held for one event are bounded. ``id`` and
+``retry`` are kept for reconnecting (:attr:`SseDecoder.last_event_id`, :attr:`SseDecoder.retry`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,17 @@ class SseEvent:
 class SseDecoder:
     """Incremental event-stream decoder; ``max_event_bytes`` bounds what one event may hold."""
 
-    __slots__ = ("_buffer", "_data", "_event", "_limit", "_size", "_started")
+    __slots__ = (
+        "_buffer",
+        "_data",
+        "_event",
+        "_id",
+        "_limit",
+        "_size",
+        "_started",
+        "last_event_id",
+        "retry",
+    )
 
     def __init__(self, max_event_bytes: int) -> None:
         self._limit = max_event_bytes
@@ -41,7 +52,12 @@ class SseDecoder:
         self._data: list[bytes] = []
         self._size = 0  # bytes in _data
         self._event = ""
+        self._id: str | None = None  # the id field seen last
         self._started = False  # the BOM check is done
+        #: The id of the last event dispatched (sent back as ``Last-Event-ID`` to resume).
+        self.last_event_id: str | None = None
+        #: The reconnection delay the server asked for, in milliseconds.
+        self.retry: int | None = None
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """The events completed by ``chunk``; :class:`SseEventTooLargeError` past the limit."""
@@ -77,6 +93,8 @@ class SseDecoder:
 
     def _line(self, line: bytes, events: list[SseEvent]) -> None:
         if not line:
+            if self._id is not None:
+                self.last_event_id = self._id
             if self._data:
                 events.append(SseEvent(self._event or "message", b"\n".join(self._data)))
                 self._data = []
@@ -95,4 +113,8 @@ class SseDecoder:
             self._data.append(value)
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
-        # id and retry concern reconnection, which this client does not do; others are ignored
+        elif name == b"id":
+            if b"\x00" not in value:
+                self._id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self.retry = int(value)
