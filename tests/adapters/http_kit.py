@@ -4,7 +4,7 @@ client connected to it, scripted users, and the wire as the server saw it (schem
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -92,20 +92,24 @@ async def connected(
     *,
     user: User | None = None,
     config: Mapping[str, Any] | None = None,
+    prepare: Callable[[StreamingAsgi], object] | None = None,
     **options: Any,
 ) -> AsyncIterator[tuple[HttpClient, StreamingAsgi]]:
     """Our client connected to ``app`` in process; ``user`` answers (a fresh ``User`` by
-    default); ``options`` add to or replace its callbacks (``sampling=None`` removes one)."""
+    default); ``options`` add to or replace its callbacks (``sampling=None`` removes one);
+    ``prepare`` sees the transport before the client connects."""
     callbacks = (user or User()).callbacks()
     settings: dict[str, Any] = {"era": era, "client_info": INFO, **(config or {})}
-    async with (
-        transport_for(app) as transport,
-        httpx.AsyncClient(transport=transport) as http,
-        HttpClient.connect(
-            URL, m.ClientConfig(**settings), http=http, **{**callbacks, **options}
-        ) as client,
-    ):
-        yield client, transport
+    async with transport_for(app) as transport:
+        if prepare is not None:
+            prepare(transport)
+        async with (
+            httpx.AsyncClient(transport=transport) as http,
+            HttpClient.connect(
+                URL, m.ClientConfig(**settings), http=http, **{**callbacks, **options}
+            ) as client,
+        ):
+            yield client, transport
 
 
 def posts(transport: StreamingAsgi) -> list[tuple[httpx.Headers, dict[str, Any]]]:
@@ -124,9 +128,12 @@ def posts(transport: StreamingAsgi) -> list[tuple[httpx.Headers, dict[str, Any]]
 
 
 def methods(transport: StreamingAsgi) -> list[str]:
-    """What each request carried: its JSON-RPC method, ``answer`` or the HTTP method."""
+    """What each request carried: its JSON-RPC method, ``answer`` or the HTTP method (but
+    not the legacy standalone stream's GETs, whose timing is their own)."""
     out = []
     for request, body in zip(transport.requests, transport.bodies, strict=True):
+        if request.method == "GET":
+            continue
         if request.method != "POST":
             out.append(request.method)
             continue

@@ -7,14 +7,21 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import anyio
 import pytest
+from asgi_transport import StreamingAsgi
 from http_kit import User, connected, everything_app, methods, posts, texts
 
 import mrtr_sansio as m
-from mrtr_sansio.adapters import CallFailedError, ConnectionClosedError, HandshakeFailedError
+from mrtr_sansio.adapters import (
+    CallFailedError,
+    ConnectionClosedError,
+    HandshakeFailedError,
+    _http_wire,
+)
 from mrtr_sansio.adapters import http as http_adapter
 from mrtr_sansio.adapters.http import HttpClient
 
@@ -30,11 +37,18 @@ INIT_RESULT = {
 }
 
 
-def scripted(reply: Callable[[str, dict[str, Any] | None, dict[bytes, bytes]], Reply]) -> Any:
-    """An ASGI app answering each request with ``reply(http method, body, headers)``."""
+def scripted(
+    reply: Callable[[str, dict[str, Any] | None, dict[bytes, bytes]], Reply], *, get: bool = False
+) -> Any:
+    """An ASGI app answering each request with ``reply(http method, body, headers)``; GET
+    gets 405 (no standalone stream) unless ``get``."""
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
+            return
+        if scope["method"] == "GET" and not get:
+            await send({"type": "http.response.start", "status": 405, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
             return
         message = await receive()
         body = json.loads(message["body"]) if message.get("body") else None
@@ -307,3 +321,233 @@ async def test_closing_cancels_the_callbacks_still_running() -> None:
         # leaving the client's block closes it while the callback waits
     assert stopped.is_set()
     assert len(outcome) == 1
+
+
+# --- the legacy standalone stream (GET) --------------------------------------------------------
+
+
+async def test_the_standalone_stream_is_opened_once_and_a_405_ends_it() -> None:
+    async with connected(everything_app(), "legacy") as (client, transport):
+        assert texts(await client.call_tool("test_simple_text"))
+        session = client.session_id
+    gets = [r for r in transport.requests if r.method == "GET"]
+    assert len(gets) == 1
+    (get,) = gets
+    assert get.headers["accept"] == "text/event-stream"
+    assert get.headers["mcp-session-id"] == session
+    assert get.headers["mcp-protocol-version"] == "2025-11-25"
+    kinds = [r.method for r in transport.requests]
+    assert kinds.index("GET") > 1  # after initialize and notifications/initialized
+
+
+async def test_no_standalone_stream_when_not_asked_or_on_the_modern_wire() -> None:
+    for era, listen in (("legacy", False), ("modern", True), ("auto", True)):
+        async with connected(everything_app(), era, listen=listen) as (client, transport):
+            assert texts(await client.call_tool("test_simple_text"))
+        assert "GET" not in [r.method for r in transport.requests]
+
+
+class ListeningServer:
+    """A legacy server that, like some SDK servers, asks for input on the standalone stream:
+    a ``tools/call`` gets its answer only once the client answered the elicitation sent on
+    the GET stream. The first GET ends at once with ``retry`` and an event id."""
+
+    def __init__(self) -> None:
+        self.push_send, self.push_receive = anyio.create_memory_object_stream[bytes](10)
+        self.answered = anyio.Event()
+        self.answer: Any = None
+        self.gets: list[dict[bytes, bytes]] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        headers = dict(scope["headers"])
+        if scope["method"] == "GET":
+            self.gets.append(headers)
+            await send({"type": "http.response.start", "status": 200, "headers": SSE})
+            if len(self.gets) == 1:
+                priming = b"id: e1\nretry: 10\ndata:\n\n"
+                await send({"type": "http.response.body", "body": priming})
+                return
+            async for event in self.push_receive:
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+            return
+        if scope["method"] == "DELETE":
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        msg = json.loads((await receive())["body"])
+        status, reply_headers, data = 202, [], b""
+        if msg.get("method") == "initialize":
+            status, reply_headers = 200, [*JSON, (b"mcp-session-id", b"s1")]
+            data = answer(msg, INIT_RESULT)
+        elif msg.get("method") == "tools/call":
+            note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+            ask = {
+                "jsonrpc": "2.0",
+                "id": 70,
+                "method": "elicitation/create",
+                "params": {
+                    "message": "Name?",
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}},
+                    },
+                },
+            }
+            for sent in (note, ask):
+                await self.push_send.send(b"data: " + json.dumps(sent).encode() + b"\n\n")
+            await self.answered.wait()
+            name = self.answer["result"]["content"]["name"]
+            status, reply_headers = 200, JSON
+            data = answer(msg, {"content": [{"type": "text", "text": f"Hello {name}"}]})
+        elif "method" not in msg:
+            self.answer = msg
+            self.answered.set()
+        await send({"type": "http.response.start", "status": status, "headers": reply_headers})
+        await send({"type": "http.response.body", "body": data})
+
+
+async def test_input_asked_on_the_standalone_stream_is_answered() -> None:
+    server = ListeningServer()
+    seen: list[str] = []
+    user = User()
+    async with connected(
+        server, "legacy", user=user, on_notification=lambda method, _: seen.append(method)
+    ) as (client, transport):
+        with anyio.fail_after(5):
+            result = await client.call_tool("t")
+    server.push_send.close()
+    server.push_receive.close()
+    assert texts(result) == ["Hello Ada"]
+    assert seen == ["notifications/tools/list_changed"]
+    (event,) = user.asked
+    assert event.key == 70
+    assert event.call is not None  # the only call in flight: linked by timing
+    assert event.call.params["name"] == "t"
+    assert server.answer == {
+        "jsonrpc": "2.0",
+        "id": 70,
+        "result": {"action": "accept", "content": {"name": "Ada"}},
+    }
+    first, second = server.gets[:2]
+    assert b"last-event-id" not in first
+    assert second[b"last-event-id"] == b"e1"  # resumed where the first stream ended
+    assert "DELETE" in [r.method for r in transport.requests]
+
+
+async def test_a_standalone_stream_that_fails_to_open_is_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_http_wire, "LISTEN_RETRY", 0.001)
+    attempts: list[int] = []
+
+    def refuse_twice(request: Any, body: bytes) -> bool:
+        if request.method != "GET":
+            return False
+        attempts.append(1)
+        return len(attempts) <= 2
+
+    prepare = partial(StreamingAsgi.refuse, predicate=refuse_twice)
+    async with connected(everything_app(), "legacy", prepare=prepare) as (client, transport):
+        with anyio.fail_after(5):
+            while "GET" not in [r.method for r in transport.requests]:
+                await anyio.sleep(0.005)
+        assert texts(await client.call_tool("test_simple_text"))
+    assert len(attempts) == 3  # two refused, then a 405 ended it
+
+
+async def test_a_standalone_stream_answered_404_means_the_session_is_gone() -> None:
+    sessions: list[bytes] = []
+
+    def reply(method: str, msg: Any, headers: Any) -> Reply:
+        if method == "DELETE":
+            return 204, [], b""
+        if msg is None:  # the GET of the first session: that session is over
+            return (404, [], b"") if headers[b"mcp-session-id"] == b"s1" else (405, [], b"")
+        if msg.get("method") == "initialize":
+            sessions.append(b"s%d" % (len(sessions) + 1))
+            return 200, [*JSON, (b"mcp-session-id", sessions[-1])], answer(msg, INIT_RESULT)
+        if "id" not in msg:
+            return 202, [], b""
+        return 200, JSON, answer(msg, {"content": [{"type": "text", "text": "ok"}]})
+
+    async with connected(scripted(reply, get=True), "legacy") as (client, _):
+        with anyio.fail_after(5):
+            while client.session_id != "s2":
+                await anyio.sleep(0.005)
+        assert texts(await client.call_tool("t")) == ["ok"]
+
+
+# --- resuming a legacy response stream (SEP-1699) ----------------------------------------------
+
+
+def resuming_server(resumed: Callable[[dict[str, Any]], Reply]) -> tuple[Any, list[Any]]:
+    """A legacy server whose ``tools/call`` stream sends a priming event (id ``p1``, retry
+    5 ms) and ends; a GET with ``Last-Event-ID`` gets ``resumed(call)``; a GET without one
+    gets 405. Returns the app and the GETs' headers."""
+    gets: list[dict[bytes, bytes]] = []
+    pending: list[dict[str, Any]] = []
+
+    def reply(method: str, msg: Any, headers: Any) -> Reply:
+        if method == "DELETE":
+            return 204, [], b""
+        if method == "GET":
+            if b"last-event-id" not in headers:
+                return 405, [], b""
+            gets.append(headers)
+            return resumed(pending[-1])
+        if msg["method"] == "initialize":
+            return 200, [*JSON, (b"mcp-session-id", b"s1")], answer(msg, INIT_RESULT)
+        if "id" not in msg:
+            return 202, [], b""
+        pending.append(msg)
+        return 200, SSE, b"id: p1\nretry: 5\ndata:\n\n"
+
+    return scripted(reply, get=True), gets
+
+
+async def test_a_legacy_stream_that_ends_early_is_resumed_where_it_stopped() -> None:
+    def resumed(call: dict[str, Any]) -> Reply:
+        result = {"content": [{"type": "text", "text": "resumed"}]}
+        return 200, SSE, b"id: p2\ndata: " + answer(call, result) + b"\n\n"
+
+    app, gets = resuming_server(resumed)
+    async with connected(app, "legacy") as (client, _):
+        assert texts(await client.call_tool("t")) == ["resumed"]
+    (get,) = gets
+    assert get[b"last-event-id"] == b"p1"
+    assert get[b"mcp-session-id"] == b"s1"
+    assert get[b"mcp-protocol-version"] == b"2025-11-25"
+
+
+async def test_resuming_gives_up_when_the_streams_bring_nothing() -> None:
+    app, gets = resuming_server(lambda call: (200, SSE, b"id: p1\nretry: 1\ndata:\n\n"))
+    async with connected(app, "legacy") as (client, _):
+        with pytest.raises(CallFailedError) as failed:
+            await client.call_tool("t")
+    assert failed.value.error.message == "the response stream kept ending without the answer"
+    assert len(gets) == _http_wire.MAX_IDLE_RESUMES
+
+
+async def test_a_stream_the_server_cannot_resume_fails_the_call() -> None:
+    app, _ = resuming_server(lambda call: (405, [], b""))
+    async with connected(app, "legacy") as (client, _):
+        with pytest.raises(CallFailedError) as failed:
+            await client.call_tool("t")
+    assert failed.value.error.message == (
+        "the response stream ended before the answer; resuming it: HTTP 405"
+    )
+
+
+async def test_modern_streams_are_not_resumed() -> None:
+    def reply(method: str, msg: Any, headers: Any) -> Reply:
+        return 200, SSE, b"id: p1\nretry: 5\ndata:\n\n"
+
+    async with connected(scripted(reply, get=True)) as (client, transport):
+        with pytest.raises(CallFailedError) as failed:
+            await client.call_tool("t")
+    assert (
+        failed.value.error.message == "the server ended the response without answering the request"
+    )
+    assert [r.method for r in transport.requests] == ["POST"]
