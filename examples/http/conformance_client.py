@@ -145,6 +145,7 @@ SCENARIOS: dict[str, Scenario] = {
     "http-invalid-tool-headers": every_tool,
     "json-schema-ref-no-deref": listing_only,
     "elicitation-sep1034-client-defaults": every_tool,
+    "sse-retry": every_tool,
 }
 
 
