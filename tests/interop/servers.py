@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HTTP_SERVER = ROOT / "examples" / "http" / "server.py"
 STDIO_SERVER = Path(__file__).resolve().parent / "stdio_server.py"
+SDK_SERVER = Path(__file__).resolve().parent / "sdk_server.py"
 
 
 def free_port() -> int:
@@ -24,29 +26,33 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``examples/http/server.py`` under uvicorn; yields its URL and the process."""
+def http_server(
+    script: Path = HTTP_SERVER, *extra: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``examples/http/server.py`` (or ``script`` taking ``--port``) under uvicorn; yields
+    its URL and the process."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(HTTP_SERVER), "--port", str(port), "--log-level", "error"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
-                assert time.monotonic() < deadline, "the HTTP example server did not start"
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe: it never fills up
+        proc = subprocess.Popen(
+            [sys.executable, str(script), "--port", str(port), *extra],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        try:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() > deadline:
+                        log.seek(0)
+                        message = f"{script.name} did not start: {log.read()!r}"
+                        raise AssertionError(message) from None
+                    time.sleep(0.05)
+            yield f"http://127.0.0.1:{port}/mcp", proc
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait(timeout=10)

@@ -14,7 +14,7 @@ import pytest
 from fixtures import Everything, server_config
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
-from servers import free_port, http_server
+from servers import HTTP_SERVER, free_port, http_server
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import CallFailedError
@@ -59,7 +59,7 @@ def texts(result: Mapping[str, Any]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def uvicorn_url() -> Iterator[str]:
-    with http_server() as (url, _):
+    with http_server(HTTP_SERVER, "--log-level", "error") as (url, _):
         yield url
 
 
@@ -76,7 +76,7 @@ async def test_uvicorn_both_eras_and_auto(uvicorn_url: str, era: str) -> None:
 
 
 async def test_a_server_that_dies_mid_call_fails_the_call_cleanly() -> None:
-    with http_server() as (url, proc):
+    with http_server(HTTP_SERVER, "--log-level", "error") as (url, proc):
         progressed = anyio.Event()
 
         def on_notification(method: str, params: Any) -> None:

@@ -16,7 +16,7 @@ from mcp import Client, types
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from pydantic import FileUrl
-from servers import STDIO_SERVER, http_server
+from servers import HTTP_SERVER, STDIO_SERVER, http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -36,7 +36,7 @@ DATES: Content = {"check_in": "2026-08-01", "check_out": "2026-08-05"}
 
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
-    with http_server() as (url, _):
+    with http_server(HTTP_SERVER, "--log-level", "error") as (url, _):
         yield url
 
 
