@@ -39,7 +39,7 @@ ACCEPT = "application/json, text/event-stream"
 SESSION_HEADER = "mcp-session-id"
 #: Seconds before reopening the legacy standalone stream when the server gave no ``retry:``,
 #: doubling while opening fails, up to the maximum; also the default delay before resuming a
-#: legacy response stream.
+#: legacy response stream. A server's ``retry:`` is capped at the maximum too.
 LISTEN_RETRY = 1.0
 LISTEN_MAX_RETRY = 30.0
 #: Legacy response streams resumed in a row without bringing anything before giving up.
@@ -325,7 +325,7 @@ class HttpWire:
         if answered or problem is not None:
             return problem
         if resumable and decoder.last_event_id is not None:
-            delay = LISTEN_RETRY if decoder.retry is None else decoder.retry / 1000
+            delay = _retry_delay(decoder)
             return _Resume(decoder.last_event_id, delay, progressed)
         return None
 
@@ -415,7 +415,7 @@ class HttpWire:
                 if status == 200:
                     delay = LISTEN_RETRY
                 if decoder.retry is not None:
-                    delay = decoder.retry / 1000
+                    delay = _retry_delay(decoder)
                 last_id = decoder.last_event_id or last_id
                 await anyio.sleep(delay)
                 delay = min(delay * 2, LISTEN_MAX_RETRY)
@@ -492,6 +492,13 @@ def _describe(status: int, kind: str, body: bytes) -> str:
         return f"HTTP {status} ({kind or 'no content type'}) without a JSON-RPC response"
     text = body[:200].decode("utf-8", "replace").strip()
     return f"HTTP {status}" + (f": {text}" if text else "")
+
+
+def _retry_delay(decoder: SseDecoder) -> float:
+    """Seconds to wait before reconnecting: the server's ``retry:``, within bounds."""
+    if decoder.retry is None:
+        return LISTEN_RETRY
+    return min(decoder.retry / 1000, LISTEN_MAX_RETRY)
 
 
 def _managed(header: str) -> bool:

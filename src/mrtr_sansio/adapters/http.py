@@ -124,7 +124,7 @@ class HttpClient(HttpWire, AsyncClientBase):
         (authorization, say). ``listen`` opens the legacy standalone stream (GET) for what a
         server sends outside any request. On exit, calls still open raise
         :class:`ConnectionClosedError` and a legacy session is DELETEd. A failed handshake raises
-        :class:`~mrtr_sansio.adapters._client_common.HandshakeFailedError`.
+        :class:`~mrtr_sansio.adapters.HandshakeFailedError`.
         """
         client = cls(url, config, http=http, headers=headers, listen=listen, **options)
         # What the handshake or the caller's block raised leaves the task group unwrapped
