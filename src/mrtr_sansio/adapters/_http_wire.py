@@ -9,7 +9,8 @@ the callbacks, the timer and the lifecycle on top.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -174,18 +175,11 @@ class HttpWire:
         for it in vain (until its own timeout).
         """
         problem = None
-        headers = self._headers(driver, item)
         try:
-            if self._trace is not None:
-                self._trace("send", item.data)
-            async with self._http.stream(
-                "POST", self.url, content=item.data, headers=headers
-            ) as response:
-                status = response.status_code
-            if status == 404 and SESSION_HEADER in headers:
-                self._expire(driver, headers[SESSION_HEADER])
-            elif not 200 <= status < 300:
-                problem = f"HTTP {status}"
+            async with self._post(driver, item) as response:
+                # (None: the session is over, and so is everything this message was for)
+                if response is not None and not 200 <= response.status_code < 300:
+                    problem = f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
             problem = f"{type(exc).__name__}: {exc}"
         finally:
@@ -250,17 +244,10 @@ class HttpWire:
         """One POST: its answer fed to the connection, or why there is none (None: fed, or
         nothing to say), or where to resume its stream from."""
         rid = item.request_id
-        headers = self._headers(driver, item)
-        if self._trace is not None:
-            self._trace("send", item.data)
-        async with self._http.stream(
-            "POST", self.url, content=item.data, headers=headers
-        ) as response:
+        async with self._post(driver, item) as response:
+            if response is None:
+                return None  # the session is over
             status = response.status_code
-            session = headers.get(SESSION_HEADER)
-            if status == 404 and session is not None:
-                self._expire(driver, session)
-                return None
             if item.message.get("method") == "initialize" and 200 <= status < 300:
                 problem = self._take_session(response)
                 if problem is not None:
@@ -277,6 +264,36 @@ class HttpWire:
             ):
                 return None
             return _describe(status, kind, body)
+
+    @asynccontextmanager
+    async def _post(
+        self, driver: ClientDriver, item: Outgoing
+    ) -> AsyncIterator[httpx.Response | None]:
+        """POST ``item``; None instead of the response when a 404 to a POST carrying the
+        session said the session is over (it was ended here)."""
+        headers = self._headers(driver, item)
+        if self._trace is not None:
+            self._trace("send", item.data)
+        async with self._http.stream(
+            "POST", self.url, content=item.data, headers=headers
+        ) as response:
+            session = headers.get(SESSION_HEADER)
+            if response.status_code == 404 and session is not None:
+                self._expire(driver, session)
+                yield None
+            else:
+                yield response
+
+    def _get_headers(self, driver: ClientDriver, last_id: str | None) -> dict[str, str]:
+        """The headers of a GET of the legacy session: its standalone or a resumed stream."""
+        headers = {**self._extra_headers, "accept": "text/event-stream"}
+        if self._session_id is not None:
+            headers[SESSION_HEADER] = self._session_id
+        if driver.conn.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = driver.conn.protocol_version
+        if last_id is not None:
+            headers["last-event-id"] = last_id
+        return headers
 
     def _take_session(self, response: httpx.Response) -> str | None:
         """Keep the session id ``initialize`` was answered with; why it is unusable, if so."""
@@ -331,11 +348,7 @@ class HttpWire:
 
     async def _resume(self, driver: ClientDriver, rid: Any, last_id: str) -> str | _Resume | None:
         """Resume the response stream of ``rid`` with a GET carrying ``Last-Event-ID``."""
-        headers = {**self._extra_headers, "accept": "text/event-stream", "last-event-id": last_id}
-        if self._session_id is not None:
-            headers[SESSION_HEADER] = self._session_id
-        if driver.conn.protocol_version is not None:
-            headers["MCP-Protocol-Version"] = driver.conn.protocol_version
+        headers = self._get_headers(driver, last_id)
         async with self._http.stream("GET", self.url, headers=headers) as response:
             status = response.status_code
             if status == 404 and SESSION_HEADER in headers:
@@ -424,13 +437,7 @@ class HttpWire:
         self, driver: ClientDriver, decoder: SseDecoder, last_id: str | None
     ) -> int | None:
         """One GET, read to its end; its status (None: it failed)."""
-        headers = {**self._extra_headers, "accept": "text/event-stream"}
-        if self._session_id is not None:
-            headers[SESSION_HEADER] = self._session_id
-        if driver.conn.protocol_version is not None:
-            headers["MCP-Protocol-Version"] = driver.conn.protocol_version
-        if last_id is not None:
-            headers["last-event-id"] = last_id
+        headers = self._get_headers(driver, last_id)
 
         def take(chunk: bytes) -> bool:
             try:
