@@ -551,3 +551,18 @@ async def test_modern_streams_are_not_resumed() -> None:
         failed.value.error.message == "the server ended the response without answering the request"
     )
     assert [r.method for r in transport.requests] == ["POST"]
+
+
+async def test_a_mismatch_whose_relisting_fails_raises_the_mismatch() -> None:
+    def reply(method: str, msg: Any, headers: Any) -> Reply:
+        code = -32603 if msg["method"] == "tools/list" else -32020
+        error = {"code": code, "message": "no" if code == -32603 else "Header mismatch"}
+        body = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": error})
+        return 400, JSON, body.encode()
+
+    async with connected(scripted(reply)) as (client, _):
+        with pytest.raises(CallFailedError) as failed:
+            await client.call_tool("q", {"region": "eu"})
+    assert failed.value.code == -32020
+    assert isinstance(failed.value.__cause__, CallFailedError)
+    assert failed.value.__cause__.code == -32603

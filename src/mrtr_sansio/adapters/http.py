@@ -224,7 +224,11 @@ class HttpClient(HttpWire, AsyncClientBase):
         except CallFailedError as exc:
             if exc.local or exc.code != HEADER_MISMATCH or method != "tools/call":
                 raise
-            if not await self._refresh_tools(params):
+            try:
+                changed = await self._refresh_tools(params)
+            except CallFailedError as relisting:
+                raise exc from relisting
+            if not changed:
                 raise
             log.info("retrying tools/call with the refreshed x-mcp-header arguments")
             result = await self._request(method, params)
