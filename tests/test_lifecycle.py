@@ -619,6 +619,23 @@ def call_legacy_withdrawal_and_round_cap(_taken: dict[str, Taken]) -> Taken:
     ]
 
 
+def call_request_lost_by_the_transport(_taken: dict[str, Taken]) -> Taken:
+    conn = client()
+    conn.call("tools/call", TOOL)
+    (rid,) = _sent_ids(conn)
+    assert conn.request_failed(rid, "HTTP 502 without a JSON-RPC body")
+    legacy, legacy_rid = _legacy_client()
+    _server_request(legacy, "s1")
+    assert legacy.request_failed(legacy_rid, "the response stream ended first")
+    return [
+        (C.SENDING, K.SENT),
+        (C.AWAITING_ANSWER, K.LOST),
+        (C.SENDING, K.SENT),
+        (C.AWAITING_ANSWER, K.SERVER_REQUEST),
+        (C.ANSWERING_SERVER, K.LOST),
+    ]
+
+
 def call_handshake_failed_while_queued(_taken: dict[str, Taken]) -> Taken:
     conn = client("legacy")
     conn.call("tools/call", TOOL)
@@ -636,6 +653,7 @@ CALL_RUNS = [
     call_legacy_rounds_of_server_requests,
     call_legacy_answer_ends_while_answering,
     call_legacy_withdrawal_and_round_cap,
+    call_request_lost_by_the_transport,
     call_handshake_failed_while_queued,
 ]
 

@@ -294,6 +294,7 @@ class CallTrigger(_Member):
     COMPLETE = "final result"
     ERROR = "JSON-RPC error"
     INVALID = "invalid response"
+    LOST = "request lost by the transport"
     INPUT_REQUESTS = "input_required with inputRequests"
     STATE_ONLY = "input_required with requestState only"
     ROUND_CAP = "a round past max_rounds"
@@ -309,10 +310,12 @@ _CALL_ENDINGS = {
     CallTrigger.CANCELLED: CallPhase.CANCELLED,
     CallTrigger.CLOSED: CallPhase.FAILED,
 }
-_CALL_ANSWERS = {
+#: How a request in flight ends.
+_CALL_OUTCOMES = {
     CallTrigger.COMPLETE: CallPhase.COMPLETE,
     CallTrigger.ERROR: CallPhase.FAILED,
     CallTrigger.INVALID: CallPhase.FAILED,
+    CallTrigger.LOST: CallPhase.FAILED,
 }
 
 CLIENT_CALL: Lifecycle[CallPhase, CallTrigger] = Lifecycle(
@@ -326,7 +329,7 @@ CLIENT_CALL: Lifecycle[CallPhase, CallTrigger] = Lifecycle(
         (CallPhase.QUEUED, CallTrigger.SENT): CallPhase.AWAITING_ANSWER,
         (CallPhase.QUEUED, CallTrigger.HANDSHAKE_FAILED): CallPhase.FAILED,
         **{(CallPhase.QUEUED, t): end for t, end in _CALL_ENDINGS.items()},
-        **{(CallPhase.AWAITING_ANSWER, t): end for t, end in _CALL_ANSWERS.items()},
+        **{(CallPhase.AWAITING_ANSWER, t): end for t, end in _CALL_OUTCOMES.items()},
         (CallPhase.AWAITING_ANSWER, CallTrigger.INPUT_REQUESTS): CallPhase.GATHERING_INPUT,
         (CallPhase.AWAITING_ANSWER, CallTrigger.STATE_ONLY): CallPhase.BACKING_OFF,
         (CallPhase.AWAITING_ANSWER, CallTrigger.ROUND_CAP): CallPhase.ROUNDS_EXHAUSTED,
@@ -340,7 +343,7 @@ CLIENT_CALL: Lifecycle[CallPhase, CallTrigger] = Lifecycle(
         (CallPhase.ANSWERING_SERVER, CallTrigger.SERVER_REQUEST): CallPhase.ANSWERING_SERVER,
         (CallPhase.ANSWERING_SERVER, CallTrigger.ANSWERED): CallPhase.ANSWERING_SERVER,
         (CallPhase.ANSWERING_SERVER, CallTrigger.LAST_ANSWERED): CallPhase.AWAITING_ANSWER,
-        **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_ANSWERS.items()},
+        **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_OUTCOMES.items()},
         **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_ENDINGS.items()},
     },
 )
