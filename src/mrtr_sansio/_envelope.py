@@ -65,7 +65,7 @@ LOG_LEVEL_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 
 
 class Era(enum.Enum):
-    """Which wire a request arrived on."""
+    """Which wire a request arrived on, or a server speaks (a client's ``era``)."""
 
     #: 2026-07-28 and later: per-request ``_meta`` envelope, stateless, MRTR on the wire.
     MODERN = "modern"
