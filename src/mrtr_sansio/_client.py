@@ -137,6 +137,7 @@ class ClientConnection(Connection):
             if not isinstance(value, Mapping):
                 raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
         super().__init__(config.limits, config.codec)
+        #: The configuration this connection runs with.
         self.config = config
         self._caps = config.capabilities
         self._clock = config.clock

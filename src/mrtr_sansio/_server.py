@@ -123,7 +123,9 @@ class ServerConnection(Connection):
     ) -> None:
         config = config if config is not None else ServerConfig()
         super().__init__(config.limits, config.codec)
+        #: The configuration this connection serves with.
         self.config = config
+        #: The authenticated caller of every message without its own (bound into sealed state).
         self.principal = principal
         self._server_requests = server_requests
         self._server_info = config.server_info
