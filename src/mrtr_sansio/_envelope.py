@@ -11,7 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import INVALID_PARAMS, JsonRpcError, RemoteProtocolError
+from ._errors import INVALID_PARAMS, JsonRpcError, LocalProtocolError, RemoteProtocolError
 
 __all__ = [
     "CLIENT_CAPABILITIES",
@@ -76,6 +76,41 @@ class Era(enum.Enum):
 def invalid(request_id: Any, message: str) -> RemoteProtocolError:
     """A -32602 for ``request_id`` (the answer to every malformed-envelope case)."""
     return RemoteProtocolError(JsonRpcError(INVALID_PARAMS, message), request_id)
+
+
+def log_allowed(params: Mapping[str, Any] | None, request: Any, session: Any) -> bool:
+    """Whether a ``notifications/message`` may go out.
+
+    Modern: only when ``request`` (the request it belongs to) asked for logs with ``_meta``
+    logLevel, at or above that level; never unrelated to a request. Legacy: at or above the
+    session's ``logging/setLevel`` level, every level before one is set. Raises
+    :class:`LocalProtocolError` when ``params.level`` is not a ``LoggingLevel``.
+    """
+    level = params.get("level") if params is not None else None
+    if type(level) is not str or level not in LOG_LEVEL_RANK:
+        raise LocalProtocolError(
+            f"notifications/message: params.level must be one of {', '.join(LOG_LEVELS)}"
+        )
+    if request is not None and request.session is None:
+        wanted = request.meta.get(LOG_LEVEL)
+    elif session is None:
+        return False  # modern clients ask per request; nothing asked for this message
+    else:
+        wanted = session.log_level
+        if wanted is None:
+            return True
+    if wanted is None:
+        return False
+    return LOG_LEVEL_RANK[level] >= LOG_LEVEL_RANK[wanted]
+
+
+def missing_meta_message(meta: Any) -> str:
+    """The -32602 message for a request without the modern envelope (or without its version)."""
+    if meta is None:
+        return (
+            "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
+        )
+    return f"Missing required _meta field {PROTOCOL_VERSION}"
 
 
 def modern_envelope(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import _server_legacy as legacy
 from ._capabilities import missing_capabilities
 from ._config import ServerConfig
 from ._connection import Connection
@@ -25,15 +26,14 @@ from ._envelope import (
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
-    LOG_LEVELS,
     PROTOCOL_VERSION,
     SERVER_INFO,
-    Era,
     invalid,
+    log_allowed,
+    missing_meta_message,
 )
 from ._errors import (
     INTERNAL_ERROR,
-    INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     JsonRpcError,
@@ -50,9 +50,7 @@ from ._events import (
     OutgoingResult,
     RequestCancelled,
     RequestReceived,
-    RequestStateRejected,
     Respond,
-    SessionInitialized,
 )
 from ._http import HttpRequestFacts, check_headers
 from ._jsonrpc import (
@@ -67,10 +65,10 @@ from ._jsonrpc import (
 from ._lifecycle import ShimTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from ._param_headers import check_param_headers
+from ._server_state import StateGate
 from ._session import LegacySession
 from ._shim import LegacyShim
-from ._state import RequestStateError, StateBinding
-from ._subscriptions import ACKNOWLEDGED, LISTEN, allowed_on_stream, tag
+from ._subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 
 __all__ = ["ServerConnection"]
 
@@ -89,19 +87,6 @@ CACHEABLE_METHODS = frozenset(
         "resources/read",
     }
 )
-INVALID_STATE = JsonRpcError(
-    INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
-)
-_MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
-_NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-def _missing_meta_message(meta: Any) -> str:
-    if meta is None:
-        return (
-            "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
-        )
-    return f"Missing required _meta field {PROTOCOL_VERSION}"
 
 
 class ServerConnection(Connection):
@@ -129,7 +114,7 @@ class ServerConnection(Connection):
         self.principal = principal
         self._server_requests = server_requests
         self._server_info = config.server_info
-        self._protector = config.request_state
+        self._state = StateGate(config, self._events)
         self._max_in_flight = config.limits.max_in_flight
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
@@ -229,18 +214,14 @@ class ServerConnection(Connection):
             if event is None:
                 return  # the request is over: progress and logs for it must stop
             if event.method == LISTEN:
-                if method == ACKNOWLEDGED:
-                    raise LocalProtocolError("use acknowledge() to acknowledge a subscription")
-                if related_request_id not in self._acknowledged:
-                    raise LocalProtocolError(
-                        "acknowledge() the subscription before notifying on it"
-                    )
-                if not allowed_on_stream(event.params["notifications"], method, params):
+                params = on_stream(event, related_request_id in self._acknowledged, method, params)
+                if params is None:
                     return  # the client did not opt in to this notification type
-                params = tag(params, related_request_id)
-            elif method == "notifications/message" and not self._log_allowed(event, params):
+            elif method == "notifications/message" and not log_allowed(
+                params, event, self._session
+            ):
                 return
-        elif method == "notifications/message" and not self._log_allowed(None, params):
+        elif method == "notifications/message" and not log_allowed(params, None, self._session):
             return
         msg = notification_message(method, params)
         self._out.append((OutgoingNotification, self._encode(msg), msg, related_request_id))
@@ -278,18 +259,7 @@ class ServerConnection(Connection):
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
-        if protocol_version is None:
-            if self._session is None:
-                raise LocalProtocolError("no initialize has been received")
-            protocol_version = self._session.protocol_version
-        result: dict[str, Any] = {
-            "protocolVersion": protocol_version,
-            "capabilities": dict(self.config.capabilities),
-            "serverInfo": self._server_info or {"name": "mrtr-sansio", "version": "0"},
-        }
-        if self.config.instructions is not None:
-            result["instructions"] = self.config.instructions
-        return result
+        return legacy.initialize_result(self, protocol_version)
 
     def discover_result(self) -> dict[str, Any]:
         """The ``DiscoverResult``: versions, capabilities, instructions, cache hints."""
@@ -362,15 +332,15 @@ class ServerConnection(Connection):
         if context is not None:
             http, principal = context
             if http is not None and version is None and self._session is not None:
-                self._check_legacy_header(http, rid, method, meta)
+                legacy.check_header(self, http, rid, method, meta)
         if principal is None:
             principal = self.principal
         if version is not None:
             self._on_modern_request(rid, method, params, meta, version, principal, http)  # type: ignore[arg-type]
         elif method == "initialize" and self.config.legacy_versions:
-            self._on_initialize(rid, params)
+            legacy.on_initialize(self, rid, params)
         elif self._session is not None:
-            self._on_legacy_request(rid, method, params, principal)
+            legacy.on_request(self, rid, method, params, principal)
         elif method == "initialize":
             raise RemoteProtocolError(
                 JsonRpcError(
@@ -382,7 +352,7 @@ class ServerConnection(Connection):
                 rid,
             )
         else:
-            raise invalid(rid, _missing_meta_message(meta))
+            raise invalid(rid, missing_meta_message(meta))
 
     def _on_modern_request(
         self,
@@ -430,7 +400,7 @@ class ServerConnection(Connection):
         round_: int | None = 1
         if method in MRTR_METHODS:
             if "inputResponses" in params or "requestState" in params:
-                state, round_ = self._read_mrtr_fields(rid, method, params, principal)
+                state, round_ = self._state.read(rid, method, params, principal)
         elif method == LISTEN and type(params.get("notifications")) is not dict:
             raise invalid(rid, "subscriptions/listen: notifications must be an object")
         event = RequestReceived(rid, method, params, None, state, round_, principal)
@@ -438,121 +408,6 @@ class ServerConnection(Connection):
         if method == "server/discover" and config.answer_discovery:
             self._respond_complete(event, self.discover_result())
             return
-        self._events.append(event)
-
-    def _read_mrtr_fields(
-        self, rid: Any, method: str, params: dict[str, Any], principal: str | None
-    ) -> tuple[Any, int | None]:
-        """Validate ``inputResponses``/``requestState``; return (handler state, round)."""
-        limits = self._limits
-        responses = params.get("inputResponses", _ABSENT)
-        if responses is not _ABSENT:
-            if type(responses) is not dict:
-                raise invalid(rid, "inputResponses must be an object")
-            if len(responses) > limits.max_input_responses:
-                raise invalid(
-                    rid, f"inputResponses has more than {limits.max_input_responses} entries"
-                )
-            for value in responses.values():
-                if type(value) is not dict:
-                    raise invalid(rid, "each inputResponses value must be an object")
-        token = params.get("requestState", _ABSENT)
-        if token is _ABSENT:
-            return None, (1 if responses is _ABSENT else None)
-        if type(token) is not str:
-            raise invalid(rid, "requestState must be a string")
-        max_state = limits.max_request_state_bytes
-        if len(token) > max_state or (
-            len(token) * 4 > max_state and len(token.encode("utf-8", "surrogatepass")) > max_state
-        ):
-            self._reject_state(rid, method, "oversized")
-        protector = self._protector
-        if protector is None:
-            return token, None
-        try:
-            unsealed = protector.unseal(
-                token, _binding(method, params, principal), self.config.clock()
-            )
-        except RequestStateError as exc:
-            self._reject_state(rid, method, exc.reason)
-        return unsealed.state, unsealed.round + 1
-
-    def _reject_state(self, rid: Any, method: str, reason: str) -> None:
-        self._events.append(RequestStateRejected(rid, method, reason))
-        raise RemoteProtocolError(INVALID_STATE, rid)
-
-    def _check_legacy_header(
-        self, http: HttpRequestFacts, rid: Any, method: str, meta: Any
-    ) -> None:
-        """Legacy HTTP: the only MCP header is ``MCP-Protocol-Version``, absent on initialize.
-
-        The modern mirror headers do not exist before 2026-07-28. A version header naming a
-        version this server does not serve is refused (400); a modern one on a body without the
-        envelope is the modern wire's missing ``_meta`` (-32602).
-        """
-        header = http.protocol_version
-        if header is None or method == "initialize" or header in self.config.legacy_versions:
-            return
-        if header in self.config.supported_versions:
-            raise invalid(rid, _missing_meta_message(meta))
-        raise RemoteProtocolError(
-            JsonRpcError(
-                INVALID_REQUEST,
-                f"Bad Request: unsupported MCP-Protocol-Version header '{header}'",
-                {"supported": list(self.config.legacy_versions)},
-            ),
-            rid,
-        )
-
-    def _on_initialize(self, rid: Any, params: dict[str, Any]) -> None:
-        if self._session is not None:
-            raise RemoteProtocolError(
-                JsonRpcError(
-                    INVALID_REQUEST, "Invalid Request: the session is already initialized"
-                ),
-                rid,
-            )
-        requested = params.get("protocolVersion")
-        caps = params.get("capabilities")
-        info = params.get("clientInfo")
-        if type(requested) is not str:
-            raise invalid(rid, "initialize: protocolVersion must be a string")
-        if type(caps) is not dict:
-            raise invalid(rid, "initialize: capabilities must be an object")
-        if info is not None and type(info) is not dict:
-            raise invalid(rid, "initialize: clientInfo must be an object")
-        legacy = self.config.legacy_versions
-        version = requested if requested in legacy else legacy[0]
-        self._session = LegacySession(version, caps, info)
-        event = RequestReceived(rid, "initialize", params, self._session)
-        self._inflight[rid] = event
-        if self.config.answer_discovery:
-            self._respond_complete(event, self.initialize_result(version))
-        else:
-            self._events.append(event)
-
-    def _on_legacy_request(
-        self, rid: Any, method: str, params: dict[str, Any], principal: str | None
-    ) -> None:
-        session = self._session
-        assert session is not None
-        if method == "ping":
-            msg = result_message(rid, {})
-            self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
-            return
-        if method == "logging/setLevel":
-            level = params.get("level")
-            if type(level) is not str or level not in LOG_LEVEL_RANK:
-                raise invalid(rid, "logging/setLevel: unknown level")
-            session.log_level = level
-            msg = result_message(rid, {})
-            self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
-            return
-        if method in MRTR_METHODS and ("inputResponses" in params or "requestState" in params):
-            # Not fields of the legacy wire: on a first round they could only be forged answers.
-            params = {k: v for k, v in params.items() if k not in _MRTR_FIELDS}
-        event = RequestReceived(rid, method, params, session, None, 1, principal)
-        self._inflight[rid] = event
         self._events.append(event)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
@@ -617,7 +472,7 @@ class ServerConnection(Connection):
         if session is not None:
             self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
-                self._session_opened(session, out)
+                legacy.session_opened(self, session, out)
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
@@ -666,12 +521,7 @@ class ServerConnection(Connection):
             message = f"Missing required client capability: {names}"
             self._respond_error(event, JsonRpcError.missing_capability(required, message))
             return
-        state = ir.request_state
-        wire = ir.to_wire(
-            state
-            if state is None or (self._protector is None and type(state) is str)
-            else self._seal(event, state)
-        )
+        wire = ir.to_wire(self._state.write(event, ir.request_state))
         info = self._server_info
         if meta:
             keep = info is None or SERVER_INFO in meta  # the app's own serverInfo wins
@@ -683,53 +533,6 @@ class ServerConnection(Connection):
         data = self._encode(msg)
         del self._inflight[rid]
         self._out.append((OutgoingInputRequired, data, msg, rid))
-
-    def _seal(self, event: RequestReceived, state: Any) -> str:
-        protector = self._protector
-        if protector is None:  # called only for a non-string state in that case
-            raise LocalProtocolError(
-                "request_state must be a string unless the server seals state "
-                "(ServerConfig.request_state)"
-            )
-        return protector.seal(
-            state,
-            _binding(event.method, event.params, event.principal),
-            event.round or 1,
-            self.config.clock(),
-        )
-
-    def _log_allowed(self, event: RequestReceived | None, params: Mapping[str, Any] | None) -> bool:
-        """Whether a ``notifications/message`` may go out (modern: only if the request asked).
-
-        Raises :class:`LocalProtocolError` when ``params.level`` is not a ``LoggingLevel``.
-        """
-        level = params.get("level") if params is not None else None
-        if type(level) is not str or level not in LOG_LEVEL_RANK:
-            raise LocalProtocolError(
-                f"notifications/message: params.level must be one of {', '.join(LOG_LEVELS)}"
-            )
-        if event is not None and event.era is Era.MODERN:
-            wanted = event.meta.get(LOG_LEVEL)
-        elif self._session is None:
-            return False  # modern clients ask per request; nothing asked for this message
-        else:
-            wanted = self._session.log_level
-            if wanted is None:
-                return True
-        if wanted is None:
-            return False
-        return LOG_LEVEL_RANK[level] >= LOG_LEVEL_RANK[wanted]
-
-    def _session_opened(self, session: LegacySession, result: Mapping[str, Any]) -> None:
-        """``initialize`` was answered: the version in the answer is the negotiated one."""
-        version = result.get("protocolVersion")
-        if isinstance(version, str):
-            session.protocol_version = version
-        self._events.append(
-            SessionInitialized(
-                session.protocol_version, session.client_capabilities, session.client_info
-            )
-        )
 
     # --- used by the legacy shim ------------------------------------------------------------
 
@@ -754,20 +557,3 @@ def _input_required(
         return InputRequiredResult.from_wire(result), meta
     except (TypeError, ValueError) as exc:
         raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
-
-
-class _Absent:
-    __slots__ = ()
-
-
-_ABSENT: Any = _Absent()
-
-
-def _binding(method: str, params: Mapping[str, Any], principal: str | None) -> StateBinding:
-    target = params.get(_NAME_KEY[method])
-    return StateBinding(
-        method,
-        target if isinstance(target, str) else None,
-        None if method == "resources/read" else params.get("arguments"),
-        principal,
-    )

@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._envelope import SUBSCRIPTION_ID
+from ._errors import LocalProtocolError
 
-__all__ = ["ACKNOWLEDGED", "LISTEN", "allowed_on_stream", "tag"]
+__all__ = ["ACKNOWLEDGED", "LISTEN", "allowed_on_stream", "on_stream", "tag"]
 
 LISTEN = "subscriptions/listen"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
@@ -36,6 +37,22 @@ def allowed_on_stream(
         uri = params.get("uri") if params is not None else None
         return isinstance(uris, list) and isinstance(uri, str) and uri in uris
     return False
+
+
+def on_stream(
+    event: Any, acknowledged: bool, method: str, params: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The params to send ``method`` with on the listen stream of ``event``, tagged with its
+    subscription id; None when the client did not opt in. Raises :class:`LocalProtocolError`
+    before the subscription is acknowledged, and for the acknowledgement itself (it has its
+    own method)."""
+    if method == ACKNOWLEDGED:
+        raise LocalProtocolError("use acknowledge() to acknowledge a subscription")
+    if not acknowledged:
+        raise LocalProtocolError("acknowledge() the subscription before notifying on it")
+    if not allowed_on_stream(event.params["notifications"], method, params):
+        return None
+    return tag(params, event.request_id)
 
 
 def tag(params: Mapping[str, Any] | None, subscription_id: Any) -> dict[str, Any]:

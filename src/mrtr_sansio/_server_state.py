@@ -1,0 +1,117 @@
+"""The server's ``requestState`` seam: the one place state comes in and the one it goes out.
+
+Incoming: the MRTR fields of a modern ``tools/call``/``prompts/get``/``resources/read`` are
+validated (``inputResponses`` an object of objects within the limit, ``requestState`` a string
+within the limit) and the state is unsealed when a :class:`StateProtector` is configured; any
+failure is -32602, and a state that fails verification is reported as a
+:class:`RequestStateRejected` event whose reason never reaches the wire. Outgoing: the state a
+handler returns is sealed, or passed through when it is a string and nothing seals.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from ._config import ServerConfig
+from ._envelope import invalid
+from ._errors import INVALID_PARAMS, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from ._events import Event, RequestReceived, RequestStateRejected
+from ._state import RequestStateError, StateBinding
+
+__all__ = ["INVALID_STATE", "MRTR_FIELDS", "StateGate"]
+
+#: The wire answer to any state that fails verification (the reason goes to an event only).
+INVALID_STATE = JsonRpcError(
+    INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
+)
+#: The request fields that exist only on the modern wire's retries.
+MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
+_NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_ABSENT: Any = object()
+
+
+class StateGate:
+    """Reads the MRTR fields of incoming requests and produces outgoing state."""
+
+    __slots__ = ("_clock", "_events", "_limits", "_protector")
+
+    def __init__(self, config: ServerConfig, events: deque[Event]) -> None:
+        self._protector = config.request_state
+        self._clock = config.clock
+        self._limits = config.limits
+        self._events = events
+
+    def read(
+        self, rid: Any, method: str, params: Mapping[str, Any], principal: str | None
+    ) -> tuple[Any, int | None]:
+        """Validate ``inputResponses``/``requestState``; return (handler state, round).
+
+        The round is known only from a sealed state (its round + 1) or when neither field is
+        present (1); otherwise it is None.
+        """
+        limits = self._limits
+        responses = params.get("inputResponses", _ABSENT)
+        if responses is not _ABSENT:
+            if type(responses) is not dict:
+                raise invalid(rid, "inputResponses must be an object")
+            if len(responses) > limits.max_input_responses:
+                raise invalid(
+                    rid, f"inputResponses has more than {limits.max_input_responses} entries"
+                )
+            for value in responses.values():
+                if type(value) is not dict:
+                    raise invalid(rid, "each inputResponses value must be an object")
+        token = params.get("requestState", _ABSENT)
+        if token is _ABSENT:
+            return None, (1 if responses is _ABSENT else None)
+        if type(token) is not str:
+            raise invalid(rid, "requestState must be a string")
+        max_state = limits.max_request_state_bytes
+        if len(token) > max_state or (
+            len(token) * 4 > max_state and len(token.encode("utf-8", "surrogatepass")) > max_state
+        ):
+            self._reject(rid, method, "oversized")
+        protector = self._protector
+        if protector is None:
+            return token, None
+        try:
+            unsealed = protector.unseal(token, binding(method, params, principal), self._clock())
+        except RequestStateError as exc:
+            self._reject(rid, method, exc.reason)
+        return unsealed.state, unsealed.round + 1
+
+    def write(self, event: RequestReceived, state: Any) -> Any:
+        """The ``requestState`` to send for ``state`` (None: no state)."""
+        if state is None:
+            return None
+        protector = self._protector
+        if protector is None:
+            if type(state) is not str:
+                raise LocalProtocolError(
+                    "request_state must be a string unless the server seals state "
+                    "(ServerConfig.request_state)"
+                )
+            return state
+        return protector.seal(
+            state,
+            binding(event.method, event.params, event.principal),
+            event.round or 1,
+            self._clock(),
+        )
+
+    def _reject(self, rid: Any, method: str, reason: str) -> None:
+        self._events.append(RequestStateRejected(rid, method, reason))
+        raise RemoteProtocolError(INVALID_STATE, rid)
+
+
+def binding(method: str, params: Mapping[str, Any], principal: str | None) -> StateBinding:
+    """What a state is bound to: the method, its target, its arguments, the caller."""
+    target = params.get(_NAME_KEY[method])
+    return StateBinding(
+        method,
+        target if isinstance(target, str) else None,
+        None if method == "resources/read" else params.get("arguments"),
+        principal,
+    )
