@@ -5,10 +5,11 @@
 Starts N example servers (``examples/http/server.py`` under uvicorn), each its own process
 sharing only a key ring file, behind nginx as a plain round-robin balancer on loopback, and:
 
-1. **scale-out**: runs K concurrent ``book_trip`` flows (two rounds of input each) through
-   nginx with our client; a retry goes to whichever process nginx picks, so most retries land
-   on another process than the one that sealed their ``requestState``. nginx names the process
-   that answered every leg (``X-Upstream``), which is how crossings are counted;
+1. **scale-out**: one ``book_trip`` flow (two rounds of input) alone, each of whose requests
+   round-robin sends to the next process, then K concurrent flows through nginx with our
+   client; a retry goes to whichever process nginx picks, so most retries land on another
+   process than the one that sealed their ``requestState``. nginx names the process that
+   answered every leg (``X-Upstream``), which is how crossings are counted;
 2. **key rotation**: keeps K flows running back to back while the ring goes through the
    documented phases ``[old]`` -> ``[old, new]`` -> ``[new, old]`` -> ``[new]``; each phase is
    written to the file and every server reloads it on SIGHUP, without a restart, before the next
@@ -119,6 +120,14 @@ def report(title: str, tally: Tally, elapsed: float, cpu: float) -> None:
 
 
 async def scale_out(c: Cluster, flows: int, processes: int, checks: Checks) -> None:
+    # Alone, a flow meets round-robin head on: each of its requests goes to the next process.
+    [lone], _ = await burst(c.url, 1, first=flows)
+    path = [leg.upstream for leg in lone.legs]
+    print(f"== one flow alone: its requests were answered by {' -> '.join(map(str, path))}")
+    checks.expect(
+        lone.completed and all(a != b for a, b in itertools.pairwise(path)),
+        "each round of a lone flow ran on another process than the round before",
+    )
     cpu = c.cpu()
     outcomes, elapsed = await burst(c.url, flows)
     tally = Tally().extend(outcomes)
