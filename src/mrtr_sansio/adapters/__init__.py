@@ -11,8 +11,32 @@ Handlers are written once against :class:`RequestContext` and run under every as
 the blocking stdio adapter takes the same handler written with ``def`` against
 :class:`BlockingRequestContext`. :class:`StreamServer` is the IO-free half of a stream adapter,
 for those who bring their own transport.
+
+Each stream adapter also has a ``Client`` with the same application API: input callbacks for
+elicitation, sampling and roots, ``call_tool`` / ``get_prompt`` / ``read_resource`` and the
+list calls, and the typed exceptions below. :class:`ClientDriver` is its IO-free half.
 """
 
+from ._client_common import (
+    AsyncClientBase,
+    BlockingClientOptions,
+    BlockingInputCallback,
+    ClientBase,
+    ClientDriver,
+    ClientOptions,
+    InputCallback,
+    NotificationCallback,
+    Trace,
+    client_config,
+)
+from ._client_errors import (
+    CallFailedError,
+    ClientError,
+    ConnectionClosedError,
+    HandshakeFailedError,
+    InputRejectedError,
+    RoundsExhaustedError,
+)
 from ._common import (
     BlockingHandler,
     BlockingRequestContext,
@@ -26,13 +50,29 @@ from ._common import (
 )
 
 __all__ = [
+    "AsyncClientBase",
+    "BlockingClientOptions",
     "BlockingHandler",
+    "BlockingInputCallback",
     "BlockingRequestContext",
+    "CallFailedError",
+    "ClientBase",
+    "ClientDriver",
+    "ClientError",
+    "ClientOptions",
+    "ConnectionClosedError",
     "Handler",
     "HandlerResult",
+    "HandshakeFailedError",
+    "InputCallback",
+    "InputRejectedError",
+    "NotificationCallback",
     "RequestContext",
+    "RoundsExhaustedError",
     "StreamServer",
     "SubscriptionHub",
+    "Trace",
     "call_blocking_handler",
     "call_handler",
+    "client_config",
 ]

@@ -25,6 +25,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 
 from mrtr_sansio import (
     NEED_DATA,
+    ClientConnection,
     ConnectionClosed,
     InputRequiredResult,
     InvalidMessage,
@@ -45,6 +46,7 @@ __all__ = [
     "RequestContext",
     "StreamServer",
     "SubscriptionHub",
+    "TimedDriver",
     "call_blocking_handler",
     "call_handler",
 ]
@@ -207,17 +209,63 @@ class SubscriptionHub:
         return len(streams)
 
 
-class StreamServer:
+ConnT = TypeVar("ConnT", ServerConnection, ClientConnection)
+
+
+class TimedDriver(Generic[ConnT]):
+    """The IO-free half of an adapter's loop around one connection: bytes in, events routed,
+    and the connection's timer kept.
+
+    After a change (:meth:`refresh_timer`) the adapter re-arms its own timer for
+    :meth:`timer_delay` seconds and calls :meth:`fire_timer` when it goes off.
+    """
+
+    __slots__ = ("_clock", "_deadline", "closed", "conn")
+
+    def __init__(self, conn: ConnT) -> None:
+        self.conn: ConnT = conn
+        self._clock = conn.config.clock
+        self._deadline: float | None = None
+        #: True once the input ended (EOF, or a read failure treated as one).
+        self.closed = False
+
+    def receive(self, data: bytes) -> None:
+        """Feed bytes read from the peer (``b""`` at the end of input) and route the events."""
+        raise NotImplementedError
+
+    def route(self) -> None:
+        """Act on every pending connection event."""
+        raise NotImplementedError
+
+    def refresh_timer(self) -> bool:
+        """Re-read the connection's next deadline; True when it changed (re-arm the timer)."""
+        deadline = self.conn.next_deadline()
+        if deadline == self._deadline:
+            return False
+        self._deadline = deadline
+        return True
+
+    def timer_delay(self) -> float | None:
+        """Seconds until the deadline last read by :meth:`refresh_timer`, or None for none."""
+        deadline = self._deadline
+        return None if deadline is None else max(0.0, deadline - self._clock())
+
+    def fire_timer(self) -> None:
+        """The adapter's timer went off: do what is due on the connection's own clock."""
+        self.conn.handle_timer(self._clock())
+        self.route()
+
+
+class StreamServer(TimedDriver[ServerConnection]):
     """The IO-free half of a stream server loop around one :class:`ServerConnection`.
 
     The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it calls
     ``start(request)`` for each request to run (first rounds and legacy-shim replays alike) and
-    ``cancel(request_id)`` for each request the client cancelled. It also tracks the
-    connection's timer: after a change (:meth:`refresh_timer`) the adapter re-arms its own
-    timer for :meth:`timer_delay` seconds and calls :meth:`fire_timer` when it goes off.
+    ``cancel(request_id)`` for each request the client cancelled. It keeps the connection's
+    timer as :class:`TimedDriver` says.
     """
 
-    __slots__ = ("_cancel", "_clock", "_deadline", "_start", "closed", "conn")
+    __slots__ = ("_cancel", "_start")
 
     def __init__(
         self,
@@ -225,13 +273,9 @@ class StreamServer:
         start: Callable[[RequestReceived], object],
         cancel: Callable[[str | int], object],
     ) -> None:
-        self.conn = conn
+        super().__init__(conn)
         self._start = start
         self._cancel = cancel
-        self._clock = conn.config.clock
-        self._deadline: float | None = None
-        #: True once the input ended (EOF, or a read failure treated as one).
-        self.closed = False
 
     def receive(self, data: bytes) -> None:
         """Feed bytes read from the peer (``b""`` at the end of input) and route the events."""
@@ -271,24 +315,6 @@ class StreamServer:
             with contextlib.suppress(LocalProtocolError):  # unless it awaits no answer now
                 conn.respond(rid, JsonRpcError.internal())
         self.route()  # a state-only round on the legacy wire replays at once
-
-    def refresh_timer(self) -> bool:
-        """Re-read the connection's next deadline; True when it changed (re-arm the timer)."""
-        deadline = self.conn.next_deadline()
-        if deadline == self._deadline:
-            return False
-        self._deadline = deadline
-        return True
-
-    def timer_delay(self) -> float | None:
-        """Seconds until the deadline last read by :meth:`refresh_timer`, or None for none."""
-        deadline = self._deadline
-        return None if deadline is None else max(0.0, deadline - self._clock())
-
-    def fire_timer(self) -> None:
-        """The adapter's timer went off: expire what is due on the connection's own clock."""
-        self.conn.handle_timer(self._clock())
-        self.route()
 
 
 def _log_event(event: object) -> None:

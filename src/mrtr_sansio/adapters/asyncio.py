@@ -11,6 +11,13 @@ task is cancelled and awaited before :func:`serve` returns: no task is left behi
 
     from mrtr_sansio.adapters.asyncio import serve_stdio
     asyncio.run(serve_stdio(handler, ServerConfig(server_info={"name": "demo", "version": "1"})))
+
+The client side is :class:`Client`: it launches a stdio server (or connects over TCP or given
+streams), runs the input callbacks the application registered in their own tasks, and drives
+the MRTR rounds (modern) and the server's requests (legacy) for each awaiting call::
+
+    async with Client.connect_stdio(["python", "server.py"], elicitation=ask_user) as client:
+        result = await client.call_tool("book_trip", {"destination": "Lisbon"})
 """
 
 from __future__ import annotations
@@ -19,14 +26,32 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import Callable
-from typing import IO
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import IO, Any
 
-from mrtr_sansio import RequestReceived, ServerConfig, ServerConnection
+from typing_extensions import Unpack
 
-from ._common import READ_SIZE, Handler, RequestContext, StreamServer, call_handler
+from mrtr_sansio import (
+    ClientConfig,
+    InputNeeded,
+    RequestReceived,
+    ServerConfig,
+    ServerConnection,
+)
 
-__all__ = ["serve", "serve_stdio", "serve_tcp"]
+from ._client_common import SHUTDOWN_TIMEOUT, ClientOptions, InputCallback
+from ._common import (
+    READ_SIZE,
+    Handler,
+    RequestContext,
+    StreamServer,
+    TimedDriver,
+    call_handler,
+)
+from ._stream_client import AsyncStreamClient
+
+__all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
 
 
 async def serve(
@@ -143,7 +168,7 @@ class _Server:
         self._tasks: dict[str | int, asyncio.Task[None]] = {}  # request id -> its handler
         self._all: set[asyncio.Task[None]] = set()  # every live handler task
         self._drain_lock = asyncio.Lock()  # Python 3.10 allows one drain() waiter only
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer = _LoopTimer(self._driver, self._flush)
         self._reading: asyncio.Task[None] | None = None
 
     async def run(self, reader: asyncio.StreamReader) -> None:
@@ -152,8 +177,7 @@ class _Server:
             await asyncio.wait((reading,))
         finally:
             reading.cancel()
-            if self._timer is not None:
-                self._timer.cancel()
+            self._timer.cancel()
             for task in self._all:
                 task.cancel()
             await asyncio.gather(reading, *self._all, return_exceptions=True)
@@ -161,17 +185,7 @@ class _Server:
             reading.result()  # a failure of the loop itself is a bug: surface it
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        driver = self._driver
-        while True:
-            try:
-                data = await reader.read(READ_SIZE)
-            except OSError:  # the connection broke: as good as the end of input
-                data = b""
-            driver.receive(data)
-            self._flush()
-            if driver.closed:
-                return
-            await self._drain()
+        await _read_loop(reader, self._driver, self._flush, self._drain)
 
     # --- handler tasks ----------------------------------------------------------------------
 
@@ -211,8 +225,7 @@ class _Server:
                 self._broken()
             else:
                 self._writer.write(data)
-        if self._driver.refresh_timer():
-            self._arm_timer()
+        self._timer.refresh()
 
     async def _drain(self) -> None:
         try:
@@ -225,17 +238,241 @@ class _Server:
         if self._reading is not None:
             self._reading.cancel()
 
-    def _arm_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+
+async def _read_loop(
+    reader: asyncio.StreamReader,
+    driver: TimedDriver[Any],
+    flush: Callable[[], None],
+    drain: Callable[[], Awaitable[None]],
+) -> None:
+    """Feed what ``reader`` gives to ``driver`` until the input ends, writing what each read
+    queued (``flush``) and taking no more input until it is taken (``drain``)."""
+    while True:
+        try:
+            data = await reader.read(READ_SIZE)
+        except OSError:  # the connection broke: as good as the end of input
+            data = b""
+        driver.receive(data)
+        flush()
+        if driver.closed:
+            return
+        await drain()
+
+
+class _LoopTimer:
+    """A driver's deadline kept with the loop's timers: when it comes, ``fire_timer`` and
+    ``flush``. Call :meth:`refresh` after anything that may move it."""
+
+    __slots__ = ("_driver", "_flush", "_handle", "_loop")
+
+    def __init__(self, driver: TimedDriver[Any], flush: Callable[[], None]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._driver = driver
+        self._flush = flush
+        self._handle: asyncio.TimerHandle | None = None
+
+    def refresh(self) -> None:
+        """Re-arm if the driver's deadline moved."""
+        if self._driver.refresh_timer():
+            self._arm()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _arm(self) -> None:
+        self.cancel()
         delay = self._driver.timer_delay()
         if delay is not None:
-            self._timer = self._loop.call_later(delay, self._on_timer)
+            self._handle = self._loop.call_later(delay, self._fire)
 
-    def _on_timer(self) -> None:
-        self._timer = None
+    def _fire(self) -> None:
+        self._handle = None
         self._driver.fire_timer()
         self._flush()
-        if self._timer is None:
-            self._arm_timer()
+        self._arm()  # fired a little early (the loop's clock resolution): again
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+class Client(AsyncStreamClient):
+    """An MCP client over asyncio streams; open it with :meth:`connect_stdio`,
+    :meth:`connect_tcp` or :meth:`connect` (async context managers).
+
+    Calls may be made from many tasks at once. Input callbacks run in their own tasks; one the
+    server withdraws, or whose call ends, is cancelled. Cancelling a task awaiting a call sends
+    ``notifications/cancelled`` for the request in flight and stops the call's flow.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        config: ClientConfig | None = None,
+        **options: Unpack[ClientOptions],
+    ) -> None:
+        super().__init__(config, options, asyncio.Event)
+        self._reader = reader
+        self._writer = writer
+        self._loop = asyncio.get_running_loop()
+        #: The server process, when :meth:`connect_stdio` launched it.
+        self.process: asyncio.subprocess.Process | None = None
+        self._inputs: dict[int, asyncio.Task[None]] = {}  # id(InputNeeded) -> its callback
+        self._drain_lock = asyncio.Lock()  # Python 3.10 allows one drain() waiter only
+        self._timer = _LoopTimer(self._driver, self._flush)
+        self._reading: asyncio.Task[None] | None = None  # started by _open
+
+    # --- opening and closing ----------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        config: ClientConfig | None = None,
+        *,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """A client over given streams, once the handshake (``era`` legacy or auto) is done.
+
+        On exit it ends its output, waits up to ``shutdown_timeout`` for the server to end its
+        own, and stops; calls still open raise :class:`ConnectionClosedError`. The caller keeps
+        (and closes) the streams. A failed handshake raises :class:`HandshakeFailedError`.
+        """
+        client = cls(reader, writer, config, **options)
+        try:
+            await client._open()
+            yield client
+        finally:
+            await client._close(shutdown_timeout)
+
+    @classmethod
+    @asynccontextmanager
+    async def connect_stdio(
+        cls,
+        command: Sequence[str],
+        config: ClientConfig | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr: int | IO[Any] | None = None,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """Launch ``command`` as a stdio server and talk to it; its logs go to ``stderr``
+        (inherited by default). How it is stopped: :data:`SHUTDOWN_TIMEOUT`."""
+        proc = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            limit=READ_SIZE,
+        )
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        try:
+            async with cls.connect(
+                proc.stdout, proc.stdin, config, shutdown_timeout=shutdown_timeout, **options
+            ) as client:
+                client.process = proc
+                yield client
+        finally:
+            await _end_process(proc, shutdown_timeout)
+
+    @classmethod
+    @asynccontextmanager
+    async def connect_tcp(
+        cls,
+        host: str,
+        port: int,
+        config: ClientConfig | None = None,
+        *,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """Talk to a server listening on ``host:port`` (newline-delimited JSON)."""
+        reader, writer = await asyncio.open_connection(host, port, limit=READ_SIZE)
+        try:
+            async with cls.connect(
+                reader, writer, config, shutdown_timeout=shutdown_timeout, **options
+            ) as client:
+                yield client
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def _open(self) -> None:
+        self._reading = self._loop.create_task(self._read_loop())
+        await super()._open()
+
+    async def _close(self, timeout: float) -> None:
+        """End our output, give the server ``timeout`` s to end its own, then stop."""
+        writer = self._writer
+        if not writer.is_closing():
+            with contextlib.suppress(OSError):
+                if writer.can_write_eof():
+                    writer.write_eof()
+                else:
+                    writer.close()
+        reading = self._reading
+        assert reading is not None
+        await asyncio.wait((reading,), timeout=timeout)
+        self._timer.cancel()
+        tasks = [reading, *self._inputs.values()]
+        self._driver.close()  # whatever is still open fails (ConnectionClosedError)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- input callbacks --------------------------------------------------------------------
+
+    def _start_input(self, event: InputNeeded, callback: InputCallback) -> None:
+        key = id(event)
+        task = self._loop.create_task(self._answer(event, callback))
+        self._inputs[key] = task
+        task.add_done_callback(lambda done: self._forget_input(key, done))
+
+    def _forget_input(self, key: int, task: asyncio.Task[None]) -> None:
+        if self._inputs.get(key) is task:
+            del self._inputs[key]
+
+    def _stop_input(self, event: InputNeeded) -> None:
+        self._inputs.pop(id(event)).cancel()
+
+    # --- input, output and time -------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        await _read_loop(self._reader, self._driver, self._flush, self._drain)
+
+    def _flush(self) -> None:
+        """Write what the connection queued, and re-arm the timer if its deadline moved."""
+        data = self._driver.data_to_send()
+        if data and not self._writer.is_closing():
+            self._writer.write(data)
+        self._timer.refresh()
+
+    async def _drain(self) -> None:
+        with contextlib.suppress(OSError):  # the server is gone: the reader sees the end
+            async with self._drain_lock:
+                await self._writer.drain()
+
+
+async def _end_process(proc: asyncio.subprocess.Process, timeout: float) -> None:
+    """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    for escalate in (proc.terminate, proc.kill):
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+            return
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                escalate()
+    await proc.wait()

@@ -12,6 +12,13 @@ what was already answered is written, and :func:`serve` returns with its nursery
 
     from mrtr_sansio.adapters.trio import serve_stdio
     trio.run(serve_stdio, handler, ServerConfig(server_info={"name": "demo", "version": "1"}))
+
+The client side is :class:`Client`, the twin of the asyncio one: input callbacks run in their
+own cancel scopes, and cancelling the scope of a task awaiting a call cancels the request on
+the wire::
+
+    async with Client.connect_stdio(["python", "server.py"], elicitation=ask_user) as client:
+        result = await client.call_tool("book_trip", {"destination": "Lisbon"})
 """
 
 from __future__ import annotations
@@ -19,15 +26,35 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import subprocess
 import sys
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import IO, Any
 
 import trio
+from typing_extensions import Unpack
 
-from mrtr_sansio import RequestReceived, ServerConfig, ServerConnection
+from mrtr_sansio import (
+    ClientConfig,
+    InputNeeded,
+    RequestReceived,
+    ServerConfig,
+    ServerConnection,
+)
 
-from ._common import READ_SIZE, Handler, RequestContext, StreamServer, call_handler
+from ._client_common import SHUTDOWN_TIMEOUT, ClientOptions, InputCallback
+from ._common import (
+    READ_SIZE,
+    Handler,
+    RequestContext,
+    StreamServer,
+    TimedDriver,
+    call_handler,
+)
+from ._stream_client import AsyncStreamClient
 
-__all__ = ["serve", "serve_stdio", "serve_tcp"]
+__all__ = ["Client", "serve", "serve_stdio", "serve_tcp"]
 
 
 async def serve(
@@ -93,11 +120,11 @@ class _Server:
         self._wakeup = trio.lowlevel.ParkingLot()  # the writer waits here for output
         self._sending: trio.Event | None = None  # set when the send in progress is done
         self._closing = False
-        self._timer_scope: trio.CancelScope | None = None
+        self._timer = _ScopeTimer(self._driver, self._flush)
 
     async def run(self) -> None:
         async with trio.open_nursery() as services:
-            services.start_soon(self._timer_loop)
+            services.start_soon(self._timer.run)
             services.start_soon(self._serve_requests)
             await self._write_loop()
             services.cancel_scope.cancel()
@@ -186,21 +213,242 @@ class _Server:
     def _flush(self) -> None:
         """Wake the writer, and re-arm the timer if the connection's deadline moved."""
         self._wakeup.unpark_all()
-        if self._driver.refresh_timer():
-            self._arm_timer()
+        self._timer.refresh()
 
-    def _arm_timer(self) -> None:
-        scope = self._timer_scope
+
+class _ScopeTimer:
+    """A driver's deadline kept by a task sleeping in a cancel scope (:meth:`run`): when it
+    comes, ``fire_timer`` and ``flush``. Call :meth:`refresh` after anything that may move it."""
+
+    __slots__ = ("_driver", "_flush", "_scope")
+
+    def __init__(self, driver: TimedDriver[Any], flush: Callable[[], None]) -> None:
+        self._driver = driver
+        self._flush = flush
+        self._scope: trio.CancelScope | None = None
+
+    def refresh(self) -> None:
+        """Re-arm if the driver's deadline moved."""
+        if self._driver.refresh_timer():
+            self._arm()
+
+    def _arm(self) -> None:
+        scope = self._scope
         if scope is not None:
             delay = self._driver.timer_delay()
             scope.deadline = math.inf if delay is None else trio.current_time() + delay
 
-    async def _timer_loop(self) -> None:
+    async def run(self) -> None:
         while True:
             with trio.CancelScope() as scope:
-                self._timer_scope = scope
-                self._arm_timer()
+                self._scope = scope
+                self._arm()
                 await trio.sleep_forever()
-            self._timer_scope = None
+            self._scope = None
             self._driver.fire_timer()
             self._flush()
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+class Client(AsyncStreamClient):
+    """An MCP client over a trio stream; open it with :meth:`connect_stdio`,
+    :meth:`connect_tcp` or :meth:`connect` (async context managers).
+
+    Calls may be made from many tasks at once. Input callbacks run in the client's nursery,
+    each in its own cancel scope, cancelled when the server withdraws the request or the call
+    ends. Cancelling a call's scope sends ``notifications/cancelled`` for the request in flight
+    and stops the call's flow. One writer task owns the stream's sending side.
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        config: ClientConfig | None = None,
+        **options: Unpack[ClientOptions],
+    ) -> None:
+        super().__init__(config, options, trio.Event)
+        self._stream = stream
+        #: The server process, when :meth:`connect_stdio` launched it.
+        self.process: trio.Process | None = None
+        self._nursery: trio.Nursery | None = None
+        self._inputs: dict[int, trio.CancelScope] = {}  # id(InputNeeded) -> its callback's
+        self._read_done = trio.Event()
+        self._wakeup = trio.lowlevel.ParkingLot()  # the writer waits here for output
+        self._closing = False  # the writer ends the output once it has sent everything
+        self._timer = _ScopeTimer(self._driver, self._flush)
+
+    # --- opening and closing ----------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(
+        cls,
+        stream: trio.abc.Stream,
+        config: ClientConfig | None = None,
+        *,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """A client over ``stream``, once the handshake (``era`` legacy or auto) is done.
+
+        On exit it ends its output (``send_eof``, or closing a stream that cannot half-close),
+        waits up to ``shutdown_timeout`` for the server to end its own, and stops; calls still
+        open raise :class:`ConnectionClosedError`. The caller keeps (and closes) ``stream``.
+        A failed handshake raises :class:`HandshakeFailedError`.
+        """
+        client = cls(stream, config, **options)
+        failure: Exception | None = None
+        async with trio.open_nursery() as nursery:
+            client._nursery = nursery
+            nursery.start_soon(client._read_loop)
+            nursery.start_soon(client._write_loop)
+            nursery.start_soon(client._timer.run)
+            try:
+                await client._open()
+                yield client
+            except Exception as exc:  # raised bare below, not in the nursery's group
+                failure = exc
+            finally:
+                await client._close(shutdown_timeout)
+        if failure is not None:
+            raise failure
+
+    @classmethod
+    @asynccontextmanager
+    async def connect_stdio(
+        cls,
+        command: Sequence[str],
+        config: ClientConfig | None = None,
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stderr: int | IO[Any] | None = None,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """Launch ``command`` as a stdio server and talk to it; its logs go to ``stderr``
+        (inherited by default). How it is stopped: :data:`SHUTDOWN_TIMEOUT`."""
+        proc = await trio.lowlevel.open_process(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+        )
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        try:
+            stream = trio.StapledStream(proc.stdin, proc.stdout)
+            async with cls.connect(
+                stream, config, shutdown_timeout=shutdown_timeout, **options
+            ) as client:
+                client.process = proc
+                yield client
+        finally:
+            with trio.CancelScope(shield=True):
+                await _end_process(proc, shutdown_timeout)
+
+    @classmethod
+    @asynccontextmanager
+    async def connect_tcp(
+        cls,
+        host: str,
+        port: int,
+        config: ClientConfig | None = None,
+        *,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
+        **options: Unpack[ClientOptions],
+    ) -> AsyncIterator[Client]:
+        """Talk to a server listening on ``host:port`` (newline-delimited JSON)."""
+        async with (
+            await trio.open_tcp_stream(host, port) as stream,
+            cls.connect(stream, config, shutdown_timeout=shutdown_timeout, **options) as client,
+        ):
+            yield client
+
+    async def _close(self, timeout: float) -> None:
+        """End our output, give the server ``timeout`` s to end its own, then stop."""
+        self._closing = True
+        self._wakeup.unpark_all()
+        with trio.move_on_after(timeout) as scope:
+            scope.shield = True
+            await self._read_done.wait()
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        self._driver.close()  # whatever is still open fails: ConnectionClosedError
+
+    # --- input callbacks --------------------------------------------------------------------
+
+    def _start_input(self, event: InputNeeded, callback: InputCallback) -> None:
+        assert self._nursery is not None
+        scope = self._inputs[id(event)] = trio.CancelScope()
+        self._nursery.start_soon(self._run_input, event, callback, scope)
+
+    def _stop_input(self, event: InputNeeded) -> None:
+        self._inputs.pop(id(event)).cancel()
+
+    async def _run_input(
+        self, event: InputNeeded, callback: InputCallback, scope: trio.CancelScope
+    ) -> None:
+        with scope:
+            await self._answer(event, callback)
+        if self._inputs.get(id(event)) is scope:
+            del self._inputs[id(event)]
+
+    # --- input, output and time -------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        driver = self._driver
+        receive_some = self._stream.receive_some
+        while not driver.closed:
+            try:
+                data = bytes(await receive_some(READ_SIZE))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            driver.receive(data)
+            self._flush()
+        self._read_done.set()
+
+    async def _write_loop(self) -> None:
+        """Send what the connection queues; once closing and everything is sent, end the
+        output. A broken stream ends the loop (the reader sees the end of input)."""
+        driver = self._driver
+        stream = self._stream
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while True:
+                data = driver.data_to_send()
+                if data:
+                    await stream.send_all(data)
+                elif self._closing:
+                    break
+                else:
+                    await self._wakeup.park()
+            if isinstance(stream, trio.abc.HalfCloseableStream):
+                await stream.send_eof()
+            else:
+                await stream.aclose()
+
+    def _flush(self) -> None:
+        """Wake the writer, and re-arm the timer if the connection's deadline moved."""
+        self._wakeup.unpark_all()
+        self._timer.refresh()
+
+
+async def _end_process(proc: trio.Process, timeout: float) -> None:
+    """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
+    assert proc.stdin is not None
+    with contextlib.suppress(trio.BrokenResourceError):
+        await proc.stdin.aclose()
+    for escalate in (proc.terminate, proc.kill):
+        with trio.move_on_after(timeout):
+            await proc.wait()
+            break
+        escalate()
+    else:
+        await proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            await pipe.aclose()

@@ -1,0 +1,37 @@
+"""The booking demo against a stdio server, on the asyncio client, printing the transcript.
+
+    python examples/asyncio/client.py --era modern -- python examples/asyncio/server.py
+    python examples/asyncio/client.py --era legacy -- python examples/trio/server.py
+
+``--era``: ``modern`` (2026-07-28: ``input_required`` results and retries), ``legacy``
+(2025-11-25: ``initialize``, then the server's own requests) or ``auto`` (probe with
+``server/discover``, the default). A scripted user answers (see ``examples/booking.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mrtr_sansio.adapters.asyncio import Client
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from booking import ARGUMENTS, TOOL, Demo, parse_args
+
+
+async def run(demo: Demo, command: Sequence[str]) -> None:
+    demo.header("asyncio", command)
+    async with Client.connect_stdio(command, demo.config, **demo.options()) as client:
+        demo.connected(client)
+        demo.result(await client.call_tool(TOOL, ARGUMENTS))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv, __doc__.split("\n")[0])
+    asyncio.run(run(Demo(args.era, full=args.full), args.command))
+
+
+if __name__ == "__main__":
+    main()
