@@ -147,10 +147,19 @@ class ClientConnection(Connection):
 
     # --- public API -------------------------------------------------------------------------
 
-    def receive_message(self, message: bytes | str | Mapping[str, Any]) -> None:
+    def receive_message(
+        self,
+        message: bytes | str | Mapping[str, Any],
+        related_request_id: int | None = None,
+    ) -> None:
         """Feed one whole message: an HTTP response body, an SSE event's data, or a decoded
-        message."""
-        self._receive_decoded(message, None)
+        message.
+
+        ``related_request_id`` is the id of our request whose HTTP response carried the
+        message, when it came on one. A legacy server's request arriving there belongs to that
+        request's call for certain (SEP-2260 on Streamable HTTP), however many are in flight.
+        """
+        self._receive_decoded(message, related_request_id)
 
     def call(self, method: str, params: Mapping[str, Any] | None = None) -> Call:
         """Start an operation; its outcome arrives as events carrying the returned handle.
@@ -297,6 +306,31 @@ class ClientConnection(Connection):
         """
         return request_headers(item.message, self.protocol_version, param_headers)
 
+    def request_call(self, request_id: Any) -> Call | None:
+        """The call whose request ``request_id`` awaits the server's answer, or None."""
+        st = self._legs.get(request_id)
+        return None if st is None else st.call
+
+    def request_failed(self, request_id: Any, reason: str) -> bool:
+        """The transport lost request ``request_id``: it could not be delivered, or its answer
+        can no longer arrive (an HTTP error status without a JSON-RPC body, a response stream
+        that ended first, a broken connection).
+
+        What waited for it ends: a call with ``CallFailed`` (-32603 with ``reason``,
+        ``local=True``); the era probe falls back to ``initialize``, as for any answer that is
+        not a recognised modern one; ``initialize`` fails the handshake. Returns False, doing
+        nothing, when no request of ours awaits an answer under that id (answered, cancelled).
+        """
+        st = self._legs.pop(request_id, None)
+        if st is not None:
+            st.leg = None
+            self._end(st, CallFailed(st.call, JsonRpcError(INTERNAL_ERROR, reason), True))
+            return True
+        if self._handshake.owns(request_id):
+            self._handshake.on_broken(request_id, reason)
+            return True
+        return False
+
     @property
     def in_flight(self) -> frozenset[Call]:
         """Calls with a request awaiting the server's answer."""
@@ -426,7 +460,7 @@ class ClientConnection(Connection):
         if kind == RESPONSE:
             self._on_response(msg)
         elif kind == REQUEST:
-            self._server.on_request(msg)
+            self._server.on_request(msg, context)
         else:
             self._on_notification(msg["method"], msg.get("params"))
 

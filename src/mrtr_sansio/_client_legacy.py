@@ -13,6 +13,8 @@ Association on a stream is by timing alone, so it is kept sound: only ``tools/ca
 MRTR share), and a request we cancelled while it was in flight stays a possible origin until
 the server answers a request we sent after the cancellation, which proves it read the
 cancellation first (a stream is ordered). A request whose origin is not certain is unlinked.
+Over Streamable HTTP the association is positional instead: a request arriving on the response
+stream of one of our requests belongs to that request's call.
 """
 
 from __future__ import annotations
@@ -61,8 +63,12 @@ class ServerRequests:
         if self._unsettled and type(rid) is int and rid >= self._mark:
             self._unsettled = 0
 
-    def on_request(self, msg: dict[str, Any]) -> None:
-        """A request from the server: answer it here, or surface it as :class:`InputNeeded`."""
+    def on_request(self, msg: dict[str, Any], related: Any = None) -> None:
+        """A request from the server: answer it here, or surface it as :class:`InputNeeded`.
+
+        ``related`` is the id of our request whose HTTP response stream carried it, if any:
+        then that request is its only possible origin.
+        """
         conn = self._conn
         rid = msg["id"]
         method: str = msg["method"]
@@ -75,7 +81,13 @@ class ServerRequests:
         if method == "ping":
             self._send(result_message(rid, {}), None)
             return
-        origins = [st for st in conn._legs.values() if st.call.method in MRTR_METHODS]
+        if related is None:
+            origins = [st for st in conn._legs.values() if st.call.method in MRTR_METHODS]
+            certain = len(origins) == 1 and not self._unsettled
+        else:
+            st = conn._legs.get(related)
+            origins = [st] if st is not None and st.call.method in MRTR_METHODS else []
+            certain = True
         if method not in EMBEDDABLE_METHODS:
             error = JsonRpcError.method_not_found(method)
         elif rid in self._open:
@@ -93,7 +105,7 @@ class ServerRequests:
         if error is not None:
             conn._invalid(RemoteProtocolError(error, rid), answer=True)
             return
-        st = origins[0] if len(origins) == 1 and not self._unsettled else None
+        st = origins[0] if certain else None
         round_ = 1
         if st is not None:
             if st.open_requests == 0:  # the previous round is answered: a new one starts

@@ -259,6 +259,35 @@ async def test_modern_requests_run_concurrently(client: Client, fixture: Fixture
     assert slow.response.json()["result"]["content"][0]["text"] == "slow done"
 
 
+async def test_modern_disconnect_cancels_a_waiting_handler(
+    client: Client, fixture: Fixture, app: McpHttpApp
+) -> None:
+    # No progress token and no log level: the response would be plain JSON, yet closing the
+    # stream must still cancel the request (2026-07-28 Streamable HTTP, Cancellation).
+    slow = client.start(call(1, "slow"), modern_headers("tools/call", "slow"))
+    while fixture.running == 0:
+        await anyio.sleep(0)
+    slow.disconnect()
+    with anyio.fail_after(5):  # without the watcher the handler would wait forever
+        await slow.finished.wait()
+    assert fixture.running == 0  # the handler was cancelled, not left running
+    assert slow.response.status is None  # nothing was sent for it
+    assert not fixture.release.is_set()
+
+
+async def test_modern_suspending_handler_still_answers_json(
+    client: Client, fixture: Fixture
+) -> None:
+    slow = client.start(call(1, "slow"), modern_headers("tools/call", "slow"))
+    while fixture.running == 0:
+        await anyio.sleep(0)
+    fixture.release.set()
+    await slow.finished.wait()
+    assert slow.response.content_type == "application/json"
+    assert slow.response.json()["result"]["content"][0]["text"] == "slow done"
+    valid(slow.response.messages(), m.Era.MODERN)
+
+
 # --- legacy -----------------------------------------------------------------------------------
 
 

@@ -52,6 +52,23 @@ SHIM_SCENARIOS = (
     "elicitation-sep1330-enums",
 )
 CLIENT_SCENARIO = "sep-2322-client-request-state"
+#: Every other client scenario that needs no authorization server, per wire: they exercise the
+#: HTTP client itself (mirror headers, x-mcp-header rules, sessions, the standalone stream,
+#: resumed streams, elicitation defaults).
+CLIENT_SCENARIOS_2026 = (
+    "tools_call",
+    "request-metadata",
+    "http-standard-headers",
+    "http-custom-headers",
+    "http-invalid-tool-headers",
+    "json-schema-ref-no-deref",
+)
+CLIENT_SCENARIOS_2025 = (
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+)
 DEFAULT_SERVER = f"{shlex.quote(sys.executable)} examples/http/server.py --port {{port}}"
 CLIENT_SCRIPT = ROOT / "examples" / "http" / "conformance_client.py"
 STATUSES = ("SUCCESS", "FAILURE", "WARNING", "SKIPPED", "INFO")
@@ -463,6 +480,20 @@ def default_legs(harness: Harness) -> list[Leg]:
         Leg("2026-07-28", "--requirements 2026-07-28", requirements="2026-07-28", strict=False),
         Leg("2025-11-25", "--requirements 2025-11-25", requirements="2025-11-25", strict=False),
         Leg("client", "the MRTR client scenario", (CLIENT_SCENARIO,), client=True),
+        Leg(
+            "client-http-2026",
+            "the HTTP client scenarios, 2026-07-28",
+            CLIENT_SCENARIOS_2026,
+            spec_version="2026-07-28",
+            client=True,
+        ),
+        Leg(
+            "client-http-2025",
+            "the HTTP client scenarios, 2025-11-25",
+            CLIENT_SCENARIOS_2025,
+            spec_version="2025-11-25",
+            client=True,
+        ),
     ]
 
 

@@ -5,7 +5,8 @@ Import the one you need; none is imported by ``import mrtr_sansio`` or by this p
 * :mod:`mrtr_sansio.adapters.stdio` — blocking, newline-delimited JSON over stdin/stdout;
 * :mod:`mrtr_sansio.adapters.asyncio` — asyncio streams (stdio pipes or TCP);
 * :mod:`mrtr_sansio.adapters.trio` — trio streams (``trio`` extra);
-* :mod:`mrtr_sansio.adapters.asgi` — Streamable HTTP as a plain ASGI 3 app (``server`` extra).
+* :mod:`mrtr_sansio.adapters.asgi` — Streamable HTTP as a plain ASGI 3 app (``server`` extra);
+* :mod:`mrtr_sansio.adapters.http` — a Streamable HTTP client on httpx (``http`` extra).
 
 Handlers are written once against :class:`RequestContext` and run under every async adapter;
 the blocking stdio adapter takes the same handler written with ``def`` against

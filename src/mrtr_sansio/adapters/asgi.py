@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -315,7 +315,7 @@ class McpHttpApp:
         peer.exchanges[event.request_id] = exchange
         try:
             if inline:
-                await self._serve_inline(peer, exchange, event, send)
+                await self._serve_inline(peer, exchange, event, receive, send)
             else:
                 await self._serve_streaming(peer, exchange, event, receive, send, extra_headers)
         finally:
@@ -323,10 +323,31 @@ class McpHttpApp:
             exchange.close()
 
     async def _serve_inline(
-        self, peer: _Peer, exchange: _Exchange, event: RequestReceived, send: Send
+        self,
+        peer: _Peer,
+        exchange: _Exchange,
+        event: RequestReceived,
+        receive: Receive,
+        send: Send,
     ) -> None:
-        """Modern request that asked for no progress and no logs: no concurrency needed."""
-        await self._run_handler(peer, event)
+        """Modern request that asked for no progress and no logs: the handler runs in line and
+        its output is sent when it returns; only a disconnect watcher runs beside it, because
+        closing the response stream MUST cancel the request (2026-07-28 Streamable HTTP)."""
+        running = self._run_handler(peer, event).__await__()
+        try:
+            suspended_on = running.send(None)  # most handlers finish without suspending
+        except StopIteration:
+            pass
+        else:  # it waits on something: watch the client only now (a task group costs ~50 µs)
+            gone = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_watch_disconnect, receive, gone, tg)
+                await _Resume(running, suspended_on)
+                tg.cancel_scope.cancel()
+            if gone.is_set():
+                peer.conn.cancel(event.request_id, "The HTTP client disconnected")
+                peer.flush()
+                return
         assert exchange.inbox is not None
         pending = [item for item in exchange.inbox if isinstance(item, Outgoing)]
         if len(pending) == 1 and isinstance(pending[0], OutgoingResponse):
@@ -441,6 +462,40 @@ class McpHttpApp:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+class _Resume:
+    """Await the rest of a coroutine that has already run up to its first suspension.
+
+    It forwards what the event loop sends or throws (cancellation included) to the coroutine
+    and yields back whatever the coroutine yields, exactly as ``yield from`` would, so the
+    coroutine's remaining work runs inside the caller's current cancel scope.
+    """
+
+    __slots__ = ("_first", "_running")
+
+    def __init__(self, running: Generator[Any, Any, None], first: Any) -> None:
+        self._running = running
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        running, value = self._running, self._first
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                running.close()
+                raise
+            except BaseException as exc:  # delivered by the loop: hand it to the coroutine
+                try:
+                    value = running.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    value = running.send(sent)
+                except StopIteration:
+                    return
 
 
 async def _watch_disconnect(receive: Receive, gone: anyio.Event, tg: TaskGroup) -> None:
