@@ -300,33 +300,61 @@ def refused(request: httpx.Request) -> httpx.Response:
     raise httpx.ConnectError("refused", request=request)
 
 
+def answers_with(status: int, **fields: Any) -> Any:
+    def respond(request: httpx.Request) -> httpx.Response:
+        body = {"jsonrpc": "2.0", "id": json.loads(request.content)["id"], **fields}
+        return httpx.Response(status, json=body)
+
+    return respond
+
+
+ASK_DATES = {
+    "resultType": "input_required",
+    "inputRequests": {
+        "dates": {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": "Dates?",
+                "requestedSchema": {"type": "object", "properties": {}},
+            },
+        }
+    },
+    "requestState": "s",
+}
+
+
 @pytest.mark.anyio
 async def test_what_is_not_a_clean_protocol_error_is_a_problem() -> None:
     canned = Canned()
     cases = [
-        (
-            lambda request: httpx.Response(502, text="Bad Gateway"),
-            "an answer that is not a JSON body",
-        ),
+        (lambda request: httpx.Response(502, text="Bad Gateway"), "HTTP 502: Bad Gateway"),
         (
             lambda request: httpx.Response(
                 200, headers={"content-type": "application/json"}, content=b"{oops"
             ),
-            "an answer that is not a JSON body",
+            "HTTP 200 (application/json) without a JSON-RPC response",
         ),
         (completes_with("Booked elsewhere."), "unexpected result ['Booked elsewhere.']"),
-        (refused, "transport: ConnectError on request 1"),
+        (refused, "HTTP request failed: ConnectError: refused"),
+        (answers_with(200, result=ASK_DATES), "tools/call still needed input after 10 rounds"),
     ]
     async with httpx.AsyncClient(transport=canned) as http:
         for respond, problem in cases:
             canned.respond = respond
             outcome = await flows.book_trip(http, "http://x/mcp", 1)
             assert (outcome.problem, outcome.error, outcome.completed) == (problem, None, False)
+        # A JSON-RPC error answer is clean: the server said no.
+        message = "Invalid or expired requestState"
+        canned.respond = answers_with(400, error={"code": -32602, "message": message})
+        outcome = await flows.book_trip(http, "http://x/mcp", 1)
+        assert (outcome.problem, outcome.error) == (None, m.JsonRpcError(-32602, message))
+        assert outcome.legs == (flows.Leg(None, 400, False, None, (-32602, message)),)
         canned.respond = completes_with(flows.Trip(1).expected())
         assert (await flows.book_trip(http, "http://x/mcp", 1)).completed
     tally = flows.Tally()
-    tally.add(flows.Outcome(1, (), problem="the call stalled"))
-    assert tally.failures() == ["failed otherwise (the call stalled): 1"]
+    tally.add(flows.Outcome(1, (), problem="HTTP 502: Bad Gateway"))
+    assert tally.failures() == ["failed otherwise (HTTP 502: Bad Gateway): 1"]
 
 
 def test_trip_answers_are_what_book_trip_asks_for() -> None:

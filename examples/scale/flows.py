@@ -6,18 +6,21 @@ request gets ``input_required`` (dates by form elicitation, a workspace by roots
 state; the second retry completes. Every flow books its own trip, so the final text proves that
 what round 1 learnt came back to the handler through the sealed state, wherever it ran.
 
-:class:`ClientConnection` does the protocol (envelope, retries, ``requestState`` echoed, answers
-checked); this module only moves its requests over ``httpx`` and notes, per leg, which process
-answered (the ``X-Upstream`` header the demo's nginx adds) and the state it handed out.
+Our HTTP client (:class:`~mrtr_sansio.adapters.http.HttpClient`, on httpx) does the work: its
+callbacks play the user and the model, and its connection sends the retries with the
+``requestState`` echoed. This module only watches: which process answered each request (the
+``X-Upstream`` header the demo's nginx adds, through an httpx response hook) and the state each
+answer handed out (through the client's trace).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import ssl
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import anyio
@@ -25,9 +28,10 @@ import attrs
 import httpx
 
 import mrtr_sansio as m
+from mrtr_sansio.adapters import CallFailedError, ClientError
+from mrtr_sansio.adapters.http import HttpClient
 
 __all__ = [
-    "CAPABILITIES",
     "UPSTREAM_HEADER",
     "Leg",
     "Outcome",
@@ -37,12 +41,9 @@ __all__ = [
     "http_clients",
 ]
 
-#: What the client declares: everything book_trip may ask for, so that it takes two rounds.
-CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
 CLIENT_INFO = {"name": "mrtr-sansio-scale-demo", "version": m.__version__}
 #: Set by the load balancer on every answer: the address of the process that answered.
 UPSTREAM_HEADER = "x-upstream"
-_ACCEPT = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 _FIRST_DAY = datetime.date(2026, 9, 1)
 
 
@@ -151,67 +152,90 @@ async def http_clients(count: int, timeout: float = 60.0) -> AsyncIterator[list[
 
 
 async def book_trip(http: httpx.AsyncClient, url: str, n: int) -> Outcome:
-    """Run flow ``n`` to its end; never raises for what the server or the network does."""
+    """Run flow ``n`` to its end with :class:`HttpClient` over ``http`` (one flow at a time
+    per ``http``: the flow puts its own response hook on it); never raises for what the server
+    or the network does."""
     trip = Trip(n)
-    conn = m.ClientConnection(m.ClientConfig(client_info=CLIENT_INFO, capabilities=CAPABILITIES))
-    conn.call("tools/call", {"name": "book_trip", "arguments": trip.arguments})
-    legs: list[Leg] = []
-    while True:
-        sent = conn.outgoing()
-        for item in sent:
-            try:
-                leg = await _post(http, url, conn, item)
-            except httpx.HTTPError as exc:
-                problem = f"transport: {type(exc).__name__} on request {len(legs) + 1}"
-                return Outcome(n, tuple(legs), problem=problem)
-            if leg is None:
-                return Outcome(n, tuple(legs), problem="an answer that is not a JSON body")
-            legs.append(leg)
-        events = conn.events()
-        if not sent and not events:  # book_trip never asks for a state-only retry
-            return Outcome(n, tuple(legs), problem="the call stalled")
-        for event in events:
-            if type(event) is m.InputNeeded:
-                conn.fulfil(event, trip.answer(event))
-            elif type(event) is m.CallCompleted:
-                texts = [b.get("text") for b in event.result.get("content", ())]
-                if texts != [trip.expected()]:
-                    return Outcome(n, tuple(legs), problem=f"unexpected result {texts!r}")
-                return Outcome(n, tuple(legs))
-            elif type(event) is m.CallFailed:
-                if event.local:
-                    return Outcome(n, tuple(legs), problem=event.error.message)
-                return Outcome(n, tuple(legs), error=event.error)
-            elif type(event) is m.RoundsExhausted:
-                return Outcome(n, tuple(legs), problem=f"rounds exhausted after {event.rounds}")
+    wire = _Wire()
+    http.event_hooks = {"request": [], "response": [wire.on_response]}
 
+    async def answer(event: m.InputNeeded) -> dict[str, Any]:
+        return trip.answer(event)
 
-async def _post(
-    http: httpx.AsyncClient, url: str, conn: m.ClientConnection, item: m.Outgoing
-) -> Leg | None:
-    """POST one request and feed the answer to ``conn``; the leg, or None for an answer that
-    is not a JSON body."""
-    headers = {**_ACCEPT, **conn.http_headers(item)}
-    response = await http.post(url, content=item.data, headers=headers)
-    kind = response.headers.get("content-type", "").split(";")[0].strip()
-    if kind != "application/json":
-        return None
-    params = item.message.get("params")
-    retry = isinstance(params, Mapping) and "requestState" in params
+    problem = None
+    error = None
     try:
-        message = response.json()
-    except ValueError:
-        return None
-    state: str | None = None
-    error: tuple[int, str] | None = None
-    if isinstance(message, dict):
+        async with HttpClient.connect(
+            url,
+            m.ClientConfig(client_info=CLIENT_INFO),
+            http=http,
+            listen=False,
+            elicitation=answer,
+            sampling=answer,
+            roots=answer,
+            trace=wire.trace,
+        ) as client:
+            result = await client.call_tool("book_trip", trip.arguments)
+    except CallFailedError as exc:
+        if exc.local:  # the transport or the connection gave up, the server did not answer
+            problem = exc.error.message
+        else:
+            error = exc.error
+    except ClientError as exc:
+        problem = str(exc)
+    else:
+        texts = [b.get("text") for b in result.get("content", ())]
+        if texts != [trip.expected()]:
+            problem = f"unexpected result {texts!r}"
+    return Outcome(n, wire.legs(), error=error, problem=problem)
+
+
+class _Wire:
+    """What one flow's requests met, from the response hook (who answered) and the client's
+    trace (what was sent and received). A flow has one request in flight at a time, so the
+    three line up in order."""
+
+    __slots__ = ("answered", "received", "sent")
+
+    def __init__(self) -> None:
+        #: For each request sent: whether it carried a ``requestState``.
+        self.sent: list[bool] = []
+        #: For each HTTP response: (the process that answered, the status).
+        self.answered: list[tuple[str | None, int]] = []
+        #: For each JSON-RPC answer: (its ``requestState``, its error as (code, message)).
+        self.received: list[tuple[str | None, tuple[int, str] | None]] = []
+
+    async def on_response(self, response: httpx.Response) -> None:
+        self.answered.append((response.headers.get(UPSTREAM_HEADER), response.status_code))
+
+    def trace(self, direction: str, data: bytes) -> None:
+        try:
+            message = json.loads(data)
+        except ValueError:  # what the server sent is not JSON: the client reports it
+            message = None
+        if not isinstance(message, dict):
+            message = {}
+        if direction == "send":
+            self.sent.append("requestState" in message.get("params", {}))
+            return
+        state = error = None
         result, failure = message.get("result"), message.get("error")
         if isinstance(result, dict) and isinstance(result.get("requestState"), str):
             state = result["requestState"]
         if isinstance(failure, dict):
             error = (failure.get("code", 0), str(failure.get("message")))
-    conn.receive_message(message)
-    return Leg(response.headers.get(UPSTREAM_HEADER), response.status_code, retry, state, error)
+        self.received.append((state, error))
+
+    def legs(self) -> tuple[Leg, ...]:
+        """A leg for each request that got an HTTP response."""
+        # A request whose answer was not a JSON-RPC message has a response but nothing received.
+        received = self.received + [(None, None)] * (len(self.answered) - len(self.received))
+        return tuple(
+            Leg(upstream, status, retry, state, error)
+            for (upstream, status), retry, (state, error) in zip(
+                self.answered, self.sent, received, strict=False
+            )
+        )
 
 
 @attrs.define

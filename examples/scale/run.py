@@ -174,6 +174,14 @@ async def rotation(
             started = log.name
             log.add(started, await book_trip(http, c.url, next(numbers)))
 
+    def roll_out(name: str, keys: list[bytes]) -> float:
+        """Phase ``name`` to every process (in a thread: the flows go on meanwhile); the phase
+        a flow is in changes the moment the last process has it."""
+        log.name = f"-> {name}"
+        took = c.rotate(ring, keys)
+        log.name = name
+        return took
+
     steps = [("[old, new]", [old, new]), ("[new, old]", [new, old]), ("[new]", [new])]
     print(f"== key rotation: {flows} flows running back to back, each phase {dwell:g} s")
     async with http_clients(flows) as clients:
@@ -183,10 +191,8 @@ async def rotation(
                 tg.start_soon(worker, http)
             await anyio.sleep(dwell)
             for name, keys in steps:
-                log.name = f"-> {name}"
-                took = await anyio.to_thread.run_sync(c.rotate, ring, keys)
+                took = await anyio.to_thread.run_sync(roll_out, name, keys)
                 print(f"  every process reloaded {name} after SIGHUP in {1000 * took:.0f} ms")
-                log.name = name
                 await anyio.sleep(dwell)
             done.set()
         elapsed, cpu = time.perf_counter() - started, c.cpu() - cpu
