@@ -15,9 +15,11 @@ flow its own client and connection) against it. Checks:
   the RSS after one full burst is the working size it will hold from then on, and that is the
   baseline. After the measured rounds the RSS must be back within ``--tolerance-mib`` of it.
   The tolerance (default 4 MiB) covers what is not a leak: allocator fragmentation and the
-  bounded caches the first rounds fill (measured drift here: about 0.3 MiB per 1,000-flow
-  round, levelling off); a leak of even one small object per request (3,000 per round) would
-  exceed it within the default three rounds, and the figures show the growth per round.
+  bounded caches the first rounds fill (measured drift here: 0.2 to 0.5 MiB per 1,000-flow
+  round, levelling off after a few rounds). Retaining about 0.5 KiB per request (a request's
+  params, say) exceeds it within the default three rounds (9,000 requests); a smaller leak
+  shows as growth that does not level off, which is why the growth per round is printed
+  (``--rounds 10`` makes it plain).
 
 Also printed: each round's throughput (the client, in this one process, is usually what limits
 it) and the server's CPU time per HTTP request (``ms/req``, from ``/proc``), which does not
