@@ -348,6 +348,7 @@ def answered_string(request: m.RequestReceived, key: str, field: str) -> str | N
     return value if isinstance(value, str) and value.strip() else None
 
 
+# --8<-- [start:helpers]
 def declined(request: m.RequestReceived, key: str) -> bool:
     """True when the user declined or cancelled the elicitation under ``key``."""
     return request.input_responses.elicitation_action(key) in ("decline", "cancel")
@@ -356,6 +357,9 @@ def declined(request: m.RequestReceived, key: str) -> bool:
 def can_ask(request: m.RequestReceived, ask: m.InputRequest) -> bool:
     """True when the client declared what ``ask`` needs (on this request, or in its session)."""
     return not m.missing_capabilities(ask.required_capabilities(), request.client_capabilities)
+
+
+# --8<-- [end:helpers]
 
 
 def ask_name(message: str = "What is your name?") -> m.InputRequest:
@@ -809,6 +813,7 @@ class Everything:
             guests={"type": "integer", "minimum": 1, "description": "How many people"},
         ),
     )
+    # --8<-- [start:book_trip]
     async def book_trip(self, request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
         destination, guests = (
             request.arguments.get("destination"),
@@ -866,6 +871,8 @@ class Everything:
             return "Check-out must come after check-in. "
         trip["check_in"], trip["check_out"] = check_in.isoformat(), check_out.isoformat()
         return None
+
+    # --8<-- [end:book_trip]
 
     # --- prompts ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import mrtr_sansio as m
 SCHEMA = {"type": "object", "properties": {"date": {"type": "string"}}, "required": ["date"]}
 
 
+# --8<-- [start:handler]
 def handler(request: m.RequestReceived) -> Any:
     """Book a table: ask for the date unless the client already answered."""
     date = request.input_responses.accepted_content("date")
@@ -28,6 +29,9 @@ def handler(request: m.RequestReceived) -> Any:
     return {
         "content": [{"type": "text", "text": f"Booked {request.request_state} on {date['date']}"}]
     }
+
+
+# --8<-- [end:handler]
 
 
 def show(direction: str, data: bytes) -> None:

@@ -17,6 +17,7 @@ from mrtr_sansio.adapters import HandlerResult, RequestContext
 from mrtr_sansio.adapters.asyncio import serve_stdio
 
 CONFIG = ServerConfig(server_info={"name": "echo", "version": "1.0.0"}, capabilities={"tools": {}})
+# --8<-- [start:handler]
 GREET = {
     "name": "greet",
     "description": "Asks for your name, then greets you.",
@@ -43,6 +44,9 @@ async def handler(request: RequestReceived, ctx: RequestContext) -> HandlerResul
     if content is None or not isinstance(content.get("name"), str):
         return InputRequiredResult({"name": ASK_NAME})
     return {"content": [{"type": "text", "text": f"Hello, {content['name']}!"}]}
+
+
+# --8<-- [end:handler]
 
 
 if __name__ == "__main__":

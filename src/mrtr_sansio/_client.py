@@ -60,17 +60,38 @@ from ._jsonrpc import (
     notification_message,
     request_message,
 )
+from ._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS
 
 __all__ = ["ClientConnection"]
 
+#: One trigger's transitions (``CLIENT_CALL.moves``): phase -> next phase.
+Moves = Mapping[CallPhase, CallPhase]
 #: Fields of the params that belong to the connection, never to the application.
 _MANAGED_PARAMS = ("inputResponses", "requestState")
 _ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
+# What each trigger does to a call, bound once: a call moves with one dict lookup.
+_SENT = CLIENT_CALL.moves(CallTrigger.SENT)
+_QUEUED = CLIENT_CALL.moves(CallTrigger.QUEUED)
+_RETRY = CLIENT_CALL.moves(CallTrigger.RETRY)
+_COMPLETE = CLIENT_CALL.moves(CallTrigger.COMPLETE)
+_ERROR = CLIENT_CALL.moves(CallTrigger.ERROR)
+_INVALID = CLIENT_CALL.moves(CallTrigger.INVALID)
+_LOST = CLIENT_CALL.moves(CallTrigger.LOST)
+_INPUT_REQUESTS = CLIENT_CALL.moves(CallTrigger.INPUT_REQUESTS)
+_STATE_ONLY = CLIENT_CALL.moves(CallTrigger.STATE_ONLY)
+_ROUND_CAP = CLIENT_CALL.moves(CallTrigger.ROUND_CAP)
+_ANSWERED = CLIENT_CALL.moves(CallTrigger.ANSWERED)
+_CANCELLED = CLIENT_CALL.moves(CallTrigger.CANCELLED)
+_CLOSED = CLIENT_CALL.moves(CallTrigger.CLOSED)
+_HANDSHAKE_FAILED = CLIENT_CALL.moves(CallTrigger.HANDSHAKE_FAILED)
 
 
 class _CallState:
-    """One call across its rounds: the leg in flight, or the round being answered."""
+    """One call across its rounds: the leg in flight, or the round being answered.
+
+    ``phase`` changes only through the :data:`CLIENT_CALL` table.
+    """
 
     __slots__ = (
         "answers",
@@ -80,12 +101,14 @@ class _CallState:
         "leg",
         "open_requests",
         "params",
+        "phase",
         "round",
         "state",
     )
 
     def __init__(self, call: Call, backoff: float) -> None:
         self.call = call
+        self.phase = CallPhase.SENDING
         #: Params of every leg before the MRTR fields (envelope merged on the modern wire).
         self.params: dict[str, Any] | None = None
         self.leg: int | None = None  # id of the request in flight
@@ -114,6 +137,7 @@ class ClientConnection(Connection):
             if not isinstance(value, Mapping):
                 raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
         super().__init__(config.limits, config.codec)
+        #: The configuration this connection runs with.
         self.config = config
         self._caps = config.capabilities
         self._clock = config.clock
@@ -194,9 +218,10 @@ class ClientConnection(Connection):
         call = Call(self._next_call, method, dict(params))
         st = _CallState(call, self.config.retry_backoff)
         if self._ready:
-            self._send_leg(st)
+            self._send_leg(st, _SENT)
         else:
             self._encode(call.params)  # fail now, not when the era is known
+            st.phase = _QUEUED[st.phase]
             self._queue.append(st)
         self._next_call += 1
         self._calls[call.call_id] = st
@@ -220,6 +245,8 @@ class ClientConnection(Connection):
         answers[key] = answer  # type: ignore[index]
         if len(answers) == len(st.asked):
             self._send_retry(st)
+        else:
+            st.phase = _ANSWERED[st.phase]
         return True
 
     def decline(self, event: InputNeeded) -> bool:
@@ -242,6 +269,12 @@ class ClientConnection(Connection):
         st = self._calls.get(target.call_id)
         if st is None or st.call is not target:
             return False
+        self._abandon(st, reason, _CANCELLED)
+        return True
+
+    def _abandon(self, st: _CallState, reason: str | None, moves: Moves) -> None:
+        """End a call on our side (``moves``: why), cancelling its request in flight."""
+        st.phase = moves[st.phase]
         if st.leg is not None:
             params: dict[str, Any] = {"requestId": st.leg}
             if reason is not None:
@@ -250,11 +283,10 @@ class ClientConnection(Connection):
             self._out.append((OutgoingNotification, self._encode(msg), msg, None))
             self._ignore(st.leg)
             if self.era is Era.LEGACY:
-                self._server.cancelled(target.method, self._next_id)
+                self._server.cancelled(st.call.method, self._next_id)
         elif st in self._queue:
             self._queue.remove(st)
         self._forget(st)
-        return True
 
     def reject(self, event: InputNeeded, error: JsonRpcError | None = None) -> bool:
         """Refuse a request the application will not fulfil (e.g. the user rejected sampling).
@@ -288,7 +320,7 @@ class ClientConnection(Connection):
         timers = self._timers
         for call_id in [cid for cid, due in timers.items() if due <= now]:
             del timers[call_id]
-            self._send_leg(self._calls[call_id])
+            self._send_leg(self._calls[call_id], _RETRY)
 
     def http_headers(
         self,
@@ -324,7 +356,7 @@ class ClientConnection(Connection):
         st = self._legs.pop(request_id, None)
         if st is not None:
             st.leg = None
-            self._end(st, CallFailed(st.call, JsonRpcError(INTERNAL_ERROR, reason), True))
+            self._end(st, CallFailed(st.call, JsonRpcError(INTERNAL_ERROR, reason), True), _LOST)
             return True
         if self._handshake.owns(request_id):
             self._handshake.on_broken(request_id, reason)
@@ -379,7 +411,7 @@ class ClientConnection(Connection):
         )
         queue, self._queue = self._queue, []
         for st in queue:
-            self._send_leg(st)
+            self._send_leg(st, _SENT)
 
     def _fail_handshake(self, error: JsonRpcError, *, local: bool = False) -> None:
         self._failure = error
@@ -387,7 +419,7 @@ class ClientConnection(Connection):
         self._events.append(HandshakeFailed(error, local))
         queue, self._queue = self._queue, []
         for st in queue:
-            self._end(st, CallFailed(st.call, error, local))
+            self._end(st, CallFailed(st.call, error, local), _HANDSHAKE_FAILED)
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -413,8 +445,9 @@ class ClientConnection(Connection):
                 )
         return params
 
-    def _send_leg(self, st: _CallState) -> None:
-        """Send the call's next request: the first one, or a retry with this round's fields."""
+    def _send_leg(self, st: _CallState, moves: Moves) -> None:
+        """Send the call's next request: the first one, or a retry with this round's fields;
+        once it is queued, ``moves`` (sent or retry) moves the call."""
         params: dict[str, Any] | None = self._base_params(st)
         if st.answers or st.state is not None:
             params = dict(params)  # type: ignore[arg-type]
@@ -427,6 +460,7 @@ class ClientConnection(Connection):
         rid = self._new_id()
         msg = request_message(rid, st.call.method, params)
         data = self._encode(msg)
+        st.phase = moves[st.phase]
         st.leg = rid
         self._legs[rid] = st
         self._out.append((OutgoingRequest, data, msg, None, rid))
@@ -435,7 +469,7 @@ class ClientConnection(Connection):
         """Every key of the round is answered: retry. If an answer cannot be serialized, it is
         taken back (its event is pending again) and the error names its key."""
         try:
-            self._send_leg(st)
+            self._send_leg(st, _RETRY)
         except LocalProtocolError as exc:
             answers = st.answers
             bad = []
@@ -509,7 +543,8 @@ class ClientConnection(Connection):
 
     def _on_leg_response(self, st: _CallState, msg: dict[str, Any]) -> None:
         if "error" in msg:
-            self._end(st, CallFailed(st.call, JsonRpcError.from_wire(msg["error"])))
+            error = JsonRpcError.from_wire(msg["error"])
+            self._end(st, CallFailed(st.call, error), _ERROR)
             return
         result = msg["result"]
         if type(result) is not dict:
@@ -528,7 +563,7 @@ class ClientConnection(Connection):
             or self.era is not Era.MODERN
             or (type(kind) is str and kind in self.config.extra_result_types)
         ):
-            self._end(st, CallCompleted(st.call, result))
+            self._end(st, CallCompleted(st.call, result), _COMPLETE)
         else:
             self._fail_invalid(st, f"unknown resultType {kind!r}")
 
@@ -539,7 +574,7 @@ class ClientConnection(Connection):
             self._fail_invalid(st, str(exc))
             return
         if st.round >= self.config.max_rounds:
-            self._end(st, RoundsExhausted(st.call, st.round, result))
+            self._end(st, RoundsExhausted(st.call, st.round, result), _ROUND_CAP)
             return
         st.round += 1
         st.state = state
@@ -547,9 +582,11 @@ class ClientConnection(Connection):
         asked: dict[str, InputNeeded] = {}
         st.asked = asked
         if not requests:
+            st.phase = _STATE_ONLY[st.phase]
             self._timers[st.call.call_id] = self._clock() + st.backoff
             st.backoff = min(st.backoff * 2, self.config.max_retry_backoff)
             return
+        st.phase = _INPUT_REQUESTS[st.phase]
         st.backoff = self.config.retry_backoff
         events = self._events
         call = st.call
@@ -568,7 +605,7 @@ class ClientConnection(Connection):
 
     def _fail_invalid(self, st: _CallState, reason: str) -> None:
         error = JsonRpcError(INTERNAL_ERROR, f"Invalid response from the server: {reason}")
-        self._end(st, CallFailed(st.call, error, True))
+        self._end(st, CallFailed(st.call, error, True), _INVALID)
 
     def _forget(self, st: _CallState) -> None:
         """Drop every trace of a call: its request in flight is no longer ours to route, and
@@ -584,7 +621,8 @@ class ClientConnection(Connection):
         st.asked = {}
         st.answers = {}
 
-    def _end(self, st: _CallState, event: Event) -> None:
+    def _end(self, st: _CallState, event: Event, moves: Moves) -> None:
+        st.phase = moves[st.phase]
         self._forget(st)
         self._events.append(event)
 
@@ -593,7 +631,7 @@ class ClientConnection(Connection):
         self._handshake.stop()
         self._queue.clear()
         for st in list(self._calls.values()):
-            self._end(st, CallFailed(st.call, error, True))
+            self._end(st, CallFailed(st.call, error, True), _CLOSED)
         for event in self._server.close():
             self._events.append(InputWithdrawn(event.call, event.key))
 

@@ -32,10 +32,11 @@ from ._errors import (
 )
 from ._events import InputNeeded, InputWithdrawn, OutgoingError, OutgoingResult, RoundsExhausted
 from ._jsonrpc import error_message, is_valid_id, result_message
+from ._lifecycle import CLIENT_CALL, CallTrigger
 from ._mrtr import EMBEDDABLE_METHODS, MRTR_METHODS
 
 if TYPE_CHECKING:
-    from ._client import ClientConnection
+    from ._client import ClientConnection, _CallState
 
 __all__ = ["ServerRequests"]
 
@@ -110,9 +111,10 @@ class ServerRequests:
         if st is not None:
             if st.open_requests == 0:  # the previous round is answered: a new one starts
                 if st.round >= conn.config.max_rounds:
-                    self._exhausted(st.call, st.round, msg)
+                    self._exhausted(st, msg)
                     return
                 st.round += 1
+            st.phase = CLIENT_CALL.step(st.phase, CallTrigger.SERVER_REQUEST)
             st.open_requests += 1
             round_ = st.round
         event = InputNeeded(
@@ -125,19 +127,20 @@ class ServerRequests:
         self._open[rid] = event
         conn._events.append(event)
 
-    def _exhausted(self, call: Any, rounds: int, msg: dict[str, Any]) -> None:
+    def _exhausted(self, st: _CallState, msg: dict[str, Any]) -> None:
         """The server asked for one round more than ``max_rounds``: end the call (cancelling
         it on the wire), refuse the request, and report :class:`RoundsExhausted` with the
         request as ``last_result``."""
         conn = self._conn
+        rounds = st.round
         error = JsonRpcError(
             INTERNAL_ERROR,
             f"The client ended the request after {rounds} rounds of input "
             f"(max_rounds={conn.config.max_rounds})",
         )
         self._send(error_message(msg["id"], error), error)
-        conn.cancel(call, "Too many rounds of input")
-        conn._events.append(RoundsExhausted(call, rounds, msg))
+        conn._abandon(st, "Too many rounds of input", CLIENT_CALL.moves(CallTrigger.ROUND_CAP))
+        conn._events.append(RoundsExhausted(st.call, rounds, msg))
 
     def answer(self, event: InputNeeded, answer: dict[str, Any]) -> bool:
         """Send the application's result for a pending server request."""
@@ -188,4 +191,7 @@ class ServerRequests:
         del self._open[event.key]
         call = event.call
         if call is not None:  # alive: a call's end drops its requests (drop_call)
-            self._conn._calls[call.call_id].open_requests -= 1
+            st = self._conn._calls[call.call_id]
+            st.open_requests -= 1
+            trigger = CallTrigger.ANSWERED if st.open_requests else CallTrigger.LAST_ANSWERED
+            st.phase = CLIENT_CALL.step(st.phase, trigger)

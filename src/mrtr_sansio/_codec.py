@@ -23,9 +23,13 @@ class JsonCodec(Protocol):
     returns UTF-8 bytes without a trailing newline.
     """
 
-    def loads(self, data: bytes) -> Any: ...
+    def loads(self, data: bytes) -> Any:
+        """Decode one message from UTF-8 JSON bytes."""
+        ...
 
-    def dumps(self, obj: Any) -> bytes: ...
+    def dumps(self, obj: Any) -> bytes:
+        """Encode one message as compact UTF-8 JSON bytes, without a newline."""
+        ...
 
 
 def _reject_constant(name: str) -> Any:
@@ -66,6 +70,7 @@ class StdlibJsonCodec:
         self._write = _c_encoder(encoder)
 
     def loads(self, data: bytes) -> Any:
+        """Decode strictly (no NaN, no infinity); raises ``ValueError`` on invalid input."""
         text = data.decode("utf-8")
         try:
             value, end = self._scan(text, 0)
@@ -76,6 +81,7 @@ class StdlibJsonCodec:
         return value
 
     def dumps(self, obj: Any) -> bytes:
+        """Encode compactly with non-ASCII escaped; raises ``ValueError`` on NaN or infinity."""
         write = self._write
         if write is None:  # pragma: no cover - not CPython
             return self._encode(obj).encode("ascii")

@@ -84,8 +84,11 @@ class ServerConfig:
     and ``initialize``.
     """
 
+    #: ``{"name", "version"}`` of this server: every modern result's ``_meta``, ``initialize``.
     server_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
+    #: The server's capabilities, as ``server/discover`` and ``initialize`` announce them.
     capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
+    #: Instructions for the client's model, in ``server/discover`` and ``initialize``.
     instructions: str | None = None
     #: Modern versions served per request; others get -32022.
     supported_versions: tuple[str, ...] = attrs.field(default=MODERN_VERSIONS, converter=_str_tuple)
@@ -93,6 +96,7 @@ class ServerConfig:
     legacy_versions: tuple[str, ...] = attrs.field(default=LEGACY_VERSIONS, converter=_str_tuple)
     #: Cache hints stamped on complete results of cacheable methods unless the handler set them.
     cache_ttl_ms: int = 0
+    #: The ``cacheScope`` stamped with ``cache_ttl_ms``.
     cache_scope: Literal["public", "private"] = "private"
     #: Answer ``server/discover`` and ``initialize`` from this config (else the app gets them).
     answer_discovery: bool = True
@@ -105,7 +109,9 @@ class ServerConfig:
     legacy_max_rounds: int = attrs.field(default=8, validator=_positive)
     #: Legacy shim: seconds a server-to-client request may wait for its answer.
     legacy_leg_timeout: float = attrs.field(default=600.0, validator=_positive_number)
+    #: Bounds on what the client can make the connection hold or do.
     limits: Limits = attrs.field(factory=Limits)
+    #: The JSON codec (``OrjsonCodec()`` with the ``fast`` extra is several times faster).
     codec: JsonCodec = attrs.field(factory=default_codec)
     #: Wall clock in seconds (state expiry, leg timeouts). Injected so tests control time.
     clock: Callable[[], float] = time.time
@@ -123,22 +129,30 @@ class ServerConfig:
 class ClientConfig:
     """Everything a :class:`ClientConnection` declares and bounds."""
 
+    #: ``{"name", "version"}`` of this client, in every modern envelope and in ``initialize``.
     client_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
+    #: The client capabilities declared (what the server may ask for).
     capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
     #: ``"modern"``, ``"legacy"``, or ``"auto"`` (probe with ``server/discover``).
     era: Literal["modern", "legacy", "auto"] = "modern"
+    #: The modern version sent in every envelope (and offered first by the probe).
     protocol_version: str = LATEST_MODERN_VERSION
+    #: The version ``initialize`` asks for on the legacy wire.
     legacy_version: str = LEGACY_VERSIONS[0]
     #: Rounds of ``input_required`` before a call ends with ``RoundsExhausted``.
     max_rounds: int = attrs.field(default=10, validator=_positive)
     #: Seconds to wait for the ``server/discover`` probe before falling back to legacy.
     probe_timeout: float = attrs.field(default=5.0, validator=_positive_number)
+    #: Bounds on what the server can make the connection hold or do.
     limits: Limits = attrs.field(factory=Limits)
+    #: The JSON codec.
     codec: JsonCodec = attrs.field(factory=default_codec)
+    #: Seconds, for the backoff and the probe; ``handle_timer(now)`` must read the same clock.
     clock: Callable[[], float] = time.monotonic
     #: Seconds before retrying after a state-only ``input_required`` (no ``inputRequests``);
     #: doubles on each consecutive one, up to ``max_retry_backoff``.
     retry_backoff: float = attrs.field(default=0.05, validator=_positive_number)
+    #: The longest backoff between consecutive state-only retries.
     max_retry_backoff: float = attrs.field(default=0.25, validator=_positive_number)
     #: ``resultType`` values beyond ``complete``/``input_required`` that end a call with
     #: ``CallCompleted`` (those of extensions the client declares, e.g. ``"task"``); any

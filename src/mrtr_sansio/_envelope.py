@@ -28,14 +28,22 @@ __all__ = [
     "modern_envelope",
 ]
 
+#: ``_meta`` key of a modern request's protocol version; its presence makes a request modern.
 PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+#: ``_meta`` key of the client capabilities a modern request declares (required with the version).
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+#: ``_meta`` key of a modern client's optional name and version.
 CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
+#: ``_meta`` key by which a modern request asks for log messages of this level and above.
 LOG_LEVEL = "io.modelcontextprotocol/logLevel"
+#: ``_meta`` key of the server's name and version on every modern result.
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+#: ``_meta`` key tagging each notification of a ``subscriptions/listen`` stream with its id.
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
+#: The protocol revision with MRTR on the wire (per-request envelope, stateless).
 LATEST_MODERN_VERSION = "2026-07-28"
+#: The newest revision of the ``initialize`` handshake and real server-to-client requests.
 LATEST_LEGACY_VERSION = "2025-11-25"
 #: Modern revisions this package implements.
 MODERN_VERSIONS: tuple[str, ...] = (LATEST_MODERN_VERSION,)
@@ -57,7 +65,7 @@ LOG_LEVEL_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 
 
 class Era(enum.Enum):
-    """Which wire a request arrived on."""
+    """Which wire a request arrived on, or a server speaks (a client's ``era``)."""
 
     #: 2026-07-28 and later: per-request ``_meta`` envelope, stateless, MRTR on the wire.
     MODERN = "modern"

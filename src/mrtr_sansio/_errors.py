@@ -27,10 +27,16 @@ __all__ = [
     "RemoteProtocolError",
 ]
 
+#: The bytes are not one valid UTF-8 JSON text (answered with no id).
 PARSE_ERROR = -32700
+#: Not a valid JSON-RPC 2.0 request (a batch, a missing ``method``, an id already in use...).
 INVALID_REQUEST = -32600
+#: A method the receiver does not implement (modern HTTP status 404).
 METHOD_NOT_FOUND = -32601
+#: Bad params: a malformed envelope or MRTR field, an unknown tool, prompt or resource, or a
+#: ``requestState`` that fails verification.
 INVALID_PARAMS = -32602
+#: An unexpected failure, and the legacy wire's answer when the shim cannot fulfil a request.
 INTERNAL_ERROR = -32603
 #: Modern HTTP: a mirror header is missing or disagrees with the body.
 HEADER_MISMATCH = -32020

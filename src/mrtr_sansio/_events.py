@@ -410,7 +410,7 @@ class OutgoingResponse(Outgoing):
 
 @attrs.frozen
 class OutgoingResult(OutgoingResponse):
-    """A final (complete) result."""
+    """A final (complete) result: it ends the request, and with it the operation."""
 
 
 @attrs.frozen
@@ -420,7 +420,8 @@ class OutgoingInputRequired(OutgoingResponse):
 
 @attrs.frozen
 class OutgoingError(OutgoingResponse):
-    """An error response."""
+    """An error response; ``error`` is what it says, :attr:`http_status` the status a
+    Streamable HTTP transport answers it with."""
 
     error: JsonRpcError
 
@@ -437,7 +438,10 @@ class OutgoingError(OutgoingResponse):
 
 @attrs.frozen
 class OutgoingNotification(Outgoing):
-    """A notification."""
+    """A notification: progress, a log message, a subscription's news, a cancellation.
+
+    ``related_request_id`` names the request whose stream it belongs to, if any.
+    """
 
 
 @attrs.frozen

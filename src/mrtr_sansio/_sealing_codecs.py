@@ -62,9 +62,13 @@ class StateCodec(Protocol):
     exceptions are treated the same way by :class:`RequestStateSecurity`, but lose the reason).
     """
 
-    def seal(self, payload: bytes) -> str: ...
+    def seal(self, payload: bytes) -> str:
+        """A token carrying ``payload``, authenticated (and maybe encrypted) under the ring."""
+        ...
 
-    def unseal(self, token: str) -> bytes: ...
+    def unseal(self, token: str) -> bytes:
+        """The payload of a token this codec minted; raises :class:`RequestStateError`."""
+        ...
 
 
 def hkdf_sha256(ikm: bytes, info: bytes, length: int = 32, salt: bytes = _SALT) -> bytes:
@@ -174,10 +178,12 @@ class HmacSha256Codec:
         self._sealer = self._macs[kid]
 
     def seal(self, payload: bytes) -> str:
+        """``payload`` and its HMAC under ``keys[0]``, as canonical base64url."""
         sealer = self._sealer
         return b64url_encode(b"".join((sealer.head, payload, sealer.tag(payload))))
 
     def unseal(self, token: str) -> bytes:
+        """The payload, once the token's key id and tag check out (constant-time compare)."""
         raw = b64url_decode(token)
         if raw is None:
             raise RequestStateError("malformed")
@@ -250,6 +256,7 @@ class AesGcmCodec:
         self._token_bytes = token_bytes
 
     def seal(self, payload: bytes) -> str:
+        """``payload`` encrypted under ``keys[0]`` with a fresh nonce, as canonical base64url."""
         head = self._head
         nonce = self._token_bytes(_NONCE_BYTES)
         if len(nonce) != _NONCE_BYTES:
@@ -257,6 +264,7 @@ class AesGcmCodec:
         return b64url_encode(b"".join((head, nonce, self._sealer.encrypt(nonce, payload, head))))
 
     def unseal(self, token: str) -> bytes:
+        """The decrypted payload, once the token's key id and GCM tag check out."""
         raw = b64url_decode(token)
         if raw is None:
             raise RequestStateError("malformed")

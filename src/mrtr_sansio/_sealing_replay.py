@@ -24,7 +24,10 @@ class ReplayGuard(Protocol):
     (e.g. an atomic set-if-absent with expiry).
     """
 
-    def consume(self, token_id: bytes, expires: float, now: float) -> bool: ...
+    def consume(self, token_id: bytes, expires: float, now: float) -> bool:
+        """True the first time ``token_id`` is seen (remember it until ``expires``), else
+        False."""
+        ...
 
 
 class MemoryReplayGuard:
@@ -48,6 +51,8 @@ class MemoryReplayGuard:
         return len(self._seen)
 
     def consume(self, token_id: bytes, expires: float, now: float) -> bool:
+        """True the first time ``token_id`` is seen; False for a repeat, or for a token it can
+        no longer vouch for (expiring no later than one it had to forget)."""
         seen = self._seen
         if token_id in seen or not expires > self._floor:
             return False

@@ -64,6 +64,7 @@ from ._jsonrpc import (
     notification_message,
     result_message,
 )
+from ._lifecycle import ShimTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from ._param_headers import check_param_headers
 from ._session import LegacySession
@@ -122,7 +123,9 @@ class ServerConnection(Connection):
     ) -> None:
         config = config if config is not None else ServerConfig()
         super().__init__(config.limits, config.codec)
+        #: The configuration this connection serves with.
         self.config = config
+        #: The authenticated caller of every message without its own (bound into sealed state).
         self.principal = principal
         self._server_requests = server_requests
         self._server_info = config.server_info
@@ -612,7 +615,7 @@ class ServerConnection(Connection):
         self._out.append((OutgoingResult, data, msg, rid))
         session = event.session
         if session is not None:
-            self._shim.finish(rid)
+            self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
                 self._session_opened(session, out)
 
@@ -622,7 +625,7 @@ class ServerConnection(Connection):
         msg = error_message(rid, error)
         data = self._encode(msg)
         del self._inflight[rid]
-        self._shim.finish(rid)
+        self._shim.finish(rid, ShimTrigger.ERROR)
         self._out.append((OutgoingError, data, msg, rid, error))
         if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again

@@ -34,6 +34,7 @@ from ._events import (
     UnexpectedResponse,
 )
 from ._jsonrpc import is_valid_id, notification_message, request_message
+from ._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
 from ._mrtr import InputRequiredResult
 
 if TYPE_CHECKING:
@@ -59,12 +60,16 @@ class _Leg:
 
 
 class _Run:
-    """One client request being fulfilled through the shim, across its rounds."""
+    """One client request being fulfilled through the shim, across its rounds.
 
-    __slots__ = ("answers", "first", "pending", "rounds", "state")
+    ``phase`` changes only through the :data:`LEGACY_SHIM` table.
+    """
+
+    __slots__ = ("answers", "first", "pending", "phase", "rounds", "state")
 
     def __init__(self, first: RequestReceived) -> None:
         self.first = first
+        self.phase = ShimPhase.RUNNING
         self.rounds = 0
         self.pending: dict[str, int] = {}  # key -> leg id
         self.answers: dict[str, Any] = {}
@@ -106,14 +111,19 @@ class LegacyShim:
         rid = event.request_id
         run = self._runs.get(rid)
         if run is None:
-            if len(self._runs) >= limits.max_shimmed_requests:
-                conn._fail(rid, JsonRpcError.internal("Too many requests are waiting for input"))
-                return
             run = _Run(event)
+            if len(self._runs) >= limits.max_shimmed_requests:
+                self._refuse(
+                    run,
+                    ShimTrigger.REFUSED,
+                    JsonRpcError.internal("Too many requests are waiting for input"),
+                )
+                return
         if run.rounds >= config.legacy_max_rounds:
             conn._events.append(RoundsExhausted(run.first, run.rounds, ir.to_wire()))
-            conn._fail(
-                rid,
+            self._refuse(
+                run,
+                ShimTrigger.ROUND_CAP,
                 JsonRpcError.internal(
                     f"The handler still needed input after {run.rounds} rounds "
                     f"(legacy_max_rounds={config.legacy_max_rounds})"
@@ -125,8 +135,9 @@ class LegacyShim:
             missing = missing_capabilities(required, event.client_capabilities)
             if missing:
                 names = ", ".join(_capability_paths(missing))
-                conn._fail(
-                    rid,
+                self._refuse(
+                    run,
+                    ShimTrigger.REFUSED,
                     JsonRpcError.internal(
                         f"The handler needs client capabilities this session did not declare: "
                         f"{names}",
@@ -136,7 +147,11 @@ class LegacyShim:
                 return
         requests = ir.input_requests or {}
         if len(self._legs) + len(requests) > limits.max_pending_legs:
-            conn._fail(rid, JsonRpcError.internal("Too many requests to the client are pending"))
+            self._refuse(
+                run,
+                ShimTrigger.REFUSED,
+                JsonRpcError.internal("Too many requests to the client are pending"),
+            )
             return
         legs: dict[int, _Leg] = {}
         for key, request in requests.items():
@@ -152,8 +167,16 @@ class LegacyShim:
             msg = request_message(leg_id, request.method, params)
             item = (FulfilRequest, conn._encode(msg), msg, rid, leg_id, key)
             legs[leg_id] = _Leg(rid, key, request.method, item)
+        session = conn._session
+        hold = session is not None and not session.initialized
+        if not legs:
+            trigger = ShimTrigger.STATE_ONLY
+        else:
+            trigger = ShimTrigger.LEGS_HELD if hold else ShimTrigger.LEGS_SENT
+        phase = LEGACY_SHIM.step(run.phase, trigger)
         # Nothing below can fail: commit the round.
         self._runs[rid] = run
+        run.phase = phase
         run.rounds += 1
         run.state = ir.request_state
         run.answers = {}
@@ -161,8 +184,6 @@ class LegacyShim:
             self._replay(run)
             return
         deadline = config.clock() + config.legacy_leg_timeout
-        session = conn._session
-        hold = session is not None and not session.initialized
         for leg_id, leg in legs.items():
             leg.deadline = deadline
             self._legs[leg_id] = leg
@@ -183,7 +204,11 @@ class LegacyShim:
         self._held = []
         config = self._conn.config
         deadline = config.clock() + config.legacy_leg_timeout
+        runs = self._runs
         for leg in held:
+            run = runs[leg.request_id]
+            if run.phase is ShimPhase.HELD:  # its first held leg
+                run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.INITIALIZED)
             leg.deadline = deadline
             self._write(leg)
 
@@ -236,6 +261,7 @@ class LegacyShim:
                     {"clientError": err.to_wire()},
                 ),
                 "The original request failed",
+                ShimTrigger.LEG_FAILED,
             )
             return
         result = msg["result"]
@@ -244,10 +270,14 @@ class LegacyShim:
                 run,
                 JsonRpcError.internal(f"The client's {leg.method} result is not an object"),
                 "The original request failed",
+                ShimTrigger.LEG_FAILED,
             )
             return
         run.answers[leg.key] = result
-        if not run.pending:
+        if run.pending:
+            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.LEG_ANSWERED)
+        else:
+            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.ALL_ANSWERED)
             self._replay(run)
 
     # --- endings ----------------------------------------------------------------------------
@@ -270,24 +300,35 @@ class LegacyShim:
             conn._out.append((OutgoingNotification, conn._dumps(msg), msg, rid))
         run.pending.clear()
 
-    def _fail(self, run: _Run, error: JsonRpcError, reason: str) -> None:
+    def _fail(self, run: _Run, error: JsonRpcError, reason: str, trigger: ShimTrigger) -> None:
         """End ``run`` with ``error``: cancel its outstanding legs, then answer the original."""
         self._cancel_legs(run, reason)
-        self._conn._fail(run.first.request_id, error)
+        self._refuse(run, trigger, error)
 
-    def finish(self, request_id: Any) -> None:
-        """The original request was answered (by the handler or by the shim): forget its run.
+    def _refuse(self, run: _Run, trigger: ShimTrigger, error: JsonRpcError) -> None:
+        """End ``run`` (which has no pending legs) on ``trigger``, answering ``error``."""
+        run.phase = LEGACY_SHIM.step(run.phase, trigger)
+        rid = run.first.request_id
+        self._runs.pop(rid, None)
+        self._conn._fail(rid, error)
 
-        It has no pending legs: the handler cannot answer while legs are pending, and the shim
-        cancels them before it fails a request.
+    def finish(self, request_id: Any, trigger: ShimTrigger) -> None:
+        """The handler answered the original request (``trigger``: a result or an error):
+        forget its run.
+
+        It has no pending legs: the handler cannot answer while legs are pending. (When the
+        shim itself fails a request, the run is gone before the answer is made.)
         """
         if self._runs:
-            self._runs.pop(request_id, None)
+            run = self._runs.pop(request_id, None)
+            if run is not None:
+                run.phase = LEGACY_SHIM.step(run.phase, trigger)
 
     def abandon(self, request_id: Any) -> None:
         """The client cancelled the original request: cancel its legs, send nothing else."""
         run = self._runs.pop(request_id, None)
         if run is not None:
+            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CANCELLED)
             self._cancel_legs(run, "The original request was cancelled")
 
     def abandon_all(self) -> list[Any]:
@@ -295,6 +336,7 @@ class LegacyShim:
         the client (nothing can answer them any more)."""
         waiting = [rid for rid, run in self._runs.items() if run.pending]
         for run in self._runs.values():
+            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CLOSED)
             self._cancel_legs(run, None)
         self._runs.clear()
         self._held.clear()
@@ -321,6 +363,7 @@ class LegacyShim:
                     f"(legacy_leg_timeout={timeout}s)"
                 ),
                 "Timed out waiting for the client's answer",
+                ShimTrigger.LEG_TIMEOUT,
             )
 
     def send_ping(self) -> int:

@@ -53,6 +53,11 @@ class StateProtector(Protocol):
     ``now`` is the connection's clock reading, so that implementations never read time.
     """
 
-    def seal(self, state: Any, binding: StateBinding, round: int, now: float) -> str: ...
+    def seal(self, state: Any, binding: StateBinding, round: int, now: float) -> str:
+        """The token for ``state``, written by the handler in ``round``, bound to ``binding``."""
+        ...
 
-    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState: ...
+    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
+        """The state in ``token`` if it verifies for ``binding`` at ``now``; else raises
+        :class:`RequestStateError`."""
+        ...

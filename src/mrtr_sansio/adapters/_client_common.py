@@ -444,6 +444,7 @@ class ClientBase:
 
     @property
     def protocol_version(self) -> str | None:
+        """The protocol version in use, once known."""
         return self._driver.conn.protocol_version
 
     @property
@@ -453,10 +454,12 @@ class ClientBase:
 
     @property
     def server_capabilities(self) -> Mapping[str, Any] | None:
+        """The server's capabilities, from ``server/discover`` or ``initialize``."""
         return self._driver.conn.server_capabilities
 
     @property
     def instructions(self) -> str | None:
+        """The server's instructions for the model, when it gave any."""
         return self._driver.conn.instructions
 
 
@@ -481,6 +484,7 @@ class AsyncClientBase(ClientBase):
         *,
         meta: Mapping[str, Any] | None = None,
     ) -> Mapping[str, Any]:
+        """Call tool ``name``; the rounds of input it asks for are answered by the callbacks."""
         return await self.request(
             "tools/call", request_params(name=name, arguments=arguments, _meta=meta)
         )
@@ -492,6 +496,7 @@ class AsyncClientBase(ClientBase):
         *,
         meta: Mapping[str, Any] | None = None,
     ) -> Mapping[str, Any]:
+        """Get prompt ``name``, answering any input it asks for through the callbacks."""
         return await self.request(
             "prompts/get", request_params(name=name, arguments=arguments, _meta=meta)
         )
@@ -499,16 +504,21 @@ class AsyncClientBase(ClientBase):
     async def read_resource(
         self, uri: str, *, meta: Mapping[str, Any] | None = None
     ) -> Mapping[str, Any]:
+        """Read resource ``uri``, answering any input it asks for through the callbacks."""
         return await self.request("resources/read", request_params(uri=uri, _meta=meta))
 
     async def list_tools(self, cursor: str | None = None) -> Mapping[str, Any]:
+        """One page of ``tools/list`` (pass the previous ``nextCursor`` for the next)."""
         return await self.request("tools/list", request_params(cursor=cursor))
 
     async def list_prompts(self, cursor: str | None = None) -> Mapping[str, Any]:
+        """One page of ``prompts/list``."""
         return await self.request("prompts/list", request_params(cursor=cursor))
 
     async def list_resources(self, cursor: str | None = None) -> Mapping[str, Any]:
+        """One page of ``resources/list``."""
         return await self.request("resources/list", request_params(cursor=cursor))
 
     async def list_resource_templates(self, cursor: str | None = None) -> Mapping[str, Any]:
+        """One page of ``resources/templates/list``."""
         return await self.request("resources/templates/list", request_params(cursor=cursor))

@@ -36,6 +36,7 @@ class CallFailedError(ClientError):
 
     @property
     def code(self) -> int:
+        """The JSON-RPC error code."""
         return self.error.code
 
     @property

@@ -53,6 +53,7 @@ __all__ = [
 
 log = logging.getLogger("mrtr_sansio.adapters")
 
+#: What a handler returns: a result mapping, an input request, or an error.
 HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcError
 
 #: Bytes asked of the transport per read.
@@ -143,7 +144,9 @@ class BlockingRequestContext(_Context[Callable[[float], None]]):
         self._sleep(seconds)
 
 
+#: An async handler, served by the asyncio, trio and ASGI adapters alike.
 Handler: TypeAlias = Callable[[RequestReceived, RequestContext], Awaitable[HandlerResult]]
+#: A plain-function handler, served by the blocking stdio adapter.
 BlockingHandler: TypeAlias = Callable[[RequestReceived, BlockingRequestContext], HandlerResult]
 
 

@@ -51,6 +51,8 @@ class AsyncStreamClient(AsyncClientBase):
     async def request(
         self, method: str, params: Mapping[str, Any] | None = None
     ) -> Mapping[str, Any]:
+        """Send any request and await its end (MRTR rounds and legacy server requests are
+        handled on the way); returns the result, raises :class:`ClientError`."""
         driver = self._driver
         call = driver.call(method, params)
         done = self._waiters[call] = self._event()

@@ -371,6 +371,7 @@ class Client(ClientBase):
         meta: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Mapping[str, Any]:
+        """Call tool ``name``, answering the input it asks for through the callbacks."""
         params = request_params(name=name, arguments=arguments, _meta=meta)
         return self.request("tools/call", params, timeout=timeout)
 
@@ -382,33 +383,39 @@ class Client(ClientBase):
         meta: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Mapping[str, Any]:
+        """Get prompt ``name``, answering the input it asks for through the callbacks."""
         params = request_params(name=name, arguments=arguments, _meta=meta)
         return self.request("prompts/get", params, timeout=timeout)
 
     def read_resource(
         self, uri: str, *, meta: Mapping[str, Any] | None = None, timeout: float | None = None
     ) -> Mapping[str, Any]:
+        """Read resource ``uri``, answering the input it asks for through the callbacks."""
         params = request_params(uri=uri, _meta=meta)
         return self.request("resources/read", params, timeout=timeout)
 
     def list_tools(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Mapping[str, Any]:
+        """One page of ``tools/list`` (pass the previous ``nextCursor`` for the next)."""
         return self.request("tools/list", request_params(cursor=cursor), timeout=timeout)
 
     def list_prompts(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Mapping[str, Any]:
+        """One page of ``prompts/list``."""
         return self.request("prompts/list", request_params(cursor=cursor), timeout=timeout)
 
     def list_resources(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Mapping[str, Any]:
+        """One page of ``resources/list``."""
         return self.request("resources/list", request_params(cursor=cursor), timeout=timeout)
 
     def list_resource_templates(
         self, cursor: str | None = None, *, timeout: float | None = None
     ) -> Mapping[str, Any]:
+        """One page of ``resources/templates/list``."""
         params = request_params(cursor=cursor)
         return self.request("resources/templates/list", params, timeout=timeout)
 

@@ -1,0 +1,141 @@
+"""MkDocs hook: the parts of the documentation that are generated from the code at build time.
+
+A page asks for them with a marker on a line of its own:
+
+* ``<!-- lifecycle: NAME -->`` — the state diagram (Mermaid ``stateDiagram-v2``) and the
+  transition table of ``mrtr_sansio._lifecycle.LIFECYCLES[NAME]``;
+* ``<!-- config: CLASS -->`` — the fields of ``mrtr_sansio.CLASS`` (``Limits``,
+  ``ServerConfig``, ``ClientConfig``) with their defaults and the ``#:`` comments above them;
+* ``<!-- output: PATH ARGS... -->`` — what the example script at ``PATH`` (from the repository
+  root) prints, run with this interpreter and ``ARGS`` (``{python}`` in them is this
+  interpreter too); the examples only talk to processes they start.
+
+An unknown name or a failing script fails the build, so a page cannot silently lose its table.
+The functions are plain (no MkDocs import) so that ``tests/test_docs.py`` checks them without a
+docs install.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import inspect
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+import mrtr_sansio
+from mrtr_sansio._lifecycle import LIFECYCLES
+
+MARKER = re.compile(r"^<!-- (lifecycle|config|output): (\S.*?) -->$", re.MULTILINE)
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig")
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:
+    """Replace every marker of a page by what it names."""
+    return MARKER.sub(lambda m: expand(m.group(1), m.group(2)), markdown)
+
+
+def expand(kind: str, name: str) -> str:
+    """The Markdown a marker stands for; raises for an unknown name or a failing script."""
+    if kind == "lifecycle":
+        return lifecycle_markdown(name)
+    if kind == "config":
+        return config_markdown(name)
+    return output_markdown(name)
+
+
+def output_markdown(command: str) -> str:
+    """What an example prints, as a text block; raises if it fails or is not an example."""
+    path, *args = shlex.split(command)
+    script = (ROOT / path).resolve()
+    if ROOT / "examples" not in script.parents or not script.is_file():
+        raise FileNotFoundError(f"not an example script: {path}")
+    argv = [sys.executable, str(script), *(a.replace("{python}", sys.executable) for a in args)]
+    run = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        raise RuntimeError(f"{command} failed ({run.returncode}):\n{run.stderr}")
+    return f"```text\n{run.stdout.rstrip()}\n```"
+
+
+def lifecycle_markdown(name: str) -> str:
+    """The diagram of one lifecycle, then its transitions as a table (readable offline)."""
+    if name not in LIFECYCLES:
+        raise KeyError(f"unknown lifecycle {name!r}: one of {', '.join(LIFECYCLES)}")
+    lifecycle = LIFECYCLES[name]
+    rows = [
+        f"| {state.value} | {trigger.value} | {target.value} |"
+        for (state, trigger), target in lifecycle.table.items()
+    ]
+    terminal = ", ".join(s.value for s in type(lifecycle.initial) if s in lifecycle.terminal)
+    return "\n".join(
+        [
+            "```mermaid",
+            lifecycle.mermaid(),
+            "```",
+            "",
+            f"Starts in **{lifecycle.initial.value}**; ends in {terminal}.",
+            "",
+            "| from | on | to |",
+            "| --- | --- | --- |",
+            *rows,
+        ]
+    )
+
+
+def config_markdown(name: str) -> str:
+    """A table of the fields of a configuration class: name, default, what it means."""
+    if name not in CONFIG_CLASSES:
+        raise KeyError(f"unknown configuration class {name!r}: one of {', '.join(CONFIG_CLASSES)}")
+    cls = getattr(mrtr_sansio, name)
+    docs = field_comments(cls)
+    rows = []
+    for field in attrs.fields(cls):
+        doc = " ".join(docs.get(field.name, [])).replace("|", "\\|")
+        rows.append(f"| `{field.name}` | {default_text(field.default)} | {doc} |")
+    return "\n".join(["| field | default | meaning |", "| --- | --- | --- |", *rows])
+
+
+def field_comments(cls: type) -> dict[str, list[str]]:
+    """The ``#:`` comment lines right above each annotated field of ``cls``, by field name."""
+    source = textwrap.dedent(inspect.getsource(cls))
+    lines = source.splitlines()
+    (node,) = ast.parse(source).body
+    assert isinstance(node, ast.ClassDef)
+    out: dict[str, list[str]] = {}
+    for statement in node.body:
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            comment: list[str] = []
+            index = statement.lineno - 2
+            while index >= 0 and lines[index].strip().startswith("#:"):
+                comment.insert(0, lines[index].strip()[2:].strip())
+                index -= 1
+            out[statement.target.id] = comment
+    return out
+
+
+def default_text(default: Any) -> str:
+    """A default as a reader wants to see it: sizes in KiB/MiB, factories as calls."""
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        factory = default.factory
+        if factory in (dict, list, tuple, frozenset):
+            return f"`{factory()!r}`"
+        return f"`{factory.__name__}()`"
+    if default is attrs.NOTHING:
+        return "required"
+    if isinstance(default, enum.Enum):
+        return f"`{default.value!r}`"
+    if callable(default):
+        return f"`{default.__module__}.{default.__name__}`"
+    if type(default) is int and default >= 1024 and default % 1024 == 0:
+        for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
+            if default % size == 0:
+                return f"{default // size} {unit} (`{default}`)"
+    return f"`{default!r}`"

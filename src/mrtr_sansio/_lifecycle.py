@@ -1,0 +1,356 @@
+"""Lifecycle tables: the states a request or call goes through, and the only ways to move.
+
+Each lifecycle is a :class:`Lifecycle`: its states and triggers (enums) and a table
+``(state, trigger) -> state``. The legacy shim's runs and the client's calls change state only
+through the table (:meth:`Lifecycle.step`, or the per-trigger maps of :meth:`Lifecycle.moves`
+on hot paths), which refuses a transition it does not declare. The modern server request is the
+hot path and keeps no state object: its state is read off what the connection emits
+(:func:`modern_trigger`), and the tests hold those outcomes to the table. The documentation
+draws its state diagrams from these tables (:meth:`Lifecycle.mermaid`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any, Generic, NoReturn, TypeVar
+
+from ._errors import MISSING_REQUIRED_CLIENT_CAPABILITY, LocalProtocolError
+from ._events import (
+    OutgoingError,
+    OutgoingInputRequired,
+    OutgoingResult,
+    RequestCancelled,
+)
+
+__all__ = [
+    "CLIENT_CALL",
+    "LEGACY_SHIM",
+    "LIFECYCLES",
+    "MODERN_REQUEST",
+    "CallPhase",
+    "CallTrigger",
+    "Lifecycle",
+    "RequestPhase",
+    "RequestTrigger",
+    "ShimPhase",
+    "ShimTrigger",
+    "modern_trigger",
+]
+
+
+class _Member(enum.Enum):
+    """Enum members hash by identity: table lookups stay cheap (``Enum.__hash__`` is Python)."""
+
+    __hash__ = object.__hash__
+
+
+S = TypeVar("S", bound=_Member)
+T = TypeVar("T", bound=_Member)
+
+
+class _Moves(dict[Any, Any]):
+    """What one trigger does: state -> next state. A state it does not declare is a bug."""
+
+    __slots__ = ("_lifecycle", "_trigger")
+
+    def __init__(self, lifecycle: Lifecycle[Any, Any], trigger: Any) -> None:
+        super().__init__()
+        self._lifecycle = lifecycle
+        self._trigger = trigger
+
+    def __missing__(self, state: Any) -> Any:
+        return self._lifecycle._undeclared(state, self._trigger)
+
+
+class Lifecycle(Generic[S, T]):
+    """One state machine: ``initial``, the ``terminal`` states and the declared ``table``.
+
+    Construction checks the table is a proper lifecycle: every state is reachable from
+    ``initial``, every state that is not terminal can move on, and terminal states cannot.
+    """
+
+    __slots__ = ("_moves", "initial", "name", "table", "terminal", "title")
+
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        initial: S,
+        terminal: Iterable[S],
+        table: Mapping[tuple[S, T], S],
+    ) -> None:
+        self.name = name
+        self.title = title
+        self.initial = initial
+        self.terminal = frozenset(terminal)
+        self.table = dict(table)
+        states = set(type(initial))
+        sources = {state for state, _ in self.table}
+        if sources & self.terminal:
+            raise ValueError(f"{name}: a terminal state has transitions")
+        if states - self.terminal - sources:
+            raise ValueError(f"{name}: a state that is not terminal has no transition")
+        reached = {initial}
+        frontier = [initial]
+        while frontier:
+            here = frontier.pop()
+            for (state, _), target in self.table.items():
+                if state is here and target not in reached:
+                    reached.add(target)
+                    frontier.append(target)
+        if reached != states:
+            unreached = sorted(s.name for s in states - reached)
+            raise ValueError(f"{name}: unreachable states {unreached}")
+        triggers = {trigger for _, trigger in self.table}
+        self._moves: dict[T, _Moves] = {t: _Moves(self, t) for t in type(next(iter(triggers)))}
+        for (state, trigger), target in self.table.items():
+            self._moves[trigger][state] = target
+
+    def step(self, state: S, trigger: T) -> S:
+        """The state after ``trigger`` in ``state``; an undeclared transition is a bug in this
+        package and raises :class:`LocalProtocolError`."""
+        target: S = self._moves[trigger][state]
+        return target
+
+    def moves(self, trigger: T) -> Mapping[S, S]:
+        """``trigger``'s transitions, state -> next state, for hot paths to bind once: a
+        lookup is then one dict access (and an undeclared state raises as :meth:`step` does)."""
+        return self._moves[trigger]
+
+    def _undeclared(self, state: S, trigger: T) -> NoReturn:
+        raise LocalProtocolError(
+            f"internal error: the {self.name} lifecycle declares no transition from "
+            f"{state.name} on {trigger.name}"
+        )
+
+    def mermaid(self) -> str:
+        """The table as a Mermaid ``stateDiagram-v2``: one arrow per pair of states that a
+        declared transition joins, labelled with every trigger that takes it."""
+        lines = ["stateDiagram-v2"]
+        for state in type(self.initial):
+            lines.append(f'    state "{state.value}" as {state.name}')
+        lines.append(f"    [*] --> {self.initial.name}")
+        arrows: dict[tuple[S, S], list[str]] = {}
+        for (state, trigger), target in self.table.items():
+            arrows.setdefault((state, target), []).append(trigger.value)
+        for (state, target), labels in arrows.items():
+            lines.append(f"    {state.name} --> {target.name} : {'<br>'.join(labels)}")
+        for state in type(self.initial):
+            if state in self.terminal:
+                lines.append(f"    {state.name} --> [*]")
+        return "\n".join(lines)
+
+
+# --- the modern server request ----------------------------------------------------------------
+
+
+class RequestPhase(_Member):
+    """Where a modern request stands on the server (no object holds it: see the module)."""
+
+    RECEIVED = "received"
+    COMPLETE = "complete"
+    INPUT_REQUIRED = "input_required"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class RequestTrigger(_Member):
+    """What ends a modern request, as the connection emits it."""
+
+    RESULT = "result sent"
+    INPUT_REQUIRED = "input_required result sent"
+    MISSING_CAPABILITY = "input_required beyond the declared capabilities, -32021 sent"
+    ERROR = "error sent"
+    CANCELLED = "cancelled, nothing sent"
+
+
+MODERN_REQUEST: Lifecycle[RequestPhase, RequestTrigger] = Lifecycle(
+    "modern server request",
+    "Server request, 2026-07-28 wire",
+    RequestPhase.RECEIVED,
+    (
+        RequestPhase.COMPLETE,
+        RequestPhase.INPUT_REQUIRED,
+        RequestPhase.ERROR,
+        RequestPhase.CANCELLED,
+    ),
+    {
+        (RequestPhase.RECEIVED, RequestTrigger.RESULT): RequestPhase.COMPLETE,
+        (RequestPhase.RECEIVED, RequestTrigger.INPUT_REQUIRED): RequestPhase.INPUT_REQUIRED,
+        (RequestPhase.RECEIVED, RequestTrigger.MISSING_CAPABILITY): RequestPhase.ERROR,
+        (RequestPhase.RECEIVED, RequestTrigger.ERROR): RequestPhase.ERROR,
+        (RequestPhase.RECEIVED, RequestTrigger.CANCELLED): RequestPhase.CANCELLED,
+    },
+)
+
+_ANSWER_TRIGGERS: dict[type, RequestTrigger] = {
+    OutgoingResult: RequestTrigger.RESULT,
+    OutgoingInputRequired: RequestTrigger.INPUT_REQUIRED,
+    RequestCancelled: RequestTrigger.CANCELLED,
+}
+
+
+def modern_trigger(item: Any) -> RequestTrigger | None:
+    """The trigger an outgoing item or a :class:`RequestCancelled` event is for the request it
+    concerns, or None when it changes no request's state (a notification, a request)."""
+    kind = type(item)
+    if kind is OutgoingError:
+        if item.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+            return RequestTrigger.MISSING_CAPABILITY
+        return RequestTrigger.ERROR
+    return _ANSWER_TRIGGERS.get(kind)
+
+
+# --- the legacy shim run ----------------------------------------------------------------------
+
+
+class ShimPhase(_Member):
+    """Where a legacy request stands once its handler asked for input (a shim *run*)."""
+
+    RUNNING = "handler running"
+    HELD = "legs held until initialized"
+    AWAITING_INPUT = "legs sent, awaiting answers"
+    COMPLETE = "complete"
+    FAILED = "failed (-32603)"
+    ROUNDS_EXHAUSTED = "rounds exhausted (-32603)"
+    CANCELLED = "cancelled, nothing sent"
+
+
+class ShimTrigger(_Member):
+    """What moves a shim run."""
+
+    LEGS_SENT = "input_required, legs sent"
+    LEGS_HELD = "input_required before notifications/initialized"
+    STATE_ONLY = "state-only input_required, replay at once"
+    REFUSED = "input_required refused (undeclared capability, a limit)"
+    ROUND_CAP = "input_required after legacy_max_rounds rounds"
+    INITIALIZED = "notifications/initialized, legs sent"
+    LEG_ANSWERED = "a leg answered, more pending"
+    ALL_ANSWERED = "last leg answered, replay"
+    LEG_FAILED = "a leg answered with an error or a non-object"
+    LEG_TIMEOUT = "legacy_leg_timeout passed"
+    RESULT = "handler returns a result"
+    ERROR = "handler returns an error"
+    CANCELLED = "client cancels the request"
+    CLOSED = "stream closed"
+
+
+_SHIM_ENDINGS = {
+    ShimTrigger.CANCELLED: ShimPhase.CANCELLED,
+    ShimTrigger.CLOSED: ShimPhase.CANCELLED,
+}
+
+LEGACY_SHIM: Lifecycle[ShimPhase, ShimTrigger] = Lifecycle(
+    "legacy shim run",
+    "Server request, 2025-11-25 wire, through the legacy shim",
+    ShimPhase.RUNNING,
+    (ShimPhase.COMPLETE, ShimPhase.FAILED, ShimPhase.ROUNDS_EXHAUSTED, ShimPhase.CANCELLED),
+    {
+        (ShimPhase.RUNNING, ShimTrigger.LEGS_SENT): ShimPhase.AWAITING_INPUT,
+        (ShimPhase.RUNNING, ShimTrigger.LEGS_HELD): ShimPhase.HELD,
+        (ShimPhase.RUNNING, ShimTrigger.STATE_ONLY): ShimPhase.RUNNING,
+        (ShimPhase.RUNNING, ShimTrigger.REFUSED): ShimPhase.FAILED,
+        (ShimPhase.RUNNING, ShimTrigger.ROUND_CAP): ShimPhase.ROUNDS_EXHAUSTED,
+        (ShimPhase.RUNNING, ShimTrigger.RESULT): ShimPhase.COMPLETE,
+        (ShimPhase.RUNNING, ShimTrigger.ERROR): ShimPhase.FAILED,
+        **{(ShimPhase.RUNNING, t): end for t, end in _SHIM_ENDINGS.items()},
+        (ShimPhase.HELD, ShimTrigger.INITIALIZED): ShimPhase.AWAITING_INPUT,
+        (ShimPhase.HELD, ShimTrigger.LEG_TIMEOUT): ShimPhase.FAILED,
+        **{(ShimPhase.HELD, t): end for t, end in _SHIM_ENDINGS.items()},
+        (ShimPhase.AWAITING_INPUT, ShimTrigger.LEG_ANSWERED): ShimPhase.AWAITING_INPUT,
+        (ShimPhase.AWAITING_INPUT, ShimTrigger.ALL_ANSWERED): ShimPhase.RUNNING,
+        (ShimPhase.AWAITING_INPUT, ShimTrigger.LEG_FAILED): ShimPhase.FAILED,
+        (ShimPhase.AWAITING_INPUT, ShimTrigger.LEG_TIMEOUT): ShimPhase.FAILED,
+        **{(ShimPhase.AWAITING_INPUT, t): end for t, end in _SHIM_ENDINGS.items()},
+    },
+)
+
+
+# --- the client call --------------------------------------------------------------------------
+
+
+class CallPhase(_Member):
+    """Where one client call stands, across all its rounds."""
+
+    SENDING = "call() made"
+    QUEUED = "queued until the era is known"
+    AWAITING_ANSWER = "request in flight"
+    GATHERING_INPUT = "modern, answering inputRequests"
+    BACKING_OFF = "modern, state-only backoff"
+    ANSWERING_SERVER = "legacy, answering server requests"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    ROUNDS_EXHAUSTED = "rounds exhausted"
+    CANCELLED = "cancelled"
+
+
+class CallTrigger(_Member):
+    """What moves a client call."""
+
+    SENT = "request sent"
+    QUEUED = "era not known yet"
+    HANDSHAKE_FAILED = "handshake failed"
+    COMPLETE = "final result"
+    ERROR = "JSON-RPC error"
+    INVALID = "invalid response"
+    LOST = "request lost by the transport"
+    INPUT_REQUESTS = "input_required with inputRequests"
+    STATE_ONLY = "input_required with requestState only"
+    ROUND_CAP = "a round past max_rounds"
+    ANSWERED = "one answer given, more to give"
+    RETRY = "retry sent"
+    SERVER_REQUEST = "server request"
+    LAST_ANSWERED = "last server request answered or withdrawn"
+    CANCELLED = "cancel(call)"
+    CLOSED = "stream closed"
+
+
+_CALL_ENDINGS = {
+    CallTrigger.CANCELLED: CallPhase.CANCELLED,
+    CallTrigger.CLOSED: CallPhase.FAILED,
+}
+#: How a request in flight ends.
+_CALL_OUTCOMES = {
+    CallTrigger.COMPLETE: CallPhase.COMPLETE,
+    CallTrigger.ERROR: CallPhase.FAILED,
+    CallTrigger.INVALID: CallPhase.FAILED,
+    CallTrigger.LOST: CallPhase.FAILED,
+}
+
+CLIENT_CALL: Lifecycle[CallPhase, CallTrigger] = Lifecycle(
+    "client call",
+    "Client call, both wires",
+    CallPhase.SENDING,
+    (CallPhase.COMPLETE, CallPhase.FAILED, CallPhase.ROUNDS_EXHAUSTED, CallPhase.CANCELLED),
+    {
+        (CallPhase.SENDING, CallTrigger.SENT): CallPhase.AWAITING_ANSWER,
+        (CallPhase.SENDING, CallTrigger.QUEUED): CallPhase.QUEUED,
+        (CallPhase.QUEUED, CallTrigger.SENT): CallPhase.AWAITING_ANSWER,
+        (CallPhase.QUEUED, CallTrigger.HANDSHAKE_FAILED): CallPhase.FAILED,
+        **{(CallPhase.QUEUED, t): end for t, end in _CALL_ENDINGS.items()},
+        **{(CallPhase.AWAITING_ANSWER, t): end for t, end in _CALL_OUTCOMES.items()},
+        (CallPhase.AWAITING_ANSWER, CallTrigger.INPUT_REQUESTS): CallPhase.GATHERING_INPUT,
+        (CallPhase.AWAITING_ANSWER, CallTrigger.STATE_ONLY): CallPhase.BACKING_OFF,
+        (CallPhase.AWAITING_ANSWER, CallTrigger.ROUND_CAP): CallPhase.ROUNDS_EXHAUSTED,
+        (CallPhase.AWAITING_ANSWER, CallTrigger.SERVER_REQUEST): CallPhase.ANSWERING_SERVER,
+        **{(CallPhase.AWAITING_ANSWER, t): end for t, end in _CALL_ENDINGS.items()},
+        (CallPhase.GATHERING_INPUT, CallTrigger.ANSWERED): CallPhase.GATHERING_INPUT,
+        (CallPhase.GATHERING_INPUT, CallTrigger.RETRY): CallPhase.AWAITING_ANSWER,
+        **{(CallPhase.GATHERING_INPUT, t): end for t, end in _CALL_ENDINGS.items()},
+        (CallPhase.BACKING_OFF, CallTrigger.RETRY): CallPhase.AWAITING_ANSWER,
+        **{(CallPhase.BACKING_OFF, t): end for t, end in _CALL_ENDINGS.items()},
+        (CallPhase.ANSWERING_SERVER, CallTrigger.SERVER_REQUEST): CallPhase.ANSWERING_SERVER,
+        (CallPhase.ANSWERING_SERVER, CallTrigger.ANSWERED): CallPhase.ANSWERING_SERVER,
+        (CallPhase.ANSWERING_SERVER, CallTrigger.LAST_ANSWERED): CallPhase.AWAITING_ANSWER,
+        **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_OUTCOMES.items()},
+        **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_ENDINGS.items()},
+    },
+)
+
+#: Every lifecycle, by the name the documentation uses for its diagram.
+LIFECYCLES: dict[str, Lifecycle[Any, Any]] = {
+    "modern-request": MODERN_REQUEST,
+    "legacy-shim": LEGACY_SHIM,
+    "client-call": CLIENT_CALL,
+}

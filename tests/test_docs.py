@@ -1,0 +1,263 @@
+"""The documentation's moving parts: the build hook that generates pages from the code, the
+examples the pages include, and the tables the pages state that the code must agree with.
+
+The site itself is built by ``scripts/docs.sh`` (``mkdocs build --strict``, in CI); these tests
+need no docs install.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import attrs
+import pytest
+
+import mrtr_sansio as m
+from mrtr_sansio._lifecycle import LIFECYCLES
+from mrtr_sansio.adapters.asgi import McpHttpApp
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+
+def _load_hook() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_generate", DOCS / "hooks" / "generate.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hook = _load_hook()
+PAGES = sorted(DOCS.glob("**/*.md"))
+
+
+def _page(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def _prose(name: str) -> str:
+    """A page with its line breaks folded, for phrases that wrap."""
+    return " ".join(_page(name).split())
+
+
+# --- the embedding examples ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy", "auto"])
+def test_the_embedding_loops_talk_to_each_other_in_every_era(era: Any) -> None:
+    from embed.client_loop import greet
+
+    assert greet(era, "Grace") == "Hello, Grace!"
+
+
+def test_the_embedded_handler_re_asks_and_takes_declines() -> None:
+    from embed.server_loop import handle
+
+    def request(responses: Any = None) -> m.RequestReceived:
+        params: dict[str, Any] = {"name": "greet", "arguments": {}}
+        if responses is not None:
+            params["inputResponses"] = responses
+        return m.RequestReceived(1, "tools/call", params)
+
+    assert isinstance(handle(request()), m.InputRequiredResult)
+    wrong = {"name": {"action": "accept", "content": {"name": 7}}}
+    assert isinstance(handle(request(wrong)), m.InputRequiredResult)
+    declined = handle(request({"name": {"action": "decline"}}))
+    assert declined == {"content": [{"type": "text", "text": "Hello, stranger!"}]}
+    assert handle(m.RequestReceived(2, "tools/list", {}))["tools"][0]["name"] == "greet"
+    assert handle(m.RequestReceived(3, "prompts/list", {})).code == m.METHOD_NOT_FOUND
+    other = m.RequestReceived(4, "tools/call", {"name": "other", "arguments": {}})
+    assert handle(other).code == m.INVALID_PARAMS
+
+
+# --- the hook -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(LIFECYCLES))
+def test_lifecycle_markers_give_the_diagram_and_every_transition(name: str) -> None:
+    lifecycle = LIFECYCLES[name]
+    text = hook.expand("lifecycle", name)
+    assert text.startswith("```mermaid\n" + lifecycle.mermaid() + "\n```\n")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == len(lifecycle.table) + 1  # the header
+    for (state, trigger), target in lifecycle.table.items():
+        assert f"| {state.value} | {trigger.value} | {target.value} |" in rows
+
+
+def test_mermaid_labels_hold_no_character_that_breaks_the_diagram() -> None:
+    for lifecycle in LIFECYCLES.values():
+        states = {state for state, _ in lifecycle.table} | set(lifecycle.table.values())
+        for member in [*states, *(trigger for _, trigger in lifecycle.table)]:
+            assert not set(member.value) & set(':;#"{}<>'), member
+
+
+@pytest.mark.parametrize("cls", [m.Limits, m.ServerConfig, m.ClientConfig])
+def test_config_markers_list_every_field_with_its_default_and_meaning(cls: type) -> None:
+    text = hook.expand("config", cls.__name__)
+    rows = text.splitlines()[2:]
+    fields = attrs.fields(cls)
+    assert len(rows) == len(fields)
+    for row, field in zip(rows, fields, strict=True):
+        name, default, meaning = (cell.strip() for cell in row.strip("|").split(" | "))
+        assert name == f"`{field.name}`"
+        assert default == hook.default_text(field.default)
+        assert meaning, f"{cls.__name__}.{field.name} has no #: comment"
+
+
+def test_defaults_read_as_a_reader_expects() -> None:
+    limits = hook.expand("config", "Limits")
+    assert "| `max_message_bytes` | 4 MiB (`4194304`) | Largest message" in limits
+    assert "| `max_request_state_bytes` | 64 KiB (`65536`) |" in limits
+    server = hook.expand("config", "ServerConfig")
+    assert "| `limits` | `Limits()` |" in server
+    assert "| `capabilities` | `{}` |" in server
+    assert "| `clock` | `time.time` |" in server
+    assert "| `legacy_max_rounds` | `8` |" in server
+    assert "| `extra_result_types` | `frozenset()` |" in hook.expand("config", "ClientConfig")
+    assert hook.default_text(attrs.NOTHING) == "required"
+    assert hook.default_text(m.Era.MODERN) == "`'modern'`"
+
+
+def test_unknown_markers_fail_the_build() -> None:
+    with pytest.raises(KeyError, match="unknown lifecycle"):
+        hook.expand("lifecycle", "nope")
+    with pytest.raises(KeyError, match="unknown configuration class"):
+        hook.expand("config", "RequestReceived")
+    with pytest.raises(FileNotFoundError, match="not an example script"):
+        hook.expand("output", "scripts/test.sh")
+    with pytest.raises(FileNotFoundError, match="not an example script"):
+        hook.expand("output", "examples/../src/mrtr_sansio/__init__.py")
+
+
+def test_output_markers_run_the_example_and_fail_with_it(tmp_path: Path) -> None:
+    text = hook.expand("output", "examples/transcript.py")
+    assert text.startswith("```text\n== modern wire (2026-07-28)")
+    assert text.endswith("\n```")
+    page = "before\n<!-- lifecycle: client-call -->\n<!-- config: Limits -->\nafter\n"
+    rendered = hook.on_page_markdown(page, page=None, config={}, files=None)
+    assert "```mermaid" in rendered
+    assert "`max_in_flight`" in rendered
+    assert "<!--" not in rendered
+    failing = ROOT / "examples" / "_failing_for_test.py"
+    failing.write_text("raise SystemExit(3)\n", encoding="utf-8")
+    try:
+        with pytest.raises(RuntimeError, match=r"failed \(3\)"):
+            hook.expand("output", "examples/_failing_for_test.py")
+    finally:
+        failing.unlink()
+
+
+def test_every_marker_in_the_pages_names_something_real() -> None:
+    found = 0
+    for page in PAGES:
+        for kind, name in hook.MARKER.findall(page.read_text(encoding="utf-8")):
+            found += 1
+            if kind == "output":
+                assert (ROOT / name.split()[0]).is_file(), (page, name)
+            else:
+                assert hook.expand(kind, name), (page, name)
+    assert found >= 10
+
+
+def test_every_snippet_the_pages_include_exists() -> None:
+    snippet = re.compile(r'^--8<-- "([^":]+)(?::(\w+))?"$', re.MULTILINE)
+    for page in PAGES:
+        for path, section in snippet.findall(page.read_text(encoding="utf-8")):
+            text = (ROOT / path).read_text(encoding="utf-8")
+            if section:
+                assert f"# --8<-- [start:{section}]" in text, (page, path, section)
+                assert f"# --8<-- [end:{section}]" in text, (page, path, section)
+
+
+# --- what the pages state must be what the code does --------------------------------------------
+
+CODES = {
+    name: getattr(m, name)
+    for name in m.__all__
+    if isinstance(getattr(m, name), int) and name.isupper() and getattr(m, name) < 0
+}
+
+
+def test_the_error_page_explains_every_error_code() -> None:
+    page = _page("errors.md")
+    assert len(CODES) == 8
+    for name, code in CODES.items():
+        assert re.search(rf"^\| `{code}` \| `{name}` \|", page, re.MULTILINE), name
+
+
+def test_the_error_page_explains_every_state_rejection_reason() -> None:
+    table = _page("errors.md").split("## Why a `requestState` was refused", 1)[1]
+    listed = set(re.findall(r"`([a-z_]+)`", "".join(re.findall(r"^\| ([^|]+) \|", table, re.M))))
+    assert listed == m.REQUEST_STATE_REASONS
+
+
+def _default_rows(page: str) -> list[tuple[str, str, str]]:
+    """(owner, parameter, default literal) of the rows stating a default in backquotes."""
+    rows = []
+    for owner, param, literal in re.findall(
+        r"^\| `(\w+)\((\w+)=\.\.\.\)` \| [^|]+ \| `([^`]+)` \|$", page, re.MULTILINE
+    ):
+        rows.append((owner, param, literal))
+    return rows
+
+
+def _same(default: Any, literal: str) -> bool:
+    try:
+        return bool(ast.literal_eval(literal) == default)
+    except ValueError:
+        return literal == f"{default.__module__}.{default.__name__}"
+
+
+def test_defaults_stated_in_the_limits_page_are_the_code_s() -> None:
+    owners: dict[str, Any] = {
+        "RequestStateSecurity": m.RequestStateSecurity,
+        "MemoryReplayGuard": m.MemoryReplayGuard,
+        "McpHttpApp": McpHttpApp,
+    }
+    rows = _default_rows(_page("limits.md"))
+    assert len(rows) == 4
+    for owner, param, literal in rows:
+        default = inspect.signature(owners[owner]).parameters[param].default
+        assert _same(default, literal), (owner, param, literal, default)
+
+
+def test_defaults_stated_in_the_sealing_options_are_the_code_s() -> None:
+    options = _page("sealing.md").split("## Options", 1)[1]
+    rows = re.findall(r"^\| `(\w+)` \| `([^`]+)`", options, re.MULTILINE)
+    parameters = inspect.signature(m.RequestStateSecurity).parameters
+    assert {name for name, _ in rows} == set(parameters) - {"keys"}
+    for name, literal in rows:
+        assert _same(parameters[name].default, literal), (name, literal)
+
+
+def test_the_shim_page_states_the_shim_defaults() -> None:
+    page = _prose("legacy-shim.md")
+    config = m.ServerConfig()
+    assert f"(**{config.legacy_max_rounds}** by default)" in page
+    assert f"at most {config.legacy_max_rounds + 1} times" in page
+    assert f"(**{config.legacy_leg_timeout:g}** by default)" in page
+    limits = m.Limits()
+    assert f"| `Limits.max_shimmed_requests` | {limits.max_shimmed_requests} |" in page
+    assert f"| `Limits.max_pending_legs` | {limits.max_pending_legs} (" in page
+
+
+def test_every_page_is_in_the_navigation() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8").split("\nnav:", 1)[1]
+    listed = set(re.findall(r"([\w/-]+\.md)", nav))
+    assert listed == {str(page.relative_to(DOCS)) for page in PAGES}
+
+
+def test_the_readme_keeps_its_two_commands_and_points_to_the_docs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+    assert block[0].startswith("bash scripts/demo.sh")
+    assert block[1].startswith("bash scripts/test.sh")
+    assert "bash scripts/docs.sh" in readme
