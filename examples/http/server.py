@@ -6,16 +6,21 @@
 ``--state-keys-env NAME`` (keys separated by commas or whitespace), each key base64 (standard
 or URL-safe) of at least 32 random bytes; the first key seals, every key unseals
 (:class:`mrtr_sansio.RequestStateSecurity`). Several processes serving one URL must share the
-ring. Without either, a random key is made for this process only.
+ring. Without either, a random key is made for this process only. ``kill -HUP`` makes the
+server read its key file again and seal and unseal with the new ring from then on, without a
+restart (a :class:`mrtr_sansio.SwappableStateProtector`); an unreadable file keeps the old ring.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import binascii
+import functools
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +34,7 @@ from mrtr_sansio.adapters.asgi import LOCAL_HOSTS, McpHttpApp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures import Everything, server_config
 
-__all__ = ["build_app", "load_keys", "main"]
+__all__ = ["build_app", "load_keys", "main", "reload_keys"]
 
 log = logging.getLogger("mrtr_sansio.examples.http")
 
@@ -65,24 +70,56 @@ def load_keys(file: str | None = None, env: str | None = None) -> list[bytes] | 
     return [_decode_key(t) for t in texts]
 
 
+Codec = Literal["hmac-sha256", "aes-256-gcm"]
+
+
 def build_app(
     keys: Sequence[bytes] | None,
     *,
-    codec: Literal["hmac-sha256", "aes-256-gcm"] = "hmac-sha256",
+    codec: Codec = "hmac-sha256",
     audience: str | None = None,
     allowed_hosts: Sequence[str] = LOCAL_HOSTS,
+    ttl: float = 600.0,
 ) -> McpHttpApp:
-    """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None).
+    """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
+    tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
+    :func:`reload_keys`.
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
+    sealing: m.StateProtector
     if keys is None:
         log.warning("no state key ring given: sealing with a key for this process only")
-        sealing = m.RequestStateSecurity.ephemeral(codec=codec, audience=audience)
+        sealing = m.RequestStateSecurity.ephemeral(codec=codec, audience=audience, ttl=ttl)
     else:
-        sealing = m.RequestStateSecurity(keys, codec=codec, audience=audience)
+        ring = m.RequestStateSecurity(keys, codec=codec, audience=audience, ttl=ttl)
+        sealing = m.SwappableStateProtector(ring)
     config = server_config(request_state=sealing)
     return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts)
+
+
+def reload_keys(app: McpHttpApp, file: str) -> bool:
+    """Read the key ring ``file`` again and seal and unseal with it from now on (same codec,
+    audience and TTL). A file that cannot be used is logged and the current ring kept."""
+    protector = app.config.request_state
+    if not isinstance(protector, m.SwappableStateProtector):
+        raise TypeError("the app was not built with a key ring (build_app(keys=...))")
+    current = protector.current
+    if not isinstance(current, m.RequestStateSecurity):
+        raise TypeError(f"cannot tell the options of a {type(current).__name__} to reload")
+    codec: Codec = "aes-256-gcm" if isinstance(current.codec, m.AesGcmCodec) else "hmac-sha256"
+    try:
+        keys = load_keys(file=file)
+        assert keys is not None  # a file was given
+        ring = m.RequestStateSecurity(keys, codec=codec, audience=current.audience, ttl=current.ttl)
+    except (ValueError, OSError) as exc:
+        log.error("state key ring NOT reloaded from %s, the current one stays: %s", file, exc)
+        return False
+    protector.swap(ring)
+    # A key change is a security event: logged at the default level. Deployment scripts wait
+    # for this line (examples/scale/run.py does).
+    log.warning("state key ring reloaded from %s: %d key(s)", file, len(keys))
+    return True
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -106,6 +143,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="integrity only, or also confidentiality (needs the crypto extra)",
     )
     parser.add_argument("--audience", help="this server's name, bound into sealed state")
+    parser.add_argument(
+        "--state-ttl",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long a sealed requestState stays valid (default 600)",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
 
@@ -120,10 +164,22 @@ def main(argv: Sequence[str] | None = None) -> None:
             codec=args.state_codec,
             audience=args.audience,
             allowed_hosts=[*LOCAL_HOSTS, *args.allow_host],
+            ttl=args.state_ttl,
         )
     except (ValueError, OSError, ImportError) as exc:
         sys.exit(f"server.py: {exc}")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
+    )
+    asyncio.run(_serve(uvicorn.Server(config), app, args.state_keys_file))
+
+
+async def _serve(server: uvicorn.Server, app: McpHttpApp, keys_file: str | None) -> None:
+    """Run ``server``; SIGHUP reloads the key ring file (as a loop callback, between requests)."""
+    if keys_file is not None and hasattr(signal, "SIGHUP"):
+        reload = functools.partial(reload_keys, app, keys_file)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
+    await server.serve()
 
 
 if __name__ == "__main__":

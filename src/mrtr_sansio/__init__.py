@@ -86,6 +86,7 @@ from ._sealing_replay import MemoryReplayGuard, ReplayGuard
 from ._server import ServerConnection
 from ._session import LegacySession
 from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
+from ._state_swap import SwappableStateProtector
 
 __version__ = "0.1.0.dev0"
 
@@ -166,6 +167,7 @@ __all__ = [
     "StateCodec",
     "StateProtector",
     "StdlibJsonCodec",
+    "SwappableStateProtector",
     "UnexpectedResponse",
     "UnsealedState",
     "__version__",
