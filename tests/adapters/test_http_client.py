@@ -677,3 +677,22 @@ async def test_extra_headers_and_the_trace_see_every_message() -> None:
         ("send", "response"),
         ("recv", "response"),
     ]
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_trace_that_raises_is_logged_and_the_call_goes_on(
+    era: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken_trace(direction: str, data: bytes) -> None:
+        raise ValueError("the application's trace is broken")
+
+    async with connected(everything_app(), era, trace=broken_trace) as (client, _):
+        result = await client.call_tool("test_input_required_result_elicitation")
+    assert result["content"]
+    assert "a client hook failed" in caplog.text
+
+
+def test_the_default_http_client_expires_idle_connections_before_servers_do() -> None:
+    from mrtr_sansio.adapters.http import DEFAULT_KEEPALIVE_EXPIRY
+
+    assert 0 < DEFAULT_KEEPALIVE_EXPIRY < 5.0  # uvicorn's default keep-alive is 5 s

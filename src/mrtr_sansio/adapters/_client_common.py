@@ -290,7 +290,7 @@ class ClientDriver(TimedDriver[ClientConnection]):
             lines.append(self._buffer)
         for line in lines:
             if line.strip():
-                _hook(self._trace, "recv", line)
+                call_hook(self._trace, "recv", line)
 
     def route(self) -> None:
         """Act on every pending connection event."""
@@ -318,7 +318,7 @@ class ClientDriver(TimedDriver[ClientConnection]):
             elif kind is NotificationReceived:
                 assert isinstance(event, NotificationReceived)
                 if self._notify is not None:
-                    _hook(self._notify, event.method, event.params)
+                    call_hook(self._notify, event.method, event.params)
             elif kind is EraDetected or kind is HandshakeFailed:
                 if isinstance(event, HandshakeFailed):
                     error, local = event.error, event.local
@@ -406,11 +406,11 @@ class ClientDriver(TimedDriver[ClientConnection]):
             return self.conn.data_to_send()
         items = self.conn.outgoing()
         for item in items:
-            _hook(trace, "send", item.data)
+            call_hook(trace, "send", item.data)
         return b"".join([item.data + b"\n" for item in items])
 
 
-def _hook(hook: Callable[..., object], *args: Any) -> None:
+def call_hook(hook: Callable[..., object], *args: Any) -> None:
     """Call an application hook (trace, notifications); a failure is logged, not raised into
     the loop that reads the server's messages."""
     try:

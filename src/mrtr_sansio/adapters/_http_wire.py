@@ -29,7 +29,7 @@ from mrtr_sansio import (
     OutgoingRequest,
 )
 
-from ._client_common import ClientDriver, ConnectionClosedError, Trace
+from ._client_common import ClientDriver, ConnectionClosedError, Trace, call_hook
 from ._sse import SseDecoder, SseEventTooLargeError
 
 __all__ = ["HttpWire", "SessionExpiredError"]
@@ -273,7 +273,7 @@ class HttpWire:
         session said the session is over (it was ended here)."""
         headers = self._headers(driver, item)
         if self._trace is not None:
-            self._trace("send", item.data)
+            call_hook(self._trace, "send", item.data)
         async with self._http.stream(
             "POST", self.url, content=item.data, headers=headers
         ) as response:
@@ -371,7 +371,7 @@ class HttpWire:
         if driver.closed:  # pragma: no cover - its streams are cancelled before it closes
             return False
         if self._trace is not None:
-            self._trace("recv", data)
+            call_hook(self._trace, "recv", data)
         try:
             msg = self._loads(data)
         except _DECODE_ERRORS:

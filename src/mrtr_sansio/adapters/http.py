@@ -68,6 +68,10 @@ log = logging.getLogger("mrtr_sansio.adapters.http")
 #: Connecting and sending are bounded; reading is not, as a legacy server's stream waits for
 #: the user's answers (pass your own ``httpx.AsyncClient`` to choose otherwise).
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=None)
+#: Seconds an idle connection is kept for reuse: below the servers' usual idle timeouts
+#: (uvicorn closes after 5 s), so that a POST, which is never resent, does not race the server
+#: closing the connection it goes out on.
+DEFAULT_KEEPALIVE_EXPIRY = 2.0
 #: Seconds the DELETE that ends a legacy session may take when the client closes.
 CLOSE_TIMEOUT = 5.0
 #: Pages of ``tools/list`` read to refresh the tool definitions after a -32020.
@@ -94,7 +98,10 @@ class HttpClient(HttpWire, AsyncClientBase):
         config, self._callbacks = client_config(config, options)
         own = http is None
         if http is None:
-            http = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT)
+            http = httpx.AsyncClient(
+                timeout=DEFAULT_TIMEOUT,
+                limits=httpx.Limits(keepalive_expiry=DEFAULT_KEEPALIVE_EXPIRY),
+            )
         super().__init__(url, config, http, headers, listen=listen, trace=options.get("trace"))
         self._options = options
         self._own_http = own
