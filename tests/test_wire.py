@@ -62,3 +62,12 @@ def test_legacy_result_must_not_carry_result_type() -> None:
             {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "resultType": "complete"}},
             Era.LEGACY,
         )
+
+
+@needs_schema
+def test_standard_errors_are_checked_on_the_error_member() -> None:
+    check_message(
+        {"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}}, Era.MODERN
+    )
+    with pytest.raises(AssertionError):
+        check_message({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602}}, Era.MODERN)

@@ -52,6 +52,13 @@ _ERROR_DEFS = {
     -32021: "MissingRequiredClientCapabilityError",
     -32022: "UnsupportedProtocolVersionError",
 }
+_RESPONSE_LEVEL_ERRORS = frozenset(
+    {
+        "HeaderMismatchError",
+        "MissingRequiredClientCapabilityError",
+        "UnsupportedProtocolVersionError",
+    }
+)
 _RESULT_DEFS = {
     "tools/call": "CallToolResult",
     "tools/list": "ListToolsResult",
@@ -121,7 +128,10 @@ def check_message(
         check(version, "JSONRPCErrorResponse", msg)
         specific = _ERROR_DEFS.get(msg["error"].get("code"))
         if specific is not None and version == MODERN:
-            check(version, specific, msg)
+            # The standard JSON-RPC error definitions describe the ``error`` member; the MCP ones
+            # (-32020, -32021, -32022) describe the whole response.
+            whole = specific in _RESPONSE_LEVEL_ERRORS
+            check(version, specific, msg if whole else msg["error"])
         return
     check(version, "JSONRPCResultResponse", msg)
     result = msg["result"]
