@@ -87,6 +87,7 @@ def main() -> None:
             },
         },
     )
+    exchange(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     (leg,) = exchange(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
     exchange(
         server,

@@ -52,13 +52,6 @@ _ERROR_DEFS = {
     -32021: "MissingRequiredClientCapabilityError",
     -32022: "UnsupportedProtocolVersionError",
 }
-_RESPONSE_LEVEL_ERRORS = frozenset(
-    {
-        "HeaderMismatchError",
-        "MissingRequiredClientCapabilityError",
-        "UnsupportedProtocolVersionError",
-    }
-)
 _RESULT_DEFS = {
     "tools/call": "CallToolResult",
     "tools/list": "ListToolsResult",
@@ -77,12 +70,24 @@ _RESULT_DEFS = {
 
 
 @cache
+def _schema(version: str) -> dict[str, Any]:
+    folder = spec_dir()
+    assert folder is not None
+    text = (folder / "schema" / version / "schema.json").read_text(encoding="utf-8")
+    return json.loads(text)  # type: ignore[no-any-return]
+
+
+def _definition(version: str, name: str) -> dict[str, Any]:
+    if spec_dir() is None:
+        return {}
+    return _schema(version)["$defs"].get(name, {})  # type: ignore[no-any-return]
+
+
+@cache
 def _validator(version: str, definition: str) -> Any:
     from jsonschema import Draft202012Validator
 
-    folder = spec_dir()
-    assert folder is not None
-    full = json.loads((folder / "schema" / version / "schema.json").read_text(encoding="utf-8"))
+    full = _schema(version)
     if definition not in full["$defs"]:
         return None
     schema = {**full, "$ref": f"#/$defs/{definition}"}
@@ -128,9 +133,9 @@ def check_message(
         check(version, "JSONRPCErrorResponse", msg)
         specific = _ERROR_DEFS.get(msg["error"].get("code"))
         if specific is not None and version == MODERN:
-            # The standard JSON-RPC error definitions describe the ``error`` member; the MCP ones
-            # (-32020, -32021, -32022) describe the whole response.
-            whole = specific in _RESPONSE_LEVEL_ERRORS
+            # The MCP codes' definitions describe the whole response; the JSON-RPC ones (e.g.
+            # ParseError) describe only its ``error`` member.
+            whole = "jsonrpc" in _definition(version, specific).get("properties", {})
             check(version, specific, msg if whole else msg["error"])
         return
     check(version, "JSONRPCResultResponse", msg)

@@ -82,7 +82,8 @@ class ServerConfig:
     request_state: StateProtector | None = None
     #: Fulfil ``input_required`` on the legacy wire with real server-to-client requests.
     legacy_shim: bool = True
-    #: Legacy shim: rounds before the original request fails with -32603.
+    #: Legacy shim: rounds of input fulfilled per request (each: legs sent and answered, or a
+    #: state-only re-run); the handler runs at most this + 1 times, then the request fails -32603.
     legacy_max_rounds: int = attrs.field(default=8, validator=_positive)
     #: Legacy shim: seconds a server-to-client request may wait for its answer.
     legacy_leg_timeout: float = attrs.field(default=600.0, validator=_positive_number)

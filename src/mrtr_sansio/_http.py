@@ -84,7 +84,7 @@ def check_headers(
     """
     if facts.protocol_version is None:
         raise _mismatch("Missing required header MCP-Protocol-Version", request_id)
-    if body_version is not None and facts.protocol_version != body_version:
+    if body_version is not None and facts.protocol_version.strip() != body_version:
         raise _mismatch(
             f"Header mismatch: MCP-Protocol-Version header value '{facts.protocol_version}' "
             f"does not match body value '{body_version}'",
@@ -93,7 +93,7 @@ def check_headers(
     if facts.method is None:
         raise _mismatch("Missing required header Mcp-Method", request_id)
     try:
-        header_method = decode_header_value(facts.method)
+        header_method = decode_header_value(facts.method.strip())
     except ValueError:
         raise _mismatch("Malformed Mcp-Method header", request_id) from None
     if header_method != method:
@@ -109,7 +109,7 @@ def check_headers(
     if facts.name is None:
         raise _mismatch("Missing required header Mcp-Name", request_id)
     try:
-        header_name = decode_header_value(facts.name)
+        header_name = decode_header_value(facts.name.strip())
     except ValueError:
         raise _mismatch("Malformed Mcp-Name header", request_id) from None
     if header_name != body_name:

@@ -66,6 +66,7 @@ from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from ._session import LegacySession
 from ._shim import LegacyShim
 from ._state import RequestStateError, StateBinding
+from ._subscriptions import ACKNOWLEDGED, LISTEN, allowed_on_stream, tag
 
 __all__ = ["ServerConnection"]
 
@@ -87,6 +88,7 @@ CACHEABLE_METHODS = frozenset(
 INVALID_STATE = JsonRpcError(
     INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
 )
+_MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
 _NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -127,6 +129,7 @@ class ServerConnection(Connection):
         self._cancelled: dict[Any, None] = {}
         self._session: LegacySession | None = None
         self._shim = LegacyShim(self)
+        self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
 
     # --- public API -------------------------------------------------------------------------
 
@@ -218,12 +221,44 @@ class ServerConnection(Connection):
             event = self._inflight.get(related_request_id)
             if event is None:
                 return  # the request is over: progress and logs for it must stop
-            if method == "notifications/message" and not self._log_allowed(event, params):
+            if event.method == LISTEN:
+                if method == ACKNOWLEDGED:
+                    raise LocalProtocolError("use acknowledge() to acknowledge a subscription")
+                if related_request_id not in self._acknowledged:
+                    raise LocalProtocolError(
+                        "acknowledge() the subscription before notifying on it"
+                    )
+                if not allowed_on_stream(event.params["notifications"], method, params):
+                    return  # the client did not opt in to this notification type
+                params = tag(params, related_request_id)
+            elif method == "notifications/message" and not self._log_allowed(event, params):
                 return
         elif method == "notifications/message" and not self._log_allowed(None, params):
             return
         msg = notification_message(method, params)
         self._out.append((OutgoingNotification, self._encode(msg), msg, related_request_id))
+
+    def acknowledge(
+        self, request_id: str | int, notifications: Mapping[str, Any] | None = None
+    ) -> None:
+        """Acknowledge a ``subscriptions/listen`` request: the first message on its stream.
+
+        ``notifications`` is the subset of the requested filter the server will honour
+        (default: all of it); only notification types in it are sent on the stream afterwards.
+        """
+        event = self._inflight.get(request_id)
+        if event is None or event.method != LISTEN:
+            raise LocalProtocolError(f"{request_id!r} is not an open subscriptions/listen request")
+        requested = event.params["notifications"]
+        honored = dict(requested) if notifications is None else dict(notifications)
+        if not all(k in requested for k in honored):
+            raise LocalProtocolError("acknowledge() may only honour notification types requested")
+        if notifications is not None:
+            event.params["notifications"] = honored  # type: ignore[index]
+        self._acknowledged.add(request_id)
+        params = tag({"notifications": honored}, request_id)
+        msg = notification_message(ACKNOWLEDGED, params)
+        self._out.append((OutgoingNotification, self._encode(msg), msg, request_id))
 
     def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
         """Abandon a client request locally (e.g. its HTTP stream is gone): as if the client
@@ -260,10 +295,12 @@ class ServerConnection(Connection):
             result["instructions"] = config.instructions
         return result
 
-    def ping(self) -> str | int:
+    def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
-        if self._session is None or not self._server_requests:
-            raise LocalProtocolError("ping needs a legacy session that carries server requests")
+        if self._session is None or not self._server_requests or self._closed:
+            raise LocalProtocolError(
+                "ping needs an open legacy session that carries server requests"
+            )
         return self._shim.send_ping()
 
     def next_deadline(self) -> float | None:
@@ -313,16 +350,16 @@ class ServerConnection(Connection):
         if meta is not None and type(meta) is not dict:
             raise invalid(rid, "_meta must be an object")
         version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+        http = None
+        principal = None
         if context is not None:
             http, principal = context
-            if http is not None and version is not None:
-                check_headers(http, rid, method, params, version)
-        else:
-            principal = None
+            if http is not None and version is None and self._session is not None:
+                self._check_legacy_header(http, rid, method, meta)
         if principal is None:
             principal = self.principal
         if version is not None:
-            self._on_modern_request(rid, method, params, meta, version, principal)  # type: ignore[arg-type]
+            self._on_modern_request(rid, method, params, meta, version, principal, http)  # type: ignore[arg-type]
         elif method == "initialize" and self.config.legacy_versions:
             self._on_initialize(rid, params)
         elif self._session is not None:
@@ -348,7 +385,10 @@ class ServerConnection(Connection):
         meta: dict[str, Any],
         version: Any,
         principal: str | None,
+        http: HttpRequestFacts | None,
     ) -> None:
+        # Order (conformance-pinned): required _meta fields (-32602), mirror headers (-32020),
+        # version (-32022), method (-32601), then per-method params.
         caps = meta.get(CLIENT_CAPABILITIES)
         if type(caps) is not dict:
             if caps is None:
@@ -361,6 +401,8 @@ class ServerConnection(Connection):
             raise invalid(rid, f"_meta field {CLIENT_INFO} must be an object")
         if LOG_LEVEL in meta and meta[LOG_LEVEL] not in LOG_LEVEL_RANK:
             raise invalid(rid, f"Unknown log level in _meta field {LOG_LEVEL}")
+        if http is not None:
+            check_headers(http, rid, method, params, version)
         config = self.config
         if version not in config.supported_versions:
             raise RemoteProtocolError(
@@ -375,6 +417,8 @@ class ServerConnection(Connection):
         round_: int | None = 1
         if method in MRTR_METHODS:
             state, round_ = self._read_mrtr_fields(rid, method, params, principal)
+        elif method == LISTEN and type(params.get("notifications")) is not dict:
+            raise invalid(rid, "subscriptions/listen: notifications must be an object")
         event = RequestReceived(rid, method, params, None, state, round_, principal)
         self._inflight[rid] = event
         if method == "server/discover" and config.answer_discovery:
@@ -423,6 +467,29 @@ class ServerConnection(Connection):
         self._events.append(RequestStateRejected(rid, method, reason))
         raise RemoteProtocolError(INVALID_STATE, rid)
 
+    def _check_legacy_header(
+        self, http: HttpRequestFacts, rid: Any, method: str, meta: Any
+    ) -> None:
+        """Legacy HTTP: the only MCP header is ``MCP-Protocol-Version``, absent on initialize.
+
+        The modern mirror headers do not exist before 2026-07-28. A version header naming a
+        version this server does not serve is refused (400); a modern one on a body without the
+        envelope is the modern wire's missing ``_meta`` (-32602).
+        """
+        header = http.protocol_version
+        if header is None or method == "initialize" or header in self.config.legacy_versions:
+            return
+        if header in self.config.supported_versions:
+            raise invalid(rid, _missing_meta_message(meta))
+        raise RemoteProtocolError(
+            JsonRpcError(
+                INVALID_REQUEST,
+                f"Bad Request: unsupported MCP-Protocol-Version header '{header}'",
+                {"supported": list(self.config.legacy_versions)},
+            ),
+            rid,
+        )
+
     def _on_initialize(self, rid: Any, params: dict[str, Any]) -> None:
         if self._session is not None:
             raise RemoteProtocolError(
@@ -443,7 +510,6 @@ class ServerConnection(Connection):
         legacy = self.config.legacy_versions
         version = requested if requested in legacy else legacy[0]
         self._session = LegacySession(version, caps, info)
-        self._events.append(SessionInitialized(version, caps, info))
         event = RequestReceived(rid, "initialize", params, self._session)
         self._inflight[rid] = event
         if self.config.answer_discovery:
@@ -468,6 +534,9 @@ class ServerConnection(Connection):
             msg = result_message(rid, {})
             self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
             return
+        if method in MRTR_METHODS and ("inputResponses" in params or "requestState" in params):
+            # Not fields of the legacy wire: on a first round they could only be forged answers.
+            params = {k: v for k, v in params.items() if k not in _MRTR_FIELDS}
         event = RequestReceived(rid, method, params, session, None, 1, principal)
         self._inflight[rid] = event
         self._events.append(event)
@@ -475,16 +544,20 @@ class ServerConnection(Connection):
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
             rid = params.get("requestId") if params is not None else None
-            if is_valid_id(rid) and rid in self._inflight:
+            event = self._inflight.get(rid) if is_valid_id(rid) else None
+            # initialize must not be cancelled (2025-11-25 cancellation); ignore the attempt.
+            if event is not None and event.method != "initialize":
                 self._cancel(rid, params.get("reason") if params is not None else None)
             return
         if method == "notifications/initialized" and self._session is not None:
             self._session.initialized = True
+            self._shim.release()
         self._events.append(NotificationReceived(method, params))
 
     def _cancel(self, rid: Any, reason: Any) -> None:
         del self._inflight[rid]
-        self._shim.abandon(rid, notify_client=True)
+        self._acknowledged.discard(rid)
+        self._shim.abandon(rid)
         cancelled = self._cancelled
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
@@ -492,7 +565,8 @@ class ServerConnection(Connection):
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _on_close(self) -> None:
-        self._shim.abandon_all()
+        for rid in self._shim.abandon_all():
+            del self._inflight[rid]
 
     # --- send path --------------------------------------------------------------------------
 
@@ -509,7 +583,10 @@ class ServerConnection(Connection):
                     out["_meta"] = {SERVER_INFO: info}
                 elif SERVER_INFO not in meta:
                     out["_meta"] = {**meta, SERVER_INFO: info}
-            if event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
+            if event.method == LISTEN:
+                self._acknowledged.discard(rid)
+                out["_meta"] = tag(out, rid)["_meta"]
+            elif event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
                 if "ttlMs" not in out:
                     out["ttlMs"] = self.config.cache_ttl_ms
                 if "cacheScope" not in out:
@@ -521,17 +598,23 @@ class ServerConnection(Connection):
         msg = result_message(rid, out)
         data = self._encode(msg)
         del self._inflight[rid]
-        if event.session is not None:
-            self._shim.finish(rid)
         self._out.append((OutgoingResult, data, msg, rid))
+        session = event.session
+        if session is not None:
+            self._shim.finish(rid)
+            if event.method == "initialize":
+                self._session_opened(session, out)
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
+        self._acknowledged.discard(rid)
         msg = error_message(rid, error)
         data = self._encode(msg)
         del self._inflight[rid]
         self._shim.finish(rid)
         self._out.append((OutgoingError, data, msg, rid, error))
+        if event.session is not None and event.method == "initialize":
+            self._session = None  # the handshake failed: the client may try again
 
     def _respond_input_required(self, event: RequestReceived, ir: InputRequiredResult) -> None:
         if event.method not in MRTR_METHODS:
@@ -602,12 +685,22 @@ class ServerConnection(Connection):
             return False
         return LOG_LEVEL_RANK.get(level, len(LOG_LEVEL_RANK)) >= LOG_LEVEL_RANK[wanted]  # type: ignore[arg-type]
 
+    def _session_opened(self, session: LegacySession, result: Mapping[str, Any]) -> None:
+        """``initialize`` was answered: the version in the answer is the negotiated one."""
+        version = result.get("protocolVersion")
+        if isinstance(version, str):
+            session.protocol_version = version
+        self._events.append(
+            SessionInitialized(
+                session.protocol_version, session.client_capabilities, session.client_info
+            )
+        )
+
     # --- used by the legacy shim ------------------------------------------------------------
 
     def _fail(self, rid: Any, error: JsonRpcError) -> None:
-        event = self._inflight.get(rid)
-        if event is not None:
-            self._respond_error(event, error)
+        """Answer a shimmed request (always still in flight) with an error."""
+        self._respond_error(self._inflight[rid], error)
 
     def _replay(self, event: RequestReceived) -> None:
         self._inflight[event.request_id] = event

@@ -7,8 +7,15 @@ collects the answers under the same keys, and replays the original request to th
 this round's answers and the state it wrote. The handler re-runs from the start: the same
 contract as a modern retry, so one handler style serves both wires.
 
-Every round re-checks the session's capabilities before anything reaches the client. The round
-count, the shimmed requests and the pending legs are all bounded.
+A *round* is one ``input_required`` answer the shim fulfils: its requests (the *legs*) sent and
+all answered -- or, for a state-only result, nothing sent -- ending with a replay. The shim
+fulfils at most ``legacy_max_rounds`` rounds per request, so the handler runs at most
+``legacy_max_rounds + 1`` times; one more ``input_required`` fails the request with -32603 and a
+:class:`RoundsExhausted` event.
+
+Every round re-checks the session's capabilities before anything reaches the client. Legs wait
+for ``notifications/initialized`` (a server sends no requests but ``ping`` before it). The rounds,
+the shimmed requests and the pending legs are all bounded.
 """
 
 from __future__ import annotations
@@ -36,29 +43,32 @@ __all__ = ["LegacyShim"]
 
 
 class _Leg:
-    """One server-to-client request awaiting its answer."""
+    """One server-to-client request awaiting its answer.
 
-    __slots__ = ("deadline", "key", "method", "request_id")
+    ``item`` is its outgoing-queue entry while it is held (not yet written), else None.
+    """
 
-    def __init__(self, request_id: Any, key: str, method: str, deadline: float) -> None:
+    __slots__ = ("deadline", "item", "key", "method", "request_id")
+
+    def __init__(self, request_id: Any, key: str, method: str, item: tuple[Any, ...]) -> None:
         self.request_id = request_id
         self.key = key
         self.method = method
-        self.deadline = deadline
+        self.deadline = 0.0
+        self.item: tuple[Any, ...] | None = item
 
 
 class _Run:
     """One client request being fulfilled through the shim, across its rounds."""
 
-    __slots__ = ("answers", "first", "last_result", "pending", "rounds", "state")
+    __slots__ = ("answers", "first", "pending", "rounds", "state")
 
     def __init__(self, first: RequestReceived) -> None:
         self.first = first
         self.rounds = 0
-        self.pending: dict[str, Any] = {}  # key -> leg id
+        self.pending: dict[str, int] = {}  # key -> leg id
         self.answers: dict[str, Any] = {}
         self.state: Any = None
-        self.last_result: dict[str, Any] = {}
 
 
 class LegacyShim:
@@ -68,6 +78,8 @@ class LegacyShim:
         self._conn = conn
         self._runs: dict[Any, _Run] = {}
         self._legs: dict[int, _Leg] = {}
+        #: Legs built before ``notifications/initialized``, in order, not yet written.
+        self._held: list[_Leg] = []
         self._pings: set[int] = set()
         self._next_id = 0
 
@@ -83,7 +95,11 @@ class LegacyShim:
     # --- rounds -----------------------------------------------------------------------------
 
     def start_round(self, event: RequestReceived, ir: InputRequiredResult) -> None:
-        """The handler answered ``event`` with ``ir``: send its legs (or replay at once)."""
+        """The handler answered ``event`` with ``ir``: send its legs (or replay at once).
+
+        Raises :class:`LocalProtocolError` (from encoding) before changing any state when a
+        request cannot be serialized; the original request then stays open.
+        """
         conn = self._conn
         config = conn.config
         limits = conn._limits
@@ -93,26 +109,24 @@ class LegacyShim:
             if len(self._runs) >= limits.max_shimmed_requests:
                 conn._fail(rid, JsonRpcError.internal("Too many requests are waiting for input"))
                 return
-            run = self._runs[rid] = _Run(event)
-        run.last_result = ir.to_wire()
+            run = _Run(event)
         if run.rounds >= config.legacy_max_rounds:
-            conn._events.append(RoundsExhausted(run.first, run.rounds, run.last_result))
-            self._fail(
-                run,
+            conn._events.append(RoundsExhausted(run.first, run.rounds, ir.to_wire()))
+            conn._fail(
+                rid,
                 JsonRpcError.internal(
                     f"The handler still needed input after {run.rounds} rounds "
                     f"(legacy_max_rounds={config.legacy_max_rounds})"
                 ),
             )
             return
-        run.rounds += 1
         required = ir.required_capabilities()
         if required:
             missing = missing_capabilities(required, event.client_capabilities)
             if missing:
                 names = ", ".join(_capability_paths(missing))
-                self._fail(
-                    run,
+                conn._fail(
+                    rid,
                     JsonRpcError.internal(
                         f"The handler needs client capabilities this session did not declare: "
                         f"{names}",
@@ -122,38 +136,67 @@ class LegacyShim:
                 return
         requests = ir.input_requests or {}
         if len(self._legs) + len(requests) > limits.max_pending_legs:
-            self._fail(run, JsonRpcError.internal("Too many requests to the client are pending"))
+            conn._fail(rid, JsonRpcError.internal("Too many requests to the client are pending"))
             return
-        run.state = ir.request_state
-        run.answers = {}
-        if not requests:
-            self._replay(run)
-            return
-        deadline = config.clock() + config.legacy_leg_timeout
-        legs: list[tuple[Any, ...]] = []
+        legs: dict[int, _Leg] = {}
         for key, request in requests.items():
             params = None if request.params is None else dict(request.params)
             if (
                 request.method == ELICIT
                 and params is not None
                 and params.get("mode") == "url"
-                and "elicitationId" not in params
+                and params.get("elicitationId") is None
             ):
                 params["elicitationId"] = config.token_hex(16)
             leg_id = self._new_id()
             msg = request_message(leg_id, request.method, params)
-            legs.append((FulfilRequest, conn._encode(msg), msg, rid, leg_id, key))
-        for leg in legs:
-            leg_id, key = leg[4], leg[5]
-            self._legs[leg_id] = _Leg(rid, key, leg[2]["method"], deadline)
-            run.pending[key] = leg_id
-            conn._out.append(leg)
+            item = (FulfilRequest, conn._encode(msg), msg, rid, leg_id, key)
+            legs[leg_id] = _Leg(rid, key, request.method, item)
+        # Nothing below can fail: commit the round.
+        self._runs[rid] = run
+        run.rounds += 1
+        run.state = ir.request_state
+        run.answers = {}
+        if not legs:
+            self._replay(run)
+            return
+        deadline = config.clock() + config.legacy_leg_timeout
+        session = conn._session
+        hold = session is not None and not session.initialized
+        for leg_id, leg in legs.items():
+            leg.deadline = deadline
+            self._legs[leg_id] = leg
+            run.pending[leg.key] = leg_id
+            if hold:
+                self._held.append(leg)
+            else:
+                self._write(leg)
+
+    def release(self) -> None:
+        """``notifications/initialized`` arrived: write the legs held until now.
+
+        Their deadlines start now, as the client sees them only now.
+        """
+        held = self._held
+        if not held:
+            return
+        self._held = []
+        config = self._conn.config
+        deadline = config.clock() + config.legacy_leg_timeout
+        for leg in held:
+            leg.deadline = deadline
+            self._write(leg)
+
+    def _write(self, leg: _Leg) -> None:
+        item = leg.item
+        assert item is not None
+        leg.item = None
+        self._conn._out.append(item)
 
     def _replay(self, run: _Run) -> None:
         first = run.first
         params = dict(first.params)
         params["inputResponses"] = run.answers
-        params.pop("requestState", None)
         self._conn._replay(
             RequestReceived(
                 first.request_id,
@@ -171,16 +214,18 @@ class LegacyShim:
     def on_response(self, msg: dict[str, Any]) -> None:
         """A response from the client: a leg's answer, a ping's, or nothing we asked for."""
         conn = self._conn
-        rid = msg.get("id")
-        leg = self._legs.pop(rid, None) if is_valid_id(rid) else None  # type: ignore[arg-type]
-        if leg is None:
+        rid: Any = msg.get("id")
+        leg = self._legs.get(rid) if is_valid_id(rid) else None
+        if leg is None or leg.item is not None:  # unknown, finished, or never written
             if rid in self._pings:
                 self._pings.discard(rid)
                 conn._events.append(PingAnswered(rid, "error" not in msg))
             else:
                 conn._events.append(UnexpectedResponse(rid, msg))
             return
+        del self._legs[rid]
         run = self._runs[leg.request_id]
+        del run.pending[leg.key]
         if "error" in msg:
             err = JsonRpcError.from_wire(msg["error"])
             self._fail(
@@ -190,15 +235,17 @@ class LegacyShim:
                     f"(code {err.code})",
                     {"clientError": err.to_wire()},
                 ),
+                "The original request failed",
             )
             return
         result = msg["result"]
         if type(result) is not dict:
             self._fail(
-                run, JsonRpcError.internal(f"The client's {leg.method} result is not an object")
+                run,
+                JsonRpcError.internal(f"The client's {leg.method} result is not an object"),
+                "The original request failed",
             )
             return
-        del run.pending[leg.key]
         run.answers[leg.key] = result
         if not run.pending:
             self._replay(run)
@@ -206,42 +253,53 @@ class LegacyShim:
     # --- endings ----------------------------------------------------------------------------
 
     def _cancel_legs(self, run: _Run, reason: str | None) -> None:
-        """Forget ``run``'s pending legs, telling the client unless ``reason`` is None."""
+        """Forget ``run``'s pending legs, telling the client about written ones unless
+        ``reason`` is None."""
         conn = self._conn
+        rid = run.first.request_id
         for leg_id in run.pending.values():
-            self._legs.pop(leg_id, None)
-            if reason is not None:
-                msg = notification_message(
-                    "notifications/cancelled", {"requestId": leg_id, "reason": reason}
-                )
-                conn._out.append(
-                    (OutgoingNotification, conn._dumps(msg), msg, run.first.request_id)
-                )
+            leg = self._legs.pop(leg_id)
+            if leg.item is not None:
+                self._held.remove(leg)  # never written: nothing to cancel on the wire
+                continue
+            if reason is None:
+                continue
+            msg = notification_message(
+                "notifications/cancelled", {"requestId": leg_id, "reason": reason}
+            )
+            conn._out.append((OutgoingNotification, conn._dumps(msg), msg, rid))
         run.pending.clear()
 
-    def _fail(self, run: _Run, error: JsonRpcError) -> None:
-        self._cancel_legs(run, "The original request failed")
-        del self._runs[run.first.request_id]
+    def _fail(self, run: _Run, error: JsonRpcError, reason: str) -> None:
+        """End ``run`` with ``error``: cancel its outstanding legs, then answer the original."""
+        self._cancel_legs(run, reason)
         self._conn._fail(run.first.request_id, error)
 
     def finish(self, request_id: Any) -> None:
-        """The original request was answered: forget its run."""
-        run = self._runs.pop(request_id, None)
-        if run is not None and run.pending:
-            self._cancel_legs(run, "The original request completed")
+        """The original request was answered (by the handler or by the shim): forget its run.
 
-    def abandon(self, request_id: Any, *, notify_client: bool) -> None:
+        It has no pending legs: the handler cannot answer while legs are pending, and the shim
+        cancels them before it fails a request.
+        """
+        if self._runs:
+            self._runs.pop(request_id, None)
+
+    def abandon(self, request_id: Any) -> None:
         """The client cancelled the original request: cancel its legs, send nothing else."""
         run = self._runs.pop(request_id, None)
         if run is not None:
-            self._cancel_legs(run, "The original request was cancelled" if notify_client else None)
+            self._cancel_legs(run, "The original request was cancelled")
 
-    def abandon_all(self) -> None:
-        """The stream closed: nothing can be answered any more."""
+    def abandon_all(self) -> list[Any]:
+        """The stream closed: forget everything; returns the requests that were waiting for
+        the client (nothing can answer them any more)."""
+        waiting = [rid for rid, run in self._runs.items() if run.pending]
         for run in self._runs.values():
             self._cancel_legs(run, None)
         self._runs.clear()
+        self._held.clear()
         self._pings.clear()
+        return waiting
 
     # --- timers and pings -------------------------------------------------------------------
 
@@ -253,17 +311,16 @@ class LegacyShim:
 
     def handle_timer(self, now: float) -> None:
         """Fail every request one of whose legs is past its deadline."""
-        late = {leg.request_id for leg in self._legs.values() if leg.deadline <= now}
+        late = {leg.request_id: None for leg in self._legs.values() if leg.deadline <= now}
+        timeout = self._conn.config.legacy_leg_timeout
         for rid in late:
-            run = self._runs[rid]
-            self._cancel_legs(run, "Timed out waiting for the client's answer")
-            del self._runs[rid]
-            self._conn._fail(
-                rid,
+            self._fail(
+                self._runs[rid],
                 JsonRpcError.internal(
                     "Timed out waiting for the client's answer to an input request "
-                    f"(legacy_leg_timeout={self._conn.config.legacy_leg_timeout}s)"
+                    f"(legacy_leg_timeout={timeout}s)"
                 ),
+                "Timed out waiting for the client's answer",
             )
 
     def send_ping(self) -> int:

@@ -10,6 +10,6 @@ Import the one you need; none is imported by ``import mrtr_sansio`` or by this p
 Handlers are written once against :class:`RequestContext` and run under every adapter.
 """
 
-from ._common import Handler, HandlerResult, RequestContext, call_handler
+from ._common import Handler, HandlerResult, RequestContext, SubscriptionHub, call_handler
 
-__all__ = ["Handler", "HandlerResult", "RequestContext", "call_handler"]
+__all__ = ["Handler", "HandlerResult", "RequestContext", "SubscriptionHub", "call_handler"]

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 from mrtr_sansio import InputRequiredResult, JsonRpcError, RequestReceived, ServerConnection
 
-__all__ = ["Handler", "HandlerResult", "RequestContext", "call_handler"]
+__all__ = ["Handler", "HandlerResult", "RequestContext", "SubscriptionHub", "call_handler"]
 
 log = logging.getLogger("mrtr_sansio.adapters")
 
@@ -60,6 +60,10 @@ class RequestContext:
         self._conn.notify(method, params, self.request.request_id)
         self._flush()
 
+    def flush(self) -> None:
+        """Hand whatever the connection has queued to the transport now."""
+        self._flush()
+
     def progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> bool:
@@ -93,3 +97,44 @@ async def call_handler(handler: Handler, ctx: RequestContext) -> HandlerResult:
     except Exception:
         log.exception("handler failed for %s %r", ctx.request.method, ctx.request.request_id)
         return JsonRpcError.internal()
+
+
+class SubscriptionHub:
+    """Open ``subscriptions/listen`` streams, and fan-out of change notifications to them.
+
+    Use :meth:`listen` as the whole handler of ``subscriptions/listen``; call :meth:`publish`
+    from anywhere (another request's handler, say) to send a notification to every open stream.
+    The connection of each stream drops what its client did not opt in to and tags the rest
+    with the subscription id, so publishing is always safe.
+    """
+
+    def __init__(self) -> None:
+        self._streams: dict[int, RequestContext] = {}
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    async def listen(
+        self,
+        ctx: RequestContext,
+        honored: Mapping[str, Any] | None = None,
+        *,
+        idle_poll: float = 3600.0,
+    ) -> HandlerResult:
+        """Acknowledge the subscription and keep the stream open until it is cancelled."""
+        ctx.connection.acknowledge(ctx.request.request_id, honored)
+        ctx.flush()
+        key = id(ctx)
+        self._streams[key] = ctx
+        try:
+            while True:
+                await ctx.sleep(idle_poll)
+        finally:
+            del self._streams[key]
+
+    def publish(self, method: str, params: Mapping[str, Any] | None = None) -> int:
+        """Notify every open stream; returns how many streams were offered the notification."""
+        streams = list(self._streams.values())
+        for ctx in streams:
+            ctx.notify(method, params)
+        return len(streams)

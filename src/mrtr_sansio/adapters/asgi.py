@@ -457,7 +457,8 @@ def _may_stream(event: RequestReceived) -> bool:
     return (
         "progressToken" in meta
         or "io.modelcontextprotocol/logLevel" in meta
-        or (event.era is Era.LEGACY)
+        or event.method == "subscriptions/listen"
+        or event.era is Era.LEGACY
     )
 
 
