@@ -43,6 +43,7 @@ EMBEDDABLE_METHODS = frozenset({ELICIT, SAMPLE, ROOTS})
 
 INPUT_REQUIRED = "input_required"
 _ROLES = ("user", "assistant")
+_ACTIONS = ("accept", "decline", "cancel")
 
 
 def _key(key: object) -> str:
@@ -289,11 +290,11 @@ class InputResponses(Mapping[str, Any]):
         if value is None:
             return None
         action = value.get("action")
-        if action not in ("accept", "decline", "cancel"):
+        if action not in _ACTIONS or (
+            "content" in value and not isinstance(value["content"], Mapping)
+        ):
             return None
-        if "content" in value and not isinstance(value["content"], Mapping):
-            return None
-        return action
+        return str(action)
 
     def accepted_content(self, key: str) -> Mapping[str, Any] | None:
         """The form content of an accepted elicitation, else None.
