@@ -240,12 +240,13 @@ def _resource(request: m.RequestReceived) -> HandlerResult:
     if _declined(request, "confirm"):
         return m.JsonRpcError.invalid_params("Access declined", {"uri": uri})
     content = request.input_responses.accepted_content("confirm")
-    if content is None or content.get("ok") is not True:
+    if content is None or not isinstance(content.get("ok"), bool):
         return m.InputRequiredResult(
             {"confirm": m.elicit_form("Reveal the secret?", CONFIRM_SCHEMA)},
             request_state={"step": "reveal"},
         )
-    return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": "s3cret"}]}
+    text = "s3cret" if content["ok"] else "(not revealed)"
+    return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}
 
 
 def config(*, sealed: bool = True) -> m.ServerConfig:
