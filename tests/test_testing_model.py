@@ -351,3 +351,20 @@ def test_model_config_defaults_follow_the_spec_and_the_suite() -> None:
 def test_config_helper_is_sealed() -> None:
     assert config().request_state is not None
     assert config(sealed=False).request_state is None
+
+
+def test_decoy_keys_never_collide_with_requested_ones() -> None:
+    """A server whose key is the model's decoy name still gets a genuinely unknown key."""
+    seen: list[set[str]] = []
+
+    def ask(request: m.RequestReceived, ctx: Any) -> Any:
+        answers = request.input_responses
+        seen.append(set(answers))
+        if answers.accepted_content("wrong_key") is None:
+            schema = {"type": "object", "properties": {}}
+            return m.InputRequiredResult({"wrong_key": m.elicit_form("?", schema)})
+        return {"content": []}
+
+    server = in_process_server(ask)
+    check_server(server, settings=fast(10), operations=(tool("t", mrtr=True),), client_info=None)
+    assert any("wrong_key_" in keys for keys in seen)

@@ -117,6 +117,7 @@ def _declined(request: m.RequestReceived, key: str) -> bool:
 async def handler(request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
     """Every tool, prompt and resource of the model tests."""
     method = request.method
+    ctx.progress(0, 1)  # sent only when the request carries a progress token
     if method == "tools/list":
         return {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in TOOLS]}
     if method == "prompts/list":
@@ -303,21 +304,23 @@ def input_required_on_list() -> Server:
     return _wrap(ask)
 
 
+async def plain_state_handler(request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
+    """The handler with its state as plain JSON text, trusting whatever comes back: a state
+    that does not parse is taken as none (the seeded bug)."""
+    raw = request.request_state
+    try:
+        state = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        state = None
+    result = await handler(attrs.evolve(request, request_state=state), ctx)
+    if isinstance(result, m.InputRequiredResult) and result.request_state is not None:
+        result = m.InputRequiredResult(result.input_requests, json.dumps(result.request_state))
+    return result
+
+
 def accepts_tampered_state() -> Server:
-    """Bug: state travels as plain JSON, and a state that does not parse is taken as none."""
-
-    async def plain(request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
-        raw = request.request_state
-        try:
-            state = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError:
-            state = None  # the bug: garbage is trusted instead of rejected
-        result = await handler(attrs.evolve(request, request_state=state), ctx)
-        if isinstance(result, m.InputRequiredResult) and result.request_state is not None:
-            result = m.InputRequiredResult(result.input_requests, json.dumps(result.request_state))
-        return result
-
-    return in_process_server(plain, config(sealed=False), principal="alice")
+    """Bug: state travels as plain JSON and is never verified."""
+    return in_process_server(plain_state_handler, config(sealed=False), principal="alice")
 
 
 def undeclared_elicitation() -> Server:

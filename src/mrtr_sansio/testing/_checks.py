@@ -70,7 +70,8 @@ class SpecViolationError(AssertionError):
         self.detail = detail
         self.request = request
         self.response = response
-        lines = [f"[{check}] {detail}", f"  rule: {CHECKS[check]}"]
+        short = detail if len(detail) <= 300 else detail[:300] + "…"
+        lines = [f"[{check}] {short}", f"  rule: {CHECKS[check]}"]
         if request is not None:
             lines.append(f"  request:  {_show(request)}")
             lines.append(f"  response: {_show(response)}")

@@ -232,7 +232,11 @@ def input_requests(allowed_by: Mapping[str, Any] | None = None) -> Strategy[dict
         if allowed(probe):
             fitting.append(strategy)
     if allowed({"method": SAMPLE, "params": {}}):
-        fitting.append(sampling_requests().filter(allowed))
+        tools = allowed({"method": SAMPLE, "params": {"tools": []}})
+        context = allowed({"method": SAMPLE, "params": {"includeContext": "allServers"}})
+        fitting.append(
+            sampling_requests(tools=None if tools else False, context=None if context else False)
+        )
     return st.one_of(fitting) if fitting else st.nothing()
 
 
@@ -268,7 +272,7 @@ def invalid_input_requests() -> Strategy[Json]:
             lambda msg: {"method": ELICIT, "params": {"mode": "url", "message": msg}}, _texts()
         ),
         st.just({"method": SAMPLE, "params": {"maxTokens": 10}}),
-        st.builds(lambda p: {"method": ROOTS, "params": p}, _not_an_object().filter(bool)),
+        st.builds(lambda p: {"method": ROOTS, "params": p}, _not_an_object(null=False)),
     )
 
 
@@ -428,9 +432,7 @@ def invalid_input_response_for(request: Mapping[str, Any]) -> Strategy[Json]:
         return st.one_of(
             not_object,
             st.just({}),
-            st.builds(
-                lambda r: {"roots": r}, _not_an_object().filter(lambda v: type(v) is not list)
-            ),
+            st.builds(lambda r: {"roots": r}, _not_an_object(array=False)),
             st.just({"roots": [{"name": "no uri"}]}),
         )
     raise ValueError(f"{method!r} is not an embedded request method")
@@ -467,11 +469,11 @@ def invalid_input_required_results() -> Strategy[Json]:
         st.just({"resultType": "input_required"}),
         st.builds(
             lambda r: {"resultType": "input_required", "inputRequests": r},
-            _not_an_object().filter(lambda v: v is not None),
+            _not_an_object(null=False),
         ),
         st.builds(
             lambda s: {"resultType": "input_required", "requestState": s},
-            _not_a_string().filter(lambda v: v is not None),
+            _not_a_string(null=False),
         ),
         st.builds(
             lambda k, r: {"resultType": "input_required", "inputRequests": {k: r}},

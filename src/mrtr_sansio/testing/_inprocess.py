@@ -111,6 +111,8 @@ def in_process_server(
     config: ServerConfig | None = None,
     *,
     principal: str | None = None,
+    keep: int = 1000,
 ) -> InProcessServer:
-    """A callable server running ``handler`` on a :class:`~mrtr_sansio.ServerConnection`."""
-    return InProcessServer(handler, config, principal=principal)
+    """A callable server running ``handler`` on a :class:`~mrtr_sansio.ServerConnection`
+    (``principal`` is bound into sealed state; ``keep`` bounds :attr:`InProcessServer.sent`)."""
+    return InProcessServer(handler, config, principal=principal, keep=keep)

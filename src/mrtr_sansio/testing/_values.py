@@ -79,21 +79,27 @@ def _json_objects(max_leaves: int = 6) -> Strategy[dict[str, Json]]:
 
 
 @cache
-def _not_an_object() -> Strategy[Json]:
-    return st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(),
-        _texts(),
-        st.lists(json_values(3), max_size=2),
-    )
+def _not_an_object(*, null: bool = True, array: bool = True) -> Strategy[Json]:
+    """JSON values that are not objects (``null`` and arrays only when asked for)."""
+    kinds: list[Strategy[Json]] = [st.booleans(), st.integers(), _texts()]
+    if null:
+        kinds.append(st.none())
+    if array:
+        kinds.append(st.lists(json_values(3), max_size=2))
+    return st.one_of(kinds)
 
 
 @cache
-def _not_a_string() -> Strategy[Json]:
-    return st.one_of(
-        st.none(), st.booleans(), st.integers(), st.lists(_texts(4), max_size=2), _json_objects(2)
-    )
+def _not_a_string(*, null: bool = True) -> Strategy[Json]:
+    kinds: list[Strategy[Json]] = [
+        st.booleans(),
+        st.integers(),
+        st.lists(_texts(4), max_size=2),
+        _json_objects(2),
+    ]
+    if null:
+        kinds.append(st.none())
+    return st.one_of(kinds)
 
 
 # --- JSON-RPC -----------------------------------------------------------------------------
@@ -208,12 +214,12 @@ def invalid_envelopes(version: str = LATEST_MODERN_VERSION) -> Strategy[Json]:
         )
 
     return st.one_of(
-        _not_an_object().filter(lambda v: v is not None),
+        _not_an_object(null=False),
         st.builds(lambda c: {CLIENT_CAPABILITIES: c, "progressToken": 1}, caps),
         st.just({PROTOCOL_VERSION: version}),
         with_field(CLIENT_CAPABILITIES, _not_an_object()),
         with_field(PROTOCOL_VERSION, _not_a_string()),
-        with_field(CLIENT_INFO, _not_an_object().filter(lambda v: v is not None)),
+        with_field(CLIENT_INFO, _not_an_object(null=False)),
         with_field("io.modelcontextprotocol/logLevel", st.sampled_from(["loud", "", "DEBUG"])),
         with_field(PROTOCOL_VERSION, st.sampled_from(["1900-01-01", "2099-12-31", "latest", ""])),
     )

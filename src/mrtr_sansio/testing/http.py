@@ -116,15 +116,10 @@ class HttpEndpoint:
         self.last_status = status
         if status == 202 or not body:
             return None
-        if ctype.split(";")[0].strip().lower() == "text/event-stream":
+        try:
+            response = self._read(ctype, body)
+        except ValueError:
             response = None
-            for item in parse_sse(body):
-                if isinstance(item, dict) and ("result" in item or "error" in item):
-                    response = item
-                else:
-                    self.notifications.append(item)
-        else:
-            response = json.loads(body)
         if not isinstance(response, dict):
             raise SpecViolationError(
                 "jsonrpc", f"HTTP {status} without a JSON-RPC response", message, body
@@ -134,6 +129,18 @@ class HttpEndpoint:
             raise SpecViolationError(
                 "http-status", f"HTTP {status}, expected {wanted}", message, response
             )
+        return response
+
+    def _read(self, content_type: str, body: bytes) -> Any:
+        """The JSON-RPC response in a JSON or SSE body (notifications on SSE are kept)."""
+        if content_type.split(";", maxsplit=1)[0].strip().lower() != "text/event-stream":
+            return json.loads(body)
+        response = None
+        for item in parse_sse(body):
+            if isinstance(item, dict) and ("result" in item or "error" in item):
+                response = item
+            else:
+                self.notifications.append(item)
         return response
 
 
