@@ -76,6 +76,9 @@ from ._mrtr import (
     list_roots,
     sample,
 )
+from ._sealing import REQUEST_STATE_REASONS, RequestStateSecurity
+from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
+from ._sealing_replay import MemoryReplayGuard, ReplayGuard
 from ._server import ServerConnection
 from ._session import LegacySession
 from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
@@ -101,9 +104,11 @@ __all__ = [
     "NEED_DATA",
     "PARSE_ERROR",
     "PROTOCOL_VERSION",
+    "REQUEST_STATE_REASONS",
     "SERVER_INFO",
     "SUBSCRIPTION_ID",
     "UNSUPPORTED_PROTOCOL_VERSION",
+    "AesGcmCodec",
     "Call",
     "CallCompleted",
     "CallFailed",
@@ -112,6 +117,7 @@ __all__ = [
     "Era",
     "Event",
     "FulfilRequest",
+    "HmacSha256Codec",
     "HttpRequestFacts",
     "InputNeeded",
     "InputRequest",
@@ -124,6 +130,7 @@ __all__ = [
     "LegacySession",
     "Limits",
     "LocalProtocolError",
+    "MemoryReplayGuard",
     "NotificationReceived",
     "Notify",
     "OrjsonCodec",
@@ -137,16 +144,19 @@ __all__ = [
     "PingAnswered",
     "ProtocolError",
     "RemoteProtocolError",
+    "ReplayGuard",
     "RequestCancelled",
     "RequestReceived",
     "RequestStateError",
     "RequestStateRejected",
+    "RequestStateSecurity",
     "Respond",
     "RoundsExhausted",
     "ServerConfig",
     "ServerConnection",
     "SessionInitialized",
     "StateBinding",
+    "StateCodec",
     "StateProtector",
     "StdlibJsonCodec",
     "UnexpectedResponse",

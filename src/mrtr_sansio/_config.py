@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -34,6 +34,16 @@ def _positive_number(_inst: object, attribute: attrs.Attribute[Any], value: Any)
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return None if value is None else dict(value)
+
+
+# Typed converters: with the builtins ``dict``/``tuple`` as converters, mypy's attrs plugin
+# derives unusable ``__init__`` parameter types (``capabilities={"tools": {}}`` fails --strict).
+def _plain_dict(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(value)
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
 
 
 @attrs.frozen
@@ -67,12 +77,12 @@ class ServerConfig:
     """
 
     server_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
-    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
     instructions: str | None = None
     #: Modern versions served per request; others get -32022.
-    supported_versions: tuple[str, ...] = attrs.field(default=MODERN_VERSIONS, converter=tuple)
+    supported_versions: tuple[str, ...] = attrs.field(default=MODERN_VERSIONS, converter=_str_tuple)
     #: Legacy versions accepted by ``initialize``, newest first; empty = modern-only server.
-    legacy_versions: tuple[str, ...] = attrs.field(default=LEGACY_VERSIONS, converter=tuple)
+    legacy_versions: tuple[str, ...] = attrs.field(default=LEGACY_VERSIONS, converter=_str_tuple)
     #: Cache hints stamped on complete results of cacheable methods unless the handler set them.
     cache_ttl_ms: int = 0
     cache_scope: Literal["public", "private"] = "private"
@@ -100,7 +110,7 @@ class ClientConfig:
     """Everything a :class:`ClientConnection` declares and bounds."""
 
     client_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
-    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
     #: ``"modern"``, ``"legacy"``, or ``"auto"`` (probe with ``server/discover``).
     era: Literal["modern", "legacy", "auto"] = "modern"
     protocol_version: str = LATEST_MODERN_VERSION

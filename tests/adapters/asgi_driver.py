@@ -7,7 +7,6 @@ read a stream up to a point, and simulate a client disconnect deterministically.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,8 +47,8 @@ class Response:
         self.complete = False
         self.started = anyio.Event()
         self.done = anyio.Event()
-        self._chunk_send, self._chunk_recv = anyio.create_memory_object_stream[bytes](math.inf)
-        self._buffer = b""
+        self._buffer = b""  # received and not yet consumed by next_message()
+        self._changed = anyio.Event()
 
     @property
     def body(self) -> bytes:
@@ -74,10 +73,10 @@ class Response:
             data = _pop_event(self)
             if data is not None:
                 return json.loads(data)  # type: ignore[no-any-return]
-            try:
-                self._buffer += await self._chunk_recv.receive()
-            except anyio.EndOfStream:
+            if self.complete:
                 return None
+            changed = self._changed
+            await changed.wait()
 
     async def _asgi_send(self, message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
@@ -87,12 +86,15 @@ class Response:
         elif message["type"] == "http.response.body":
             chunk = message.get("body", b"")
             self.chunks.append(chunk)
-            if chunk:
-                self._chunk_send.send_nowait(chunk)
+            self._buffer += chunk
             if not message.get("more_body", False):
                 self.complete = True
-                self._chunk_send.close()
                 self.done.set()
+            self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
 
 
 def _sse_data(body: bytes) -> list[str]:
@@ -141,7 +143,8 @@ class Request:
         finally:
             self.finished.set()
             if not self.response.complete:
-                self.response._chunk_send.close()
+                self.response.complete = True  # the app returned without finishing the body
+                self.response._wake()
 
 
 class Client:

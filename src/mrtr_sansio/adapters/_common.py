@@ -1,32 +1,67 @@
-"""What every server adapter shares: the handler signature and the context handlers get.
+"""What every server adapter shares: the handler signature, the context handlers get, and the
+IO-free half of a stream server loop.
 
-A handler is written once and served by every adapter::
+A handler is written once and served by every async adapter::
 
     async def handler(request: RequestReceived, ctx: RequestContext) -> HandlerResult: ...
 
 It returns a result mapping, an :class:`~mrtr_sansio.InputRequiredResult` or a
 :class:`~mrtr_sansio.JsonRpcError`. It must not import an async library: it sleeps with
 ``await ctx.sleep(s)`` and sends progress and log messages through ``ctx``, so the same handler
-runs under asyncio, trio, and any ASGI server.
+runs under asyncio, trio, and any ASGI server. The blocking stdio adapter takes the same
+handler written with ``def`` and a :class:`BlockingRequestContext`.
+
+:class:`StreamServer` is the part of a stream adapter that does no IO: it feeds bytes to the
+connection, routes the events (start a handler, cancel a handler), delivers handler answers and
+keeps the connection's timer deadline, so that each adapter is only a loop moving bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Generic, TypeAlias, TypeVar
 
-from mrtr_sansio import InputRequiredResult, JsonRpcError, RequestReceived, ServerConnection
+from mrtr_sansio import (
+    NEED_DATA,
+    ConnectionClosed,
+    InputRequiredResult,
+    InvalidMessage,
+    JsonRpcError,
+    LocalProtocolError,
+    RequestCancelled,
+    RequestReceived,
+    RequestStateRejected,
+    RoundsExhausted,
+    ServerConnection,
+)
 
-__all__ = ["Handler", "HandlerResult", "RequestContext", "SubscriptionHub", "call_handler"]
+__all__ = [
+    "BlockingHandler",
+    "BlockingRequestContext",
+    "Handler",
+    "HandlerResult",
+    "RequestContext",
+    "StreamServer",
+    "SubscriptionHub",
+    "call_blocking_handler",
+    "call_handler",
+]
 
 log = logging.getLogger("mrtr_sansio.adapters")
 
 HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcError
 
+#: Bytes asked of the transport per read.
+READ_SIZE = 64 * 1024
 
-class RequestContext:
-    """A handler's view of its transport: notifications tied to its request, and sleeping.
+
+SleepT = TypeVar("SleepT")
+
+
+class _Context(Generic[SleepT]):
+    """Notifications tied to one request, and the adapter's sleep: what contexts share.
 
     ``flush`` is called after anything is queued on the connection, so that the adapter writes
     it out at once (progress and log messages must reach the client while the handler runs).
@@ -39,7 +74,7 @@ class RequestContext:
         conn: ServerConnection,
         request: RequestReceived,
         flush: Callable[[], None],
-        sleep: Callable[[float], Awaitable[None]],
+        sleep: SleepT,
     ) -> None:
         self._conn = conn
         self._flush = flush
@@ -51,17 +86,13 @@ class RequestContext:
         """The connection the request arrived on."""
         return self._conn
 
-    async def sleep(self, seconds: float) -> None:
-        """Sleep with whatever async library the adapter runs on."""
-        await self._sleep(seconds)
+    def flush(self) -> None:
+        """Hand whatever the connection has queued to the transport now."""
+        self._flush()
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification related to this request (dropped once it has been answered)."""
         self._conn.notify(method, params, self.request.request_id)
-        self._flush()
-
-    def flush(self) -> None:
-        """Hand whatever the connection has queued to the transport now."""
         self._flush()
 
     def progress(
@@ -87,7 +118,36 @@ class RequestContext:
         self.notify("notifications/message", params)
 
 
+class RequestContext(_Context[Callable[[float], Awaitable[None]]]):
+    """A handler's view of its transport: notifications tied to its request, and sleeping.
+
+    Built as ``RequestContext(conn, request, flush, sleep)``.
+    """
+
+    __slots__ = ()
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep with whatever async library the adapter runs on."""
+        await self._sleep(seconds)
+
+
+class BlockingRequestContext(_Context[Callable[[float], None]]):
+    """:class:`RequestContext` for blocking handlers (the stdio adapter)."""
+
+    __slots__ = ()
+
+    def sleep(self, seconds: float) -> None:
+        """Block for ``seconds``; the adapter may end it early if the request is cancelled."""
+        self._sleep(seconds)
+
+
 Handler: TypeAlias = Callable[[RequestReceived, RequestContext], Awaitable[HandlerResult]]
+BlockingHandler: TypeAlias = Callable[[RequestReceived, BlockingRequestContext], HandlerResult]
+
+
+def _handler_failed(request: RequestReceived) -> JsonRpcError:
+    log.exception("handler failed for %s %r", request.method, request.request_id)
+    return JsonRpcError.internal()
 
 
 async def call_handler(handler: Handler, ctx: RequestContext) -> HandlerResult:
@@ -95,8 +155,15 @@ async def call_handler(handler: Handler, ctx: RequestContext) -> HandlerResult:
     try:
         return await handler(ctx.request, ctx)
     except Exception:
-        log.exception("handler failed for %s %r", ctx.request.method, ctx.request.request_id)
-        return JsonRpcError.internal()
+        return _handler_failed(ctx.request)
+
+
+def call_blocking_handler(handler: BlockingHandler, ctx: BlockingRequestContext) -> HandlerResult:
+    """Run a blocking ``handler``; an exception becomes -32603, as in :func:`call_handler`."""
+    try:
+        return handler(ctx.request, ctx)
+    except Exception:
+        return _handler_failed(ctx.request)
 
 
 class SubscriptionHub:
@@ -138,3 +205,105 @@ class SubscriptionHub:
         for ctx in streams:
             ctx.notify(method, params)
         return len(streams)
+
+
+class StreamServer:
+    """The IO-free half of a stream server loop around one :class:`ServerConnection`.
+
+    The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it calls
+    ``start(request)`` for each request to run (first rounds and legacy-shim replays alike) and
+    ``cancel(request_id)`` for each request the client cancelled. It also tracks the
+    connection's timer: after a change (:meth:`refresh_timer`) the adapter re-arms its own
+    timer for :meth:`timer_delay` seconds and calls :meth:`fire_timer` when it goes off.
+    """
+
+    __slots__ = ("_cancel", "_clock", "_deadline", "_start", "closed", "conn")
+
+    def __init__(
+        self,
+        conn: ServerConnection,
+        start: Callable[[RequestReceived], object],
+        cancel: Callable[[str | int], object],
+    ) -> None:
+        self.conn = conn
+        self._start = start
+        self._cancel = cancel
+        self._clock = conn.config.clock
+        self._deadline: float | None = None
+        #: True once the input ended (EOF, or a read failure treated as one).
+        self.closed = False
+
+    def receive(self, data: bytes) -> None:
+        """Feed bytes read from the peer (``b""`` at the end of input) and route the events."""
+        if not self.closed:
+            self.conn.receive_data(data)
+            self.route()
+
+    def route(self) -> None:
+        """Hand every pending connection event to ``start``/``cancel``, or log it."""
+        conn = self.conn
+        while True:
+            event = conn.next_event()
+            if type(event) is RequestReceived:
+                self._start(event)
+            elif type(event) is RequestCancelled:
+                self._cancel(event.request_id)
+            elif event is NEED_DATA:
+                return
+            elif type(event) is ConnectionClosed:
+                self.closed = True
+            else:
+                _log_event(event)
+
+    def answer(self, request: RequestReceived, result: HandlerResult) -> None:
+        """Answer ``request`` with what its handler returned.
+
+        An answer the connection refuses (``input_required`` on a method that does not allow
+        it, a result that is not JSON) becomes -32603 and is logged; an answer to a request
+        the client cancelled meanwhile is dropped.
+        """
+        conn = self.conn
+        rid = request.request_id
+        try:
+            conn.respond(rid, result)
+        except (LocalProtocolError, TypeError) as exc:
+            log.error("handler for %s %r returned an invalid answer: %s", request.method, rid, exc)
+            with contextlib.suppress(LocalProtocolError):  # unless it awaits no answer now
+                conn.respond(rid, JsonRpcError.internal())
+        self.route()  # a state-only round on the legacy wire replays at once
+
+    def refresh_timer(self) -> bool:
+        """Re-read the connection's next deadline; True when it changed (re-arm the timer)."""
+        deadline = self.conn.next_deadline()
+        if deadline == self._deadline:
+            return False
+        self._deadline = deadline
+        return True
+
+    def timer_delay(self) -> float | None:
+        """Seconds until the deadline last read by :meth:`refresh_timer`, or None for none."""
+        deadline = self._deadline
+        return None if deadline is None else max(0.0, deadline - self._clock())
+
+    def fire_timer(self) -> None:
+        """The adapter's timer went off: expire what is due on the connection's own clock."""
+        self.conn.handle_timer(self._clock())
+        self.route()
+
+
+def _log_event(event: object) -> None:
+    if isinstance(event, InvalidMessage):
+        log.debug("invalid message from the client: %s", event.error.message)
+    elif isinstance(event, RequestStateRejected):
+        log.info(
+            "requestState rejected for %s %r: %s", event.method, event.request_id, event.reason
+        )
+    elif isinstance(event, RoundsExhausted):
+        log.warning(
+            "%s %r still needed input after %d rounds",
+            event.call.method,
+            event.call.request_id,
+            event.rounds,
+        )
+    else:
+        log.debug("%r", event)
