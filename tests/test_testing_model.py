@@ -25,8 +25,8 @@ from mrtr_sansio.testing import (
     tool,
 )
 from testing_servers import (
+    KEYS,
     OPERATIONS,
-    HmacState,
     Server,
     accepts_tampered_state,
     config,
@@ -219,16 +219,18 @@ def test_invalid_answers_must_not_complete() -> None:
     assert violation(_wrapped(lax), operations=ops) == "invalid-answers"
 
 
-class _UnboundState(HmacState):
-    """Checks the tag but not what the state is bound to."""
+class _UnboundState:
+    """Seals and verifies, but binds every state to the same request: any operation takes it."""
 
-    def unseal(self, token: str, binding: m.StateBinding, now: float) -> m.UnsealedState:
-        anything = m.StateBinding("tools/call", None, None, None)
-        return super().unseal(token, anything, now)
+    def __init__(self) -> None:
+        self._inner = m.RequestStateSecurity(KEYS)
+        self._anything = m.StateBinding("tools/call", None, None, None)
 
     def seal(self, state: Any, binding: m.StateBinding, round: int, now: float) -> str:
-        anything = m.StateBinding("tools/call", None, None, None)
-        return super().seal(state, anything, round, now)
+        return self._inner.seal(state, self._anything, round, now)
+
+    def unseal(self, token: str, binding: m.StateBinding, now: float) -> m.UnsealedState:
+        return self._inner.unseal(token, self._anything, now)
 
 
 def test_foreign_state_is_found_when_binding_is_required() -> None:
@@ -237,27 +239,13 @@ def test_foreign_state_is_found_when_binding_is_required() -> None:
     check_server(server, settings=fast(8), operations=OPERATIONS)
 
 
-def _single_use() -> Server:
-    inner = correct_server()
-    used: set[str] = set()
-
-    def server(request: dict[str, Any]) -> Mapping[str, Any] | None:
-        state = request["params"].get("requestState")
-        if state is not None:
-            if state in used:
-                return _error(request)
-            used.add(state)
-        return inner(request)
-
-    return server
-
-
 def test_replayed_state_is_found_when_single_use_is_required() -> None:
     assert violation(correct_server(), single_use_state=True) == "replayed-state"
 
 
 def test_single_use_server_passes_when_declared_single_use() -> None:
-    check_server(_single_use(), settings=fast(10), operations=OPERATIONS, single_use_state=True)
+    server = in_process_server(handler, config(single_use=True), principal="alice")
+    check_server(server, settings=fast(10), operations=OPERATIONS, single_use_state=True)
 
 
 def test_tampering_is_not_checked_when_not_required() -> None:

@@ -3,14 +3,11 @@ deliberately broken ones, each with one seeded bug the ServerModel must find.
 
 The correct server is written the way a user of this package would write it: one handler in
 the adapters' signature, reading answers with the typed readers of ``InputResponses``, with
-``requestState`` sealed by an HMAC protector (a stand-in until the sealing module lands).
+``requestState`` sealed by ``RequestStateSecurity``.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -47,60 +44,6 @@ OPERATIONS = (
     prompt("intro", mrtr=True),
     resource("file:///secret.txt", mrtr=True),
 )
-
-
-# --- requestState protection -------------------------------------------------------------
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-class HmacState:
-    """A minimal StateProtector: JSON payload + HMAC-SHA256, bound to the request and principal,
-    with a TTL. (Tests only; the package's own sealing lives elsewhere.)"""
-
-    def __init__(self, key: bytes = b"k" * 32, ttl: float = 300.0) -> None:
-        self._key = key
-        self._ttl = ttl
-
-    @staticmethod
-    def _bind(binding: m.StateBinding) -> list[Any]:
-        args = json.dumps(binding.arguments, sort_keys=True, separators=(",", ":"))
-        return [binding.method, binding.target, hashlib.sha256(args.encode()).hexdigest()[:16]]
-
-    def seal(self, state: Any, binding: m.StateBinding, round: int, now: float) -> str:
-        payload = json.dumps(
-            {
-                "s": state,
-                "r": round,
-                "b": self._bind(binding),
-                "p": binding.principal,
-                "x": now + self._ttl,
-            },
-            separators=(",", ":"),
-        ).encode()
-        tag = hmac.new(self._key, payload, hashlib.sha256).digest()
-        return _b64(payload) + "." + _b64(tag)
-
-    def unseal(self, token: str, binding: m.StateBinding, now: float) -> m.UnsealedState:
-        body, _, tag = token.partition(".")
-        try:
-            payload, mac = _unb64(body), _unb64(tag)
-        except (ValueError, TypeError):
-            raise m.RequestStateError("malformed") from None
-        if not hmac.compare_digest(mac, hmac.new(self._key, payload, hashlib.sha256).digest()):
-            raise m.RequestStateError("bad tag")
-        data = json.loads(payload)
-        if data["b"] != self._bind(binding) or data["p"] != binding.principal:
-            raise m.RequestStateError("bound to another request")
-        if now > data["x"]:
-            raise m.RequestStateError("expired")
-        return m.UnsealedState(data["s"], data["r"])
 
 
 # --- the correct server --------------------------------------------------------------------
@@ -250,9 +193,14 @@ def _resource(request: m.RequestReceived) -> HandlerResult:
     return {"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}
 
 
-def config(*, sealed: bool = True) -> m.ServerConfig:
-    """The server config: HMAC-sealed state unless ``sealed`` is False."""
-    return m.ServerConfig(server_info=SERVER_INFO, request_state=HmacState() if sealed else None)
+KEYS = [b"model-tests-key-0123456789abcdef"]
+
+
+def config(*, sealed: bool = True, single_use: bool = False) -> m.ServerConfig:
+    """The server config: sealed state unless ``sealed`` is False (single use if asked)."""
+    guard = m.MemoryReplayGuard() if single_use else None
+    security = m.RequestStateSecurity(KEYS, replay_guard=guard) if sealed else None
+    return m.ServerConfig(server_info=SERVER_INFO, request_state=security)
 
 
 def correct_server() -> InProcessServer:

@@ -60,7 +60,17 @@ class _Flow:
     requests: dict[str, Any]
     state: str | None
     round: int
-    used: bool = False
+    #: The state went out on a retry at least once.
+    sent: bool = False
+    #: A retry carrying the state was answered without an error (so a single-use server
+    #: has consumed it).
+    consumed: bool = False
+
+    def carried(self, response: Mapping[str, Any]) -> None:
+        """Note that a request carrying this flow's state got ``response``."""
+        if self.state is not None:
+            self.sent = True
+            self.consumed = self.consumed or "error" not in response
 
 
 class ServerModel(RuleBasedStateMachine):
@@ -273,21 +283,23 @@ class ServerModel(RuleBasedStateMachine):
         extras = cfg.ignore_unknown_keys and data.draw(st.booleans(), label="extra keys")
         responses = self._answers(data, flow, extra_keys=extras)
         request = self._retry(data, flow, responses, flow.state, caps)
-        replay = flow.used and flow.state is not None
-        flow.used = True
+        consumed, maybe = flow.consumed, flow.sent
         response = self._send(request, caps)
-        if replay and cfg.single_use_state:
-            if "error" not in response:
-                raise SpecViolationError(
-                    "replayed-state", "a used requestState was accepted again", request, response
-                )
-            return
+        flow.carried(response)
+        if cfg.single_use_state and consumed and "error" not in response:
+            raise SpecViolationError(
+                "replayed-state", "a used requestState was accepted again", request, response
+            )
+        if cfg.single_use_state and maybe:
+            return  # the state may be spent: any answer is right
         if self._error(response) and _all_accepted(responses, flow.requests):
             if set(responses) - set(flow.requests) and not cfg.single_use_state:
                 # Was it the unknown keys? The same answers without them tell.
                 plain = {k: responses[k] for k in flow.requests}
                 again = self._retry(data, flow, plain, flow.state, caps)
-                if not self._error(self._send(again, caps)):
+                second = self._send(again, caps)
+                flow.carried(second)
+                if not self._error(second):
                     raise SpecViolationError(
                         "unknown-keys",
                         "unknown inputResponses keys were refused",
@@ -342,11 +354,11 @@ class ServerModel(RuleBasedStateMachine):
         elif shape == "no map" and not kept:
             responses = None
         request = self._retry(data, flow, responses, flow.state)
-        replay = flow.used and flow.state is not None
-        flow.used = True
+        maybe = flow.sent
         response = self._send(request, flow.caps)
-        if replay and cfg.single_use_state:
-            return
+        flow.carried(response)
+        if cfg.single_use_state and maybe:
+            return  # the state may be spent: any answer is right
         if cfg.reask_missing and self._error(response):
             raise SpecViolationError(
                 "missing-answers",
@@ -374,8 +386,8 @@ class ServerModel(RuleBasedStateMachine):
         )
         responses[key] = data.draw(strategy, label="invalid answer")
         request = self._retry(data, flow, responses, flow.state)
-        flow.used = True
         response = self._send(request, flow.caps)
+        flow.carried(response)
         if outcome(response) == ("result", "complete"):
             raise SpecViolationError(
                 "invalid-answers",
@@ -401,8 +413,8 @@ class ServerModel(RuleBasedStateMachine):
         request = self._request(
             data, op.method, params, flow.caps, responses=answers, state=flow.state
         )
-        flow.used = True
         response = self._send(request, flow.caps)
+        flow.carried(response)
         if "error" not in response:
             raise SpecViolationError(
                 "foreign-state",
