@@ -76,6 +76,7 @@ from ._mrtr import (
     list_roots,
     sample,
 )
+from ._param_headers import mirrored_params, param_headers_for
 from ._sealing import REQUEST_STATE_REASONS, RequestStateSecurity
 from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._sealing_replay import MemoryReplayGuard, ReplayGuard
@@ -169,8 +170,10 @@ __all__ = [
     "encode_header_value",
     "list_roots",
     "merge_capabilities",
+    "mirrored_params",
     "missing_capabilities",
     "modern_envelope",
+    "param_headers_for",
     "required_capabilities",
     "sample",
 ]

@@ -7,6 +7,7 @@ bound methods are called directly on the hot path.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Protocol
 
 __all__ = ["JsonCodec", "OrjsonCodec", "StdlibJsonCodec", "default_codec"]
@@ -29,18 +30,32 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    """Parse a JSON number with a fraction or exponent, refusing overflow to infinity.
+
+    The stdlib turns ``1e400`` into ``inf``, a value JSON cannot carry back out (orjson refuses
+    it at parse time); refusing it here keeps both codecs in agreement.
+    """
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number out of range: {text[:32]}")
+    return value
+
+
 class StdlibJsonCodec:
     """The standard library's C-accelerated json, strict about what RFC 8259 allows.
 
-    Python's json accepts ``NaN`` and ``Infinity`` by default; this codec refuses them, and
-    encodes compactly with non-ASCII escaped so that any string (lone surrogates included)
-    serializes.
+    Python's json accepts ``NaN`` and ``Infinity`` by default and turns ``1e400`` into
+    infinity; this codec refuses all three. It encodes compactly with non-ASCII escaped so that
+    any string (lone surrogates included) serializes.
     """
 
     __slots__ = ("_decode", "_encode")
 
     def __init__(self) -> None:
-        self._decode = json.JSONDecoder(parse_constant=_reject_constant).decode
+        self._decode = json.JSONDecoder(
+            parse_constant=_reject_constant, parse_float=_finite_float
+        ).decode
         self._encode = json.JSONEncoder(
             separators=(",", ":"), check_circular=False, allow_nan=False
         ).encode

@@ -43,6 +43,8 @@ def _plain_dict(value: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):  # "2026-07-28" would become a tuple of characters
+        raise TypeError(f"expected a sequence of version strings, not the string {value!r}")
     return tuple(value)
 
 
@@ -52,7 +54,7 @@ class Limits:
 
     #: Largest message (a stream line or an HTTP body) accepted, in bytes.
     max_message_bytes: int = attrs.field(default=4 * MiB, validator=_positive)
-    #: Requests from the peer that may be in flight at once; more are answered -32600.
+    #: Requests from the peer that may be in flight at once; more are answered -32603.
     max_in_flight: int = attrs.field(default=1024, validator=_positive)
     #: Entries in one ``inputRequests`` map (sent or received).
     max_input_requests: int = attrs.field(default=32, validator=_positive)
@@ -103,6 +105,12 @@ class ServerConfig:
     clock: Callable[[], float] = time.time
     #: Source of unguessable ids (legacy url-elicitation ids). Injected for determinism.
     token_hex: Callable[[int], str] = secrets.token_hex
+    #: Streamable HTTP: the tools' ``x-mcp-header`` annotations (tool name -> header name ->
+    #: argument path, e.g. ``param_headers_for(tools)``). A ``tools/call`` of such a tool must
+    #: mirror those arguments in ``Mcp-Param-*`` headers that match the body, else -32020.
+    param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] = attrs.field(
+        factory=dict, converter=_plain_dict
+    )
 
 
 @attrs.frozen

@@ -31,6 +31,28 @@ __all__ = ["Connection"]
 
 #: What a decode failure can raise, across codecs (orjson's error is a ValueError).
 DECODE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError, TypeError)
+#: What an encode failure can raise, across codecs (orjson's error is a TypeError).
+ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
+
+
+def _scrub(value: Any) -> Any:
+    """``value`` with every string made valid UTF-8 (lone surrogates become ``?``)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, Mapping):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def _parse_failure(data: bytes) -> str:
+    """Why ``data`` failed to decode, worded the same whichever codec failed on it."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "invalid UTF-8"
+    return "Invalid JSON"
 
 
 class Connection:
@@ -88,9 +110,8 @@ class Connection:
         """Decode one message and hand it to the role; undecodable input gets -32700."""
         try:
             msg = self._loads(data)
-        except DECODE_ERRORS as exc:
-            detail = "invalid UTF-8" if isinstance(exc, UnicodeDecodeError) else "Invalid JSON"
-            self._invalid(parse_error(detail), answer=True)
+        except DECODE_ERRORS:
+            self._invalid(parse_error(_parse_failure(data)), answer=True)
             return
         self._dispatch(msg, context)
 
@@ -151,12 +172,24 @@ class Connection:
     def _encode(self, message: Mapping[str, Any]) -> bytes:
         try:
             return self._dumps(message)
-        except (TypeError, ValueError, OverflowError, RecursionError) as exc:
+        except ENCODE_ERRORS as exc:
             raise LocalProtocolError(f"message cannot be serialized as JSON: {exc}") from exc
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
         """Report invalid input, answering it with an error response when ``answer``."""
         if answer:
-            msg = error_message(exc.request_id, exc.error)
-            self._out.append((OutgoingError, self._dumps(msg), msg, exc.request_id, exc.error))
+            rid, error = exc.request_id, exc.error
+            msg = error_message(rid, error)
+            try:
+                data = self._dumps(msg)
+            except ENCODE_ERRORS:
+                # A message handed over already decoded can hold text this codec cannot write
+                # (orjson: lone surrogates) in its id or in what the error echoes back. An id
+                # that cannot be written is left out, as for one that could not be read.
+                if _scrub(rid) != rid:
+                    rid = None
+                error = JsonRpcError(error.code, _scrub(error.message), _scrub(error.data))
+                msg = error_message(rid, error)
+                data = self._dumps(msg)
+            self._out.append((OutgoingError, data, msg, rid, error))
         self._events.append(InvalidMessage(exc.error, exc.request_id, answer))

@@ -75,6 +75,12 @@ class LineFramer:
                 self._discarding = False
                 start = nl + 1
                 continue
+            if len(buf) + (nl - start) > limit + 1:
+                # Too long even before a trailing \r is dropped: skip it without copying it.
+                buf.clear()
+                start = nl + 1
+                yield Oversized(limit)
+                continue
             if buf:
                 buf += data[start:nl]
                 line = bytes(buf)

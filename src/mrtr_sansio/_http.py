@@ -4,13 +4,13 @@ Modern HTTP requests mirror parts of the body in headers: ``MCP-Protocol-Version
 envelope's version, ``Mcp-Method`` the method, and ``Mcp-Name`` the tool or prompt name or the
 resource URI (on ``tools/call``, ``prompts/get``, ``resources/read``). Values that are not plain
 header-safe ASCII travel as ``=?base64?<base64 of UTF-8>?=``. Any violation is -32020 with
-HTTP status 400.
+HTTP status 400. Tool arguments a tool marks with ``x-mcp-header`` are mirrored too, in
+``Mcp-Param-{Name}`` headers (see :mod:`._param_headers`).
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,19 +25,25 @@ _NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "u
 
 @attrs.frozen
 class HttpRequestFacts:
-    """The MCP headers of one HTTP POST, as received (None when a header was absent)."""
+    """The MCP headers of one HTTP POST, as received (None when a header was absent).
+
+    ``params`` holds the ``Mcp-Param-{Name}`` headers by lower-case ``{Name}``.
+    """
 
     protocol_version: str | None = None
     method: str | None = None
     name: str | None = None
+    params: Mapping[str, str] = attrs.field(factory=dict, hash=False)
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str]) -> HttpRequestFacts:
         """Pick the MCP headers out of a mapping with lower-case names."""
+        params = {k[10:]: v for k, v in headers.items() if k.startswith("mcp-param-")}
         return cls(
             headers.get("mcp-protocol-version"),
             headers.get("mcp-method"),
             headers.get("mcp-name"),
+            params,
         )
 
 
@@ -50,7 +56,7 @@ def decode_header_value(value: str) -> str:
         payload = value[9:-2]
         try:
             return base64.b64decode(payload, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError) as exc:
+        except ValueError as exc:  # binascii.Error, UnicodeDecodeError, non-ASCII payload
             raise ValueError("malformed base64 header value") from exc
     return value
 

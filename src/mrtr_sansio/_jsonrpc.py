@@ -3,9 +3,10 @@
 Messages stay plain dicts end to end: the connection reads the few fields it needs straight from
 the decoded object, which keeps the per-message cost to one pass of the JSON codec.
 
-Ids are strings or integers, never null, booleans or floats. Batches (JSON arrays) were removed
-from MCP in 2025-06-18 and are rejected. An error about a message whose id cannot be read omits
-``id`` (both MCP schemas type it as optional string-or-integer); peers' ``"id": null`` is read.
+Ids are strings or 64-bit integers, never null, booleans or floats. Batches (JSON arrays) were
+removed from MCP in 2025-06-18 and are rejected. An error about a message whose id cannot be read
+omits ``id`` (both MCP schemas type it as optional string-or-integer); peers' ``"id": null`` is
+read.
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ RESPONSE: Final = 2
 
 
 def is_valid_id(value: Any) -> bool:
-    """A JSON-RPC id as MCP allows it: a string or an integer (``bool`` excluded)."""
+    """A JSON-RPC id as MCP allows it: a string or an integer (``bool`` excluded).
+
+    Integers must fit 64 bits (signed or unsigned), the range every codec can write back; orjson
+    reads larger ones as floats, so this also keeps the codecs in agreement.
+    """
     t = type(value)
-    return t is str or t is int
+    return t is str or (t is int and -(2**63) <= value < 2**64)
 
 
 def _invalid(message: str, request_id: Any = None) -> RemoteProtocolError:
@@ -66,11 +71,11 @@ def classify(msg: Any) -> int:
     method = msg.get("method")
     if msg.get("jsonrpc") == "2.0" and type(method) is str:
         params = msg.get("params")
-        if params is None or type(params) is dict:
+        if type(params) is dict or (params is None and "params" not in msg):
             if "id" not in msg:
                 return NOTIFICATION
-            request_id = msg["id"]
-            if type(request_id) is str or type(request_id) is int:
+            rid = msg["id"]
+            if type(rid) is str or (type(rid) is int and -(2**63) <= rid < 2**64):
                 return REQUEST
     return _classify_slowly(msg, method)
 
@@ -80,12 +85,14 @@ def _classify_slowly(msg: dict[str, Any], method: Any) -> int:
     raw_id = msg.get("id")
     request_id = raw_id if is_valid_id(raw_id) else None
     if msg.get("jsonrpc") != "2.0":
+        if method is None and ("result" in msg or "error" in msg):
+            request_id = None  # a malformed response: never answered
         raise _invalid('Invalid Request: "jsonrpc" must be "2.0"', request_id)
     if method is not None:
         if type(method) is not str:
             raise _invalid('Invalid Request: "method" must be a string', request_id)
         params = msg.get("params")
-        if params is not None and type(params) is not dict:
+        if type(params) is not dict and (params is not None or "params" in msg):
             raise _invalid('Invalid Request: "params" must be an object', request_id)
         raise _invalid('Invalid Request: "id" must be a string or an integer')
     if "result" in msg:

@@ -46,13 +46,13 @@ _ROLES = ("user", "assistant")
 _ACTIONS = ("accept", "decline", "cancel")
 
 
-def _key(key: object) -> str:
-    """A plain ``str`` for a key that is a str or a str subclass (e.g. a ``StrEnum`` member)."""
+def _key(key: object) -> str | None:
+    """A plain ``str`` for a str or a str subclass (e.g. a ``StrEnum`` member), else None."""
     if type(key) is str:
         return key
     if isinstance(key, str):
         return str.__str__(key)
-    raise TypeError(f"input request keys must be strings, got {type(key).__name__}")
+    return None
 
 
 @attrs.frozen
@@ -69,6 +69,8 @@ class InputRequest:
     _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.method, str):
+            raise TypeError(f"method: must be a string, got {type(self.method).__name__}")
         if self.method not in EMBEDDABLE_METHODS:
             raise ValueError(
                 f"method: {self.method!r} cannot be embedded; use one of "
@@ -80,6 +82,11 @@ class InputRequest:
         elif not isinstance(self.params, Mapping):
             raise TypeError(f"params: must be a mapping, got {type(self.params).__name__}")
         else:
+            if self.method == ELICIT and self.params.get("mode", "form") not in ("form", "url"):
+                # Anything else would be sent with the wrong capability check (and is invalid).
+                raise ValueError(
+                    f"params.mode: must be 'form', 'url' or absent, got {self.params['mode']!r}"
+                )
             # A private plain-dict copy: serializable by any codec, immune to caller mutation.
             object.__setattr__(self, "params", dict(self.params))
         wire = (
@@ -123,9 +130,20 @@ def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
     out: dict[str, InputRequest] = {}
     for key, request in value.items():
         k = _key(key)
+        if k is None:
+            raise TypeError(f"input_requests: keys must be strings, got {type(key).__name__}")
         if not k:
             raise ValueError("input_requests: keys must be non-empty strings")
-        out[k] = InputRequest.coerce(request)
+        if not isinstance(request, (InputRequest, Mapping)):
+            raise TypeError(
+                f"input_requests[{k!r}]: must be an InputRequest or a mapping, "
+                f"got {type(request).__name__}"
+            )
+        try:
+            out[k] = InputRequest.coerce(request)
+        except (TypeError, ValueError) as exc:
+            # The message starts with the field ("method: ..."); say which entry it is in.
+            raise type(exc)(f"input_requests[{k!r}].{exc}") from None
     return out
 
 
@@ -256,15 +274,19 @@ class InputResponses(Mapping[str, Any]):
 
     Lookups accept any str-like key. The typed readers return None when the answer is absent or
     not of the expected shape, so that a handler can simply ask again (the spec's SHOULD).
+    Anything but a mapping (junk a peer sent where it was not validated) reads as empty.
     """
 
     __slots__ = ("_raw",)
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
-        self._raw: Mapping[str, Any] = raw if raw is not None else {}
+        self._raw: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
 
     def __getitem__(self, key: str) -> Any:
-        return self._raw[_key(key)]
+        k = _key(key)
+        if k is None:
+            raise KeyError(key)
+        return self._raw[k]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._raw)
@@ -273,14 +295,18 @@ class InputResponses(Mapping[str, Any]):
         return len(self._raw)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and _key(key) in self._raw
+        k = _key(key)
+        return k is not None and k in self._raw
 
     def __repr__(self) -> str:
         return f"InputResponses({dict(self._raw)!r})"
 
     def get_response(self, key: str) -> Mapping[str, Any] | None:
         """The raw answer object under ``key``, or None."""
-        value = self._raw.get(key if type(key) is str else _key(key))
+        k = key if type(key) is str else _key(key)
+        if k is None:
+            return None
+        value = self._raw.get(k)
         return value if type(value) is dict or isinstance(value, Mapping) else None
 
     def elicitation_action(self, key: str) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ._capabilities import missing_capabilities
 from ._config import ServerConfig
 from ._connection import Connection
 from ._envelope import (
@@ -24,6 +25,7 @@ from ._envelope import (
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
+    LOG_LEVELS,
     PROTOCOL_VERSION,
     SERVER_INFO,
     Era,
@@ -37,6 +39,7 @@ from ._errors import (
     JsonRpcError,
     LocalProtocolError,
     RemoteProtocolError,
+    _capability_paths,
 )
 from ._events import (
     NotificationReceived,
@@ -55,7 +58,6 @@ from ._http import HttpRequestFacts, check_headers
 from ._jsonrpc import (
     NOTIFICATION,
     REQUEST,
-    RESPONSE,
     classify,
     error_message,
     is_valid_id,
@@ -63,6 +65,7 @@ from ._jsonrpc import (
     result_message,
 )
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
+from ._param_headers import check_param_headers
 from ._session import LegacySession
 from ._shim import LegacyShim
 from ._state import RequestStateError, StateBinding
@@ -190,7 +193,7 @@ class ServerConnection(Connection):
         kind = type(result)
         if kind is dict:
             if result.get("resultType") == INPUT_REQUIRED:  # type: ignore[union-attr]
-                self._respond_input_required(event, _input_required(result))  # type: ignore[arg-type]
+                self._respond_input_required(event, *_input_required(result))  # type: ignore[arg-type]
             else:
                 self._respond_complete(event, result)  # type: ignore[arg-type]
         elif kind is InputRequiredResult:
@@ -201,7 +204,7 @@ class ServerConnection(Connection):
             self._respond_input_required(event, result)
         elif isinstance(result, Mapping):
             if result.get("resultType") == INPUT_REQUIRED:
-                self._respond_input_required(event, _input_required(result))
+                self._respond_input_required(event, *_input_required(result))
             else:
                 self._respond_complete(event, result)
         else:
@@ -329,7 +332,7 @@ class ServerConnection(Connection):
                 self._invalid(exc, answer=True)
         elif kind == NOTIFICATION:
             self._on_notification(msg["method"], msg.get("params"))
-        elif kind == RESPONSE:
+        else:  # RESPONSE
             self._shim.on_response(msg)
 
     def _on_request(self, msg: dict[str, Any], context: Any) -> None:
@@ -399,11 +402,17 @@ class ServerConnection(Connection):
         info = meta.get(CLIENT_INFO)
         if info is not None and type(info) is not dict:
             raise invalid(rid, f"_meta field {CLIENT_INFO} must be an object")
-        if LOG_LEVEL in meta and meta[LOG_LEVEL] not in LOG_LEVEL_RANK:
+        level = meta.get(LOG_LEVEL)
+        if level is not None and (type(level) is not str or level not in LOG_LEVEL_RANK):
             raise invalid(rid, f"Unknown log level in _meta field {LOG_LEVEL}")
+        config = self.config
         if http is not None:
             check_headers(http, rid, method, params, version)
-        config = self.config
+            if method == "tools/call" and config.param_headers:
+                name = params.get("name")
+                mirrored = config.param_headers.get(name) if type(name) is str else None
+                if mirrored:
+                    check_param_headers(http, rid, params.get("arguments"), mirrored)
         if version not in config.supported_versions:
             raise RemoteProtocolError(
                 JsonRpcError.unsupported_version(
@@ -528,7 +537,7 @@ class ServerConnection(Connection):
             return
         if method == "logging/setLevel":
             level = params.get("level")
-            if level not in LOG_LEVEL_RANK:
+            if type(level) is not str or level not in LOG_LEVEL_RANK:
                 raise invalid(rid, "logging/setLevel: unknown level")
             session.log_level = level
             msg = result_message(rid, {})
@@ -616,7 +625,12 @@ class ServerConnection(Connection):
         if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again
 
-    def _respond_input_required(self, event: RequestReceived, ir: InputRequiredResult) -> None:
+    def _respond_input_required(
+        self,
+        event: RequestReceived,
+        ir: InputRequiredResult,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
         if event.method not in MRTR_METHODS:
             raise LocalProtocolError(
                 f"input_required is only allowed on {', '.join(sorted(MRTR_METHODS))}, "
@@ -640,7 +654,12 @@ class ServerConnection(Connection):
             self._shim.start_round(event, ir)
             return
         if requests and not ir.allowed_by(event.client_capabilities):
-            self._respond_error(event, JsonRpcError.missing_capability(ir.required_capabilities()))
+            required = ir.required_capabilities()
+            # data carries the full merged set; the message names what is missing.
+            missing = missing_capabilities(required, event.client_capabilities)
+            names = ", ".join(_capability_paths(missing))
+            message = f"Missing required client capability: {names}"
+            self._respond_error(event, JsonRpcError.missing_capability(required, message))
             return
         state = ir.request_state
         wire = ir.to_wire(
@@ -648,8 +667,12 @@ class ServerConnection(Connection):
             if state is None or (self._protector is None and type(state) is str)
             else self._seal(event, state)
         )
-        if self._server_info is not None:
-            wire["_meta"] = {SERVER_INFO: self._server_info}
+        info = self._server_info
+        if meta:
+            keep = info is None or SERVER_INFO in meta  # the app's own serverInfo wins
+            wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
+        elif info is not None:
+            wire["_meta"] = {SERVER_INFO: info}
         rid = event.request_id
         msg = result_message(rid, wire)
         data = self._encode(msg)
@@ -658,13 +681,11 @@ class ServerConnection(Connection):
 
     def _seal(self, event: RequestReceived, state: Any) -> str:
         protector = self._protector
-        if protector is None:
-            if type(state) is not str:
-                raise LocalProtocolError(
-                    "request_state must be a string unless the server seals state "
-                    "(ServerConfig.request_state)"
-                )
-            return state
+        if protector is None:  # called only for a non-string state in that case
+            raise LocalProtocolError(
+                "request_state must be a string unless the server seals state "
+                "(ServerConfig.request_state)"
+            )
         return protector.seal(
             state,
             _binding(event.method, event.params, event.principal),
@@ -673,17 +694,26 @@ class ServerConnection(Connection):
         )
 
     def _log_allowed(self, event: RequestReceived | None, params: Mapping[str, Any] | None) -> bool:
-        """Whether a ``notifications/message`` may go out (modern: only if the request asked)."""
+        """Whether a ``notifications/message`` may go out (modern: only if the request asked).
+
+        Raises :class:`LocalProtocolError` when ``params.level`` is not a ``LoggingLevel``.
+        """
         level = params.get("level") if params is not None else None
+        if type(level) is not str or level not in LOG_LEVEL_RANK:
+            raise LocalProtocolError(
+                f"notifications/message: params.level must be one of {', '.join(LOG_LEVELS)}"
+            )
         if event is not None and event.era is Era.MODERN:
             wanted = event.meta.get(LOG_LEVEL)
+        elif self._session is None:
+            return False  # modern clients ask per request; nothing asked for this message
         else:
-            wanted = self._session.log_level if self._session is not None else None
+            wanted = self._session.log_level
             if wanted is None:
                 return True
         if wanted is None:
             return False
-        return LOG_LEVEL_RANK.get(level, len(LOG_LEVEL_RANK)) >= LOG_LEVEL_RANK[wanted]  # type: ignore[arg-type]
+        return LOG_LEVEL_RANK[level] >= LOG_LEVEL_RANK[wanted]
 
     def _session_opened(self, session: LegacySession, result: Mapping[str, Any]) -> None:
         """``initialize`` was answered: the version in the answer is the negotiated one."""
@@ -707,10 +737,16 @@ class ServerConnection(Connection):
         self._events.append(event)
 
 
-def _input_required(result: Mapping[str, Any]) -> InputRequiredResult:
-    """An application's ``input_required`` mapping, validated like a constructed value."""
+def _input_required(
+    result: Mapping[str, Any],
+) -> tuple[InputRequiredResult, Mapping[str, Any] | None]:
+    """An application's ``input_required`` mapping, validated like a constructed value, and
+    its ``_meta`` (kept on the wire, merged with serverInfo)."""
+    meta = result.get("_meta")
     try:
-        return InputRequiredResult.from_wire(result)
+        if meta is not None and not isinstance(meta, Mapping):
+            raise TypeError("_meta: must be an object")
+        return InputRequiredResult.from_wire(result), meta
     except (TypeError, ValueError) as exc:
         raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
 

@@ -1,0 +1,127 @@
+"""Configuration objects: documented defaults, validation, immutability."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+
+from mrtr_sansio import (
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    ClientConfig,
+    Limits,
+    ServerConfig,
+    StdlibJsonCodec,
+)
+
+MiB = 1024 * 1024
+
+
+def test_limit_defaults() -> None:
+    limits = Limits()
+    assert attrs.asdict(limits) == {
+        "max_message_bytes": 4 * MiB,
+        "max_in_flight": 1024,
+        "max_input_requests": 32,
+        "max_input_responses": 64,
+        "max_request_state_bytes": 64 * 1024,
+        "max_shimmed_requests": 64,
+        "max_pending_legs": 256,
+    }
+
+
+@pytest.mark.parametrize("field", [f.name for f in attrs.fields(Limits)])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10", None])
+def test_limits_must_be_positive_integers(field: str, bad: Any) -> None:
+    with pytest.raises(ValueError, match=f"^{field}: must be a positive integer"):
+        Limits(**{field: bad})
+
+
+def test_server_config_defaults() -> None:
+    config = ServerConfig()
+    assert config.server_info is None
+    assert config.capabilities == {}
+    assert config.instructions is None
+    assert config.supported_versions == MODERN_VERSIONS
+    assert config.legacy_versions == LEGACY_VERSIONS
+    assert (config.cache_ttl_ms, config.cache_scope) == (0, "private")
+    assert config.answer_discovery is True
+    assert config.request_state is None
+    assert config.legacy_shim is True
+    assert config.legacy_max_rounds == 8
+    assert config.legacy_leg_timeout == 600.0
+    assert config.limits == Limits()
+    assert isinstance(config.codec, StdlibJsonCodec)
+    assert isinstance(config.clock(), float)
+    assert len(config.token_hex(8)) == 16
+
+
+def test_server_config_copies_what_it_is_given() -> None:
+    info = {"name": "s", "version": "1"}
+    caps: dict[str, Any] = {"tools": {}}
+    versions = ["2026-07-28"]
+    config = ServerConfig(server_info=info, capabilities=caps, supported_versions=versions)
+    info["name"] = "changed"
+    caps["prompts"] = {}
+    versions.append("x")
+    assert config.server_info == {"name": "s", "version": "1"}
+    assert config.capabilities == {"tools": {}}
+    assert config.supported_versions == ("2026-07-28",)
+
+
+def test_versions_must_not_be_a_bare_string() -> None:
+    with pytest.raises(TypeError, match="not the string '2026-07-28'"):
+        ServerConfig(supported_versions="2026-07-28")
+    with pytest.raises(TypeError, match="version strings"):
+        ServerConfig(legacy_versions="2025-11-25")
+
+
+@pytest.mark.parametrize("bad", [0, -1, True])
+def test_server_config_validation(bad: Any) -> None:
+    with pytest.raises(ValueError, match=r"^legacy_max_rounds: must be a positive integer"):
+        ServerConfig(legacy_max_rounds=bad)
+    with pytest.raises(ValueError, match=r"^legacy_leg_timeout: must be a positive number"):
+        ServerConfig(legacy_leg_timeout=bad)
+
+
+def test_leg_timeout_accepts_floats() -> None:
+    assert ServerConfig(legacy_leg_timeout=0.5).legacy_leg_timeout == 0.5
+    with pytest.raises(ValueError, match="positive number"):
+        ServerConfig(legacy_leg_timeout="5")  # type: ignore[arg-type]
+
+
+def test_configs_are_frozen() -> None:
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        ServerConfig().instructions = "x"  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        Limits().max_in_flight = 1  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        ClientConfig().max_rounds = 1  # type: ignore[misc]
+
+
+def test_client_config_defaults() -> None:
+    config = ClientConfig()
+    assert config.client_info is None
+    assert config.capabilities == {}
+    assert config.era == "modern"
+    assert config.protocol_version == "2026-07-28"
+    assert config.legacy_version == "2025-11-25"
+    assert config.max_rounds == 10
+    assert config.probe_timeout == 5.0
+    assert config.limits == Limits()
+    assert isinstance(config.codec, StdlibJsonCodec)
+    assert isinstance(config.clock(), float)
+
+
+def test_client_config_validation_and_copies() -> None:
+    caps: dict[str, Any] = {"roots": {}}
+    config = ClientConfig(client_info={"name": "c", "version": "1"}, capabilities=caps)
+    caps["sampling"] = {}
+    assert config.capabilities == {"roots": {}}
+    assert config.client_info == {"name": "c", "version": "1"}
+    with pytest.raises(ValueError, match=r"^max_rounds:"):
+        ClientConfig(max_rounds=0)
+    with pytest.raises(ValueError, match=r"^probe_timeout:"):
+        ClientConfig(probe_timeout=0)
