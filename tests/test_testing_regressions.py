@@ -1,13 +1,21 @@
-"""Core bugs the ServerModel found, pinned so they stay fixed.
+"""Bugs the ServerModel and the fuzz tests found, pinned so they stay fixed.
 
-Found by running ``mrtr_sansio.testing.ServerModel`` against a handler written with the typed
-readers of ``InputResponses`` (tests/testing_servers.py): each malformed answer below made the
-handler complete a request instead of asking again (the model's ``invalid-answers`` check, S11).
+The ``InputResponses`` ones were found by running ``mrtr_sansio.testing.ServerModel`` against a
+handler written with the typed readers (tests/testing_servers.py): each malformed answer below
+made the handler complete a request instead of asking again (the ``invalid-answers`` check, S11).
+The progress one was found by the long fuzz profile (tests/test_fuzz.py): a hostile
+``progressToken`` came back out in a notification that is not valid JSON-RPC for MCP.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
+import mrtr_sansio as m
 from mrtr_sansio import InputResponses
+from mrtr_sansio.adapters import RequestContext
 
 TEXT = {"type": "text", "text": "Paris"}
 
@@ -57,3 +65,44 @@ def test_elicitation_action_refuses_mistyped_content() -> None:
     assert answers.accepted_content("null_content") is None
     assert answers.elicitation_action("url_accept") == "accept"
     assert answers.elicitation_action("decline") == "decline"
+
+
+async def _no_sleep(_seconds: float) -> None:
+    pass
+
+
+@pytest.mark.parametrize("token", [False, True, None, 1.5, [], {}, ["t"]])
+def test_progress_ignores_a_token_that_is_not_a_progress_token(token: Any) -> None:
+    conn = m.ServerConnection()
+    meta = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: {}, "progressToken": token}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "t", "_meta": meta},
+    }
+    conn.receive_message(message)
+    (request,) = conn.events()
+    assert isinstance(request, m.RequestReceived)
+    ctx = RequestContext(conn, request, lambda: None, _no_sleep)
+    assert ctx.progress(0.5) is False
+    assert conn.outgoing() == []
+
+
+@pytest.mark.parametrize("token", ["p-1", "", 0, -7, 2**40])
+def test_progress_echoes_string_and_integer_tokens(token: Any) -> None:
+    conn = m.ServerConnection()
+    meta = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: {}, "progressToken": token}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "t", "_meta": meta},
+    }
+    conn.receive_message(message)
+    (request,) = conn.events()
+    assert isinstance(request, m.RequestReceived)
+    ctx = RequestContext(conn, request, lambda: None, _no_sleep)
+    assert ctx.progress(0.5) is True
+    (note,) = conn.outgoing()
+    assert note.message["params"] == {"progressToken": token, "progress": 0.5}
