@@ -90,6 +90,9 @@ class Harness:
 
     def pump(self) -> None:
         conn = self.conn
+        # What the connection answered by itself (errors, ping, initialize) goes first: those
+        # ids may be reused by requests queued behind them.
+        self._drain()
         while (event := conn.next_event()) is not m.NEED_DATA:
             if type(event) is m.RequestReceived:
                 self._check_limits(event)
@@ -98,11 +101,14 @@ class Harness:
                     self.held.append(event)
                 else:
                     self.answer(event)
+                    self._drain()
         assert len(conn.in_flight) <= LIMITS.max_in_flight
-        for item in conn.outgoing():
+
+    def _drain(self) -> None:
+        for item in self.conn.outgoing():
             message = json.loads(item.data)
             assert message == item.message
-            # An id may be reused once answered (and ping never reaches the handler): forget it.
+            # Results are checked against the method of the request they answer.
             method = None if "method" in message else self.methods.pop(message.get("id"), None)
             check_message(message, self.era, method=method)
             self.written.append(message)

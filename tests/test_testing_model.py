@@ -6,6 +6,7 @@ deterministic; the seeded-bug runs stop at the first failure hypothesis reports.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,14 +40,20 @@ from testing_servers import (
 )
 from wire import check_message
 
+#: ``MRTR_MODEL_EXAMPLES=<n>``: run the correct-server check with ``n`` random examples (the
+#: long profile, ``fuzz/run.py --model n``).
+LONG_MODEL = int(os.environ.get("MRTR_MODEL_EXAMPLES", "0"))
 
-def fast(examples: int = 20, steps: int = 20, *, shrink: bool = False) -> settings:
+
+def fast(
+    examples: int = 20, steps: int = 20, *, shrink: bool = False, derandomize: bool = True
+) -> settings:
     """Deterministic settings for a model run in the normal test suite."""
     phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
     return settings(
         max_examples=examples,
         stateful_step_count=steps,
-        derandomize=True,
+        derandomize=derandomize,
         database=None,
         deadline=None,
         phases=phases,
@@ -75,7 +82,7 @@ def test_correct_server_passes_every_check() -> None:
     check_server(
         correct_server(),
         ModelConfig(OPERATIONS, validate=schema_valid, reject_foreign_state=True),
-        settings=fast(25),
+        settings=fast(LONG_MODEL or 25, shrink=bool(LONG_MODEL), derandomize=not LONG_MODEL),
     )
 
 
