@@ -52,6 +52,7 @@ def batch(
         node,
         f"--hypothesis-seed={seed}",
         "--hypothesis-show-statistics",
+        "-s",  # the ServerModel test prints its example count
     ]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     log.write_text(done.stdout + done.stderr, encoding="utf-8")
