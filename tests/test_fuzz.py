@@ -82,6 +82,7 @@ class Harness:
         self.held: list[m.RequestReceived] = []
         self.written: list[dict[str, Any]] = []
         self.methods: dict[Any, str] = {}
+        self.eras: dict[Any, m.Era] = {}
         self.note = note_kinds
 
     def feed(self, data: bytes) -> None:
@@ -97,6 +98,7 @@ class Harness:
             if type(event) is m.RequestReceived:
                 self._check_limits(event)
                 self.methods[event.request_id] = event.method
+                self.eras[event.request_id] = event.era
                 if event.request_id in self.hold and event.round == 1:
                     self.held.append(event)
                 else:
@@ -108,9 +110,14 @@ class Harness:
         for item in self.conn.outgoing():
             message = json.loads(item.data)
             assert message == item.message
-            # Results are checked against the method of the request they answer.
+            # Results are checked against the method and era of the request they answer.
             method = None if "method" in message else self.methods.pop(message.get("id"), None)
-            check_message(message, self.era, method=method)
+            era = self.eras.pop(message.get("id"), None) if method is not None else None
+            if era is None:
+                era = self.era
+                if era is m.Era.LEGACY and "resultType" in message.get("result", {}):
+                    era = m.Era.MODERN  # server/discover, answered by the connection itself
+            check_message(message, era, method=method)
             self.written.append(message)
             if self.note:
                 note(_kind(message))
@@ -279,8 +286,9 @@ def control(legacy: bool, held: list[bytes]) -> list[dict[str, Any]]:
 CONTROL = {False: control(False, held_modern()), True: control(True, held_legacy())}
 
 
-def run(legacy: bool, chunks: list[bytes]) -> Harness:
-    harness = Harness(legacy=legacy, hold=HELD_IDS)
+def run(legacy: bool, chunks: list[bytes], *, note: bool = True) -> Harness:
+    """Held requests in flight, then ``chunks``, then the held requests answered: check all."""
+    harness = Harness(legacy=legacy, hold=HELD_IDS, note_kinds=note)
     for data in (HANDSHAKE if legacy else []) + (held_legacy() if legacy else held_modern()):
         harness.feed(data)
     assert len(harness.held) == len(HELD_IDS)

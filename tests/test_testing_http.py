@@ -198,3 +198,41 @@ def test_sse_parsing() -> None:
     body = b'event: message\r\ndata: {"a": 1}\r\n\r\n: comment\n\ndata: {"b":\ndata: 2}\n\n'
     assert parse_sse(body) == [{"a": 1}, {"b": 2}]
     assert parse_sse(b"") == []
+
+
+def test_param_headers_are_mirrored() -> None:
+    mirrored = {"echo": {"Region": ("region",), "Flag": ("opts", "flag"), "N": ("n",)}}
+    endpoint = http_endpoint("http://127.0.0.1:1/mcp", param_headers=mirrored)
+    arguments: dict[str, Any] = {"region": "eu-wést", "opts": {"flag": False}, "n": 3}
+    message: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": arguments, "_meta": _envelope()},
+    }
+    headers = endpoint.headers_for(message)
+    assert m.decode_header_value(headers["Mcp-Param-Region"]) == "eu-wést"
+    assert headers["Mcp-Param-Flag"] == "false"
+    assert headers["Mcp-Param-N"] == "3"
+    message["params"]["arguments"] = {"opts": 5}
+    assert not [h for h in endpoint.headers_for(message) if h.startswith("Mcp-Param-")]
+
+
+def test_param_headers_satisfy_a_server_that_checks_them() -> None:
+    mirrored = {"echo": {"Region": ("region",)}}
+    served = Served(McpHttpApp(handler, m.ServerConfig(param_headers=mirrored)))
+    try:
+        message = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"region": "eu"}, "_meta": _envelope()},
+        }
+        response = http_endpoint(served.url, param_headers=mirrored)(message)
+        assert response is not None
+        assert "result" in response
+        refused = http_endpoint(served.url)(message)
+        assert refused is not None
+        assert refused["error"]["code"] == m.HEADER_MISMATCH
+    finally:
+        served.close()

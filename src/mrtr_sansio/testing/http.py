@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mrtr_sansio import PROTOCOL_VERSION, encode_header_value
@@ -56,8 +56,11 @@ def parse_sse(body: bytes) -> list[Any]:
 class HttpEndpoint:
     """A callable server for one URL: ``endpoint(message) -> response or None``.
 
-    ``headers`` are added to every POST (e.g. ``Authorization``). ``notifications`` keeps what
-    arrived on SSE streams before each response; ``last_status`` is the last HTTP status.
+    ``headers`` are added to every POST (e.g. ``Authorization``). ``param_headers`` maps tool
+    names to their ``x-mcp-header`` arguments (``mrtr_sansio.param_headers_for(tools)``, with
+    the tools as ``tools/list`` shows them), sent as ``Mcp-Param-<Name>`` headers.
+    ``notifications`` keeps what arrived on SSE streams before each response; ``last_status``
+    is the last HTTP status.
     With ``check_status`` a status that contradicts the spec raises :class:`SpecViolationError`.
     """
 
@@ -68,9 +71,11 @@ class HttpEndpoint:
         headers: Mapping[str, str] | None = None,
         timeout: float = 30.0,
         check_status: bool = True,
+        param_headers: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
     ) -> None:
         self.url = url
         self.headers = dict(headers or {})
+        self.param_headers = dict(param_headers or {})
         self.timeout = timeout
         self.check_status = check_status
         self.notifications: list[Any] = []
@@ -95,7 +100,22 @@ class HttpEndpoint:
             name = params.get(_NAME_FIELD.get(method, ""))
             if isinstance(name, str):
                 headers["Mcp-Name"] = encode_header_value(name)
+                if method == "tools/call":
+                    headers.update(self._mirrored(name, params.get("arguments")))
         return headers
+
+    def _mirrored(self, tool: str, arguments: Any) -> dict[str, str]:
+        """``Mcp-Param-<Name>`` headers for the tool's ``x-mcp-header`` arguments."""
+        out: dict[str, str] = {}
+        for header, path in self.param_headers.get(tool, {}).items():
+            value = arguments
+            for step in path:
+                value = value.get(step) if isinstance(value, Mapping) else None
+            if isinstance(value, bool):
+                out[f"Mcp-Param-{header}"] = "true" if value else "false"
+            elif isinstance(value, (str, int)):
+                out[f"Mcp-Param-{header}"] = encode_header_value(str(value))
+        return out
 
     def __call__(self, message: Mapping[str, Any]) -> dict[str, Any] | None:
         request = urllib.request.Request(
@@ -150,6 +170,13 @@ def http_endpoint(
     headers: Mapping[str, str] | None = None,
     timeout: float = 30.0,
     check_status: bool = True,
+    param_headers: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> HttpEndpoint:
     """A callable server POSTing to ``url`` (see :class:`HttpEndpoint`)."""
-    return HttpEndpoint(url, headers=headers, timeout=timeout, check_status=check_status)
+    return HttpEndpoint(
+        url,
+        headers=headers,
+        timeout=timeout,
+        check_status=check_status,
+        param_headers=param_headers,
+    )
