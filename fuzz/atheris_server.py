@@ -6,10 +6,11 @@ the hypothesis properties in tests/test_fuzz.py.
     python fuzz/atheris_server.py /tmp/corpus -atheris_runs=100000 -max_len=16384
 
 Each input is one stream: the first byte picks the wire (odd: a legacy session, even: modern
-only) and the chunk size (its upper seven bits ``n``: ``(n + 1) ** 2`` bytes); the rest is fed to a ServerConnection (instrumented) in those chunks,
-between requests held in flight. The same assertions as the hypothesis properties hold: no
-exception escapes, every message written is schema-valid JSON-RPC, the limits hold, and the held
-requests get exactly the answers they get alone.
+only) and the chunk size (its upper seven bits ``n``: ``(n + 1) ** 2`` bytes); the rest is fed
+to a ServerConnection (instrumented) in those chunks, between requests held in flight. The
+assertions are those of the hypothesis properties: no exception escapes, every message written
+is schema-valid JSON-RPC, the limits hold, and the held requests get exactly the answers they
+get alone.
 """
 
 from __future__ import annotations
