@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from builders import FORM_SCHEMA, SERVER, call, line, normalize, request
 from mrtr_sansio import (
@@ -169,3 +171,47 @@ def test_replies_to_pre_decoded_messages_never_fail_to_encode() -> None:
     ]
     invalid = conn.events()
     assert [e.request_id for e in invalid] == ["\ud800", 1]  # type: ignore[attr-defined]
+
+
+# --- the stdlib codec's fast paths agree with the public json calls ------------------------------
+
+_PUBLIC_DECODE = json.JSONDecoder(
+    parse_constant=lambda name: pytest.fail(f"{name} reached the public decoder"),
+).decode
+_PUBLIC_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+_PADDING = st.text(alphabet=" \t\n\r", max_size=3)
+
+
+@given(value=_JSON, before=_PADDING, after=_PADDING)
+def test_stdlib_fast_paths_match_the_public_calls(value: Any, before: str, after: str) -> None:
+    codec = StdlibJsonCodec()
+    data = codec.dumps(value)
+    assert data == _PUBLIC_ENCODE.encode(value).encode("ascii")
+    padded = (before + data.decode("ascii") + after).encode()
+    assert codec.loads(padded) == _PUBLIC_DECODE(padded.decode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"", b" ", b"{} {}", b"{}x", b"{}\x0c", b"\x0c{}", b"\xc2\xa0{}", b"{}\xc2\xa0", b"[1,]"],
+)
+def test_stdlib_loads_refuses_what_the_public_call_refuses(text: bytes) -> None:
+    with pytest.raises(json.JSONDecodeError):
+        _PUBLIC_DECODE(text.decode())
+    with pytest.raises(json.JSONDecodeError):
+        StdlibJsonCodec().loads(text)
+
+
+def test_stdlib_dumps_refuses_what_json_cannot_write() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        StdlibJsonCodec().dumps({"a": object()})

@@ -5,6 +5,7 @@ Transports live in :mod:`mrtr_sansio.adapters` and are never imported from here.
 """
 
 from ._capabilities import merge_capabilities, missing_capabilities, required_capabilities
+from ._client import ClientConnection
 from ._codec import JsonCodec, OrjsonCodec, StdlibJsonCodec, default_codec
 from ._config import ClientConfig, Limits, ServerConfig
 from ._envelope import (
@@ -41,8 +42,10 @@ from ._events import (
     CallCompleted,
     CallFailed,
     ConnectionClosed,
+    EraDetected,
     Event,
     FulfilRequest,
+    HandshakeFailed,
     InputNeeded,
     InputWithdrawn,
     InvalidMessage,
@@ -114,10 +117,13 @@ __all__ = [
     "CallCompleted",
     "CallFailed",
     "ClientConfig",
+    "ClientConnection",
     "ConnectionClosed",
     "Era",
+    "EraDetected",
     "Event",
     "FulfilRequest",
+    "HandshakeFailed",
     "HmacSha256Codec",
     "HttpRequestFacts",
     "InputNeeded",

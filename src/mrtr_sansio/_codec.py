@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 __all__ = ["JsonCodec", "OrjsonCodec", "StdlibJsonCodec", "default_codec"]
 
+_JSON_WHITESPACE = " \t\n\r"  # RFC 8259 ws; str.strip() alone would take more
+
 
 class JsonCodec(Protocol):
     """What a connection needs from a JSON library.
@@ -50,21 +52,49 @@ class StdlibJsonCodec:
     any string (lone surrogates included) serializes.
     """
 
-    __slots__ = ("_decode", "_encode")
+    __slots__ = ("_decode", "_encode", "_scan", "_write")
 
     def __init__(self) -> None:
-        self._decode = json.JSONDecoder(
-            parse_constant=_reject_constant, parse_float=_finite_float
-        ).decode
-        self._encode = json.JSONEncoder(
-            separators=(",", ":"), check_circular=False, allow_nan=False
-        ).encode
+        decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+        encoder = json.JSONEncoder(separators=(",", ":"), check_circular=False, allow_nan=False)
+        self._decode = decoder.decode
+        self._encode = encoder.encode
+        # The public calls wrap the C scanner and encoder in Python layers that cost about as
+        # much as a small message: whitespace regexes on decode, a new C encoder per encode.
+        # The hot path calls them directly; the output is the same (pinned by tests).
+        self._scan = decoder.scan_once  # type: ignore[attr-defined]
+        self._write = _c_encoder(encoder)
 
     def loads(self, data: bytes) -> Any:
-        return self._decode(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        try:
+            value, end = self._scan(text, 0)
+        except StopIteration:
+            return self._decode(text)  # leading whitespace, or the error the public call raises
+        if end != len(text) and text[end:].strip(_JSON_WHITESPACE):
+            return self._decode(text)  # raises "Extra data"
+        return value
 
     def dumps(self, obj: Any) -> bytes:
-        return self._encode(obj).encode("ascii")
+        write = self._write
+        if write is None:  # pragma: no cover - not CPython
+            return self._encode(obj).encode("ascii")
+        return "".join(write(obj, 0)).encode("ascii")
+
+
+def _c_encoder(encoder: json.JSONEncoder) -> Any:
+    """CPython's C encoder set up as ``encoder.encode`` sets it up on every call, or None."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - not CPython
+        return None
+    try:
+        return make(
+            None, encoder.default, json.encoder.encode_basestring_ascii, encoder.indent,
+            encoder.key_separator, encoder.item_separator, encoder.sort_keys, encoder.skipkeys,
+            encoder.allow_nan,
+        )  # fmt: skip
+    except TypeError:  # pragma: no cover - a future signature
+        return None
 
 
 class OrjsonCodec:

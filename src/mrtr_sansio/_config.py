@@ -48,6 +48,12 @@ def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _str_frozenset(value: Iterable[str]) -> frozenset[str]:
+    if isinstance(value, str):  # "task" would become a set of characters
+        raise TypeError(f"expected a collection of strings, not the string {value!r}")
+    return frozenset(value)
+
+
 @attrs.frozen
 class Limits:
     """Bounds on what a peer can make a connection hold or do."""
@@ -130,3 +136,11 @@ class ClientConfig:
     limits: Limits = attrs.field(factory=Limits)
     codec: JsonCodec = attrs.field(factory=default_codec)
     clock: Callable[[], float] = time.monotonic
+    #: Seconds before retrying after a state-only ``input_required`` (no ``inputRequests``);
+    #: doubles on each consecutive one, up to ``max_retry_backoff``.
+    retry_backoff: float = attrs.field(default=0.05, validator=_positive_number)
+    max_retry_backoff: float = attrs.field(default=0.25, validator=_positive_number)
+    #: ``resultType`` values beyond ``complete``/``input_required`` that end a call with
+    #: ``CallCompleted`` (those of extensions the client declares, e.g. ``"task"``); any
+    #: other value is an invalid response.
+    extra_result_types: frozenset[str] = attrs.field(default=frozenset(), converter=_str_frozenset)

@@ -26,8 +26,10 @@ __all__ = [
     "CallCompleted",
     "CallFailed",
     "ConnectionClosed",
+    "EraDetected",
     "Event",
     "FulfilRequest",
+    "HandshakeFailed",
     "InputNeeded",
     "InputWithdrawn",
     "InvalidMessage",
@@ -239,7 +241,8 @@ class RoundsExhausted(Event):
     """A multi round-trip operation hit its round cap and was ended.
 
     Server (legacy shim): ``call`` is the original :class:`RequestReceived`. Client: ``call`` is
-    the :class:`Call`. ``last_result`` is the last ``input_required`` result, as wire JSON.
+    the :class:`Call`. ``last_result`` is the last ``input_required`` result, as wire JSON (a
+    legacy client: the server request that would have started one round too many).
     """
 
     call: Any
@@ -305,10 +308,16 @@ class CallCompleted(Event):
 
 @attrs.frozen
 class CallFailed(Event):
-    """The operation ended with an error: a JSON-RPC error, or an invalid server response."""
+    """The operation ended with an error: a JSON-RPC error, or an invalid server response.
+
+    ``local`` is True when the connection made the error itself (the server's response broke
+    a rule, or the stream closed); the message says why. Such errors carry -32603 and are
+    for logs, not users.
+    """
 
     call: Call
     error: JsonRpcError
+    local: bool = False
 
     @property
     def required_capabilities(self) -> Mapping[str, Any] | None:
@@ -326,6 +335,31 @@ class CallFailed(Event):
         if isinstance(data, Mapping) and isinstance(data.get("supported"), list):
             return [v for v in data["supported"] if isinstance(v, str)]
         return None
+
+
+@attrs.frozen
+class EraDetected(Event):
+    """The client knows which wire the server speaks: ``initialize`` was answered (legacy), or
+    the ``server/discover`` probe settled on a modern version (``era="auto"``).
+
+    ``capabilities``, ``server_info`` and ``instructions`` are the server's, when the answer
+    carried them (a probe answered with a modern error carries none).
+    """
+
+    era: Era
+    protocol_version: str
+    capabilities: Mapping[str, Any] | None
+    server_info: Mapping[str, Any] | None
+    instructions: str | None
+
+
+@attrs.frozen
+class HandshakeFailed(Event):
+    """The client could not agree on a protocol with the server; every queued call failed
+    and no call can be made any more. ``local`` as in :class:`CallFailed`."""
+
+    error: JsonRpcError
+    local: bool = False
 
 
 # --- commands ---------------------------------------------------------------------------------

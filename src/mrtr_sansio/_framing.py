@@ -51,7 +51,8 @@ class LineFramer:
             nl -= 1
         if nl > self._max:
             return None
-        return data[:nl] if not data[:nl].isspace() else b""
+        line = data[:nl]
+        return b"" if line.isspace() else line
 
     def feed(self, data: bytes) -> Iterator[bytes | Oversized]:
         """Consume ``data`` and yield each complete line (or an :class:`Oversized` marker)."""

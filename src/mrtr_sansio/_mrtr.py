@@ -69,33 +69,44 @@ class InputRequest:
     _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        if not isinstance(self.method, str):
-            raise TypeError(f"method: must be a string, got {type(self.method).__name__}")
-        if self.method not in EMBEDDABLE_METHODS:
+        method, params = self.method, self.params
+        if not isinstance(method, str):
+            raise TypeError(f"method: must be a string, got {type(method).__name__}")
+        if method not in EMBEDDABLE_METHODS:
             raise ValueError(
-                f"method: {self.method!r} cannot be embedded; use one of "
+                f"method: {method!r} cannot be embedded; use one of "
                 f"{', '.join(sorted(EMBEDDABLE_METHODS))}"
             )
-        if self.params is None:
-            if self.method != ROOTS:
-                raise TypeError(f"params: {self.method} needs params")
-        elif not isinstance(self.params, Mapping):
-            raise TypeError(f"params: must be a mapping, got {type(self.params).__name__}")
-        else:
-            if self.method == ELICIT and self.params.get("mode", "form") not in ("form", "url"):
+        if params is None:
+            if method != ROOTS:
+                raise TypeError(f"params: {method} needs params")
+            wire: dict[str, Any] = {"method": method}
+        elif type(params) is dict or isinstance(params, Mapping):
+            if method == ELICIT and params.get("mode", "form") not in ("form", "url"):
                 # Anything else would be sent with the wrong capability check (and is invalid).
                 raise ValueError(
-                    f"params.mode: must be 'form', 'url' or absent, got {self.params['mode']!r}"
+                    f"params.mode: must be 'form', 'url' or absent, got {params['mode']!r}"
                 )
             # A private plain-dict copy: serializable by any codec, immune to caller mutation.
-            object.__setattr__(self, "params", dict(self.params))
-        wire = (
-            {"method": self.method}
-            if self.params is None
-            else {"method": self.method, "params": self.params}
-        )
+            params = dict(params)
+            object.__setattr__(self, "params", params)
+            wire = {"method": method, "params": params}
+        else:
+            raise TypeError(f"params: must be a mapping, got {type(params).__name__}")
         object.__setattr__(self, "_wire", wire)
-        object.__setattr__(self, "_needs", needs_of(self.method, self.params))
+        object.__setattr__(self, "_needs", needs_of(method, params))
+
+    @classmethod
+    def _trusted(cls, method: str, params: dict[str, Any]) -> InputRequest:
+        """Construction for the builders below, whose ``params`` dict is fresh and valid by
+        construction: no checks and no defensive copy (the hot path of most handlers)."""
+        self = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(self, "method", method)
+        setattr_(self, "params", params)
+        setattr_(self, "_wire", {"method": method, "params": params})
+        setattr_(self, "_needs", needs_of(method, params))
+        return self
 
     @classmethod
     def coerce(cls, value: InputRequest | Mapping[str, Any]) -> InputRequest:
@@ -123,17 +134,20 @@ class InputRequest:
 def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
     if value is None:
         return None
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise TypeError(
             f"input_requests: must be a mapping of key to request, got {type(value).__name__}"
         )
     out: dict[str, InputRequest] = {}
     for key, request in value.items():
-        k = _key(key)
+        k = key if type(key) is str else _key(key)
         if k is None:
             raise TypeError(f"input_requests: keys must be strings, got {type(key).__name__}")
         if not k:
             raise ValueError("input_requests: keys must be non-empty strings")
+        if type(request) is InputRequest:
+            out[k] = request
+            continue
         if not isinstance(request, (InputRequest, Mapping)):
             raise TypeError(
                 f"input_requests[{k!r}]: must be an InputRequest or a mapping, "
@@ -171,11 +185,13 @@ class InputRequiredResult:
             object.__setattr__(self, "_wire_requests", None)
             object.__setattr__(self, "_needs", ())
             return
-        object.__setattr__(self, "_wire_requests", {k: r._wire for k, r in requests.items()})
-        needs: set[Need] = set()
-        for r in requests.values():
-            needs.update(r._needs)
-        object.__setattr__(self, "_needs", tuple(needs))
+        wire: dict[str, Any] = {}
+        needs: tuple[Need, ...] = ()
+        for k, r in requests.items():
+            wire[k] = r._wire
+            needs += r._needs
+        object.__setattr__(self, "_wire_requests", wire)
+        object.__setattr__(self, "_needs", tuple(set(needs)) if len(requests) > 1 else needs)
 
     @classmethod
     def from_wire(cls, result: Mapping[str, Any]) -> InputRequiredResult:
@@ -214,9 +230,12 @@ def elicit_form(message: str, requested_schema: Mapping[str, Any], **extra: Any)
     """A form-mode ``elicitation/create`` (``mode`` is left out: absent means form)."""
     if not isinstance(message, str):
         raise TypeError("message: must be a string")
-    if not isinstance(requested_schema, Mapping):
+    if type(requested_schema) is not dict and not isinstance(requested_schema, Mapping):
         raise TypeError("requested_schema: must be a mapping (a JSON Schema object)")
-    return InputRequest(ELICIT, {"message": message, "requestedSchema": requested_schema, **extra})
+    params = {"message": message, "requestedSchema": requested_schema, **extra}
+    if extra and extra.get("mode", "form") != "form":
+        return InputRequest(ELICIT, params)  # validated: refuses a mode other than form/url
+    return InputRequest._trusted(ELICIT, params)
 
 
 def elicit_url(
@@ -280,7 +299,10 @@ class InputResponses(Mapping[str, Any]):
     __slots__ = ("_raw",)
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
-        self._raw: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        # Exact types first: an ABC isinstance costs as much as the rest of a lookup.
+        if type(raw) is not dict and (raw is None or not isinstance(raw, Mapping)):
+            raw = {}
+        self._raw: Mapping[str, Any] = raw
 
     def __getitem__(self, key: str) -> Any:
         k = _key(key)
@@ -307,7 +329,9 @@ class InputResponses(Mapping[str, Any]):
         if k is None:
             return None
         value = self._raw.get(k)
-        return value if type(value) is dict or isinstance(value, Mapping) else None
+        if type(value) is dict or (value is not None and isinstance(value, Mapping)):
+            return value
+        return None
 
     def elicitation_action(self, key: str) -> str | None:
         """``"accept"``, ``"decline"`` or ``"cancel"`` for an elicitation answer, else None

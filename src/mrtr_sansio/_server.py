@@ -127,6 +127,7 @@ class ServerConnection(Connection):
         self._server_requests = server_requests
         self._server_info = config.server_info
         self._protector = config.request_state
+        self._max_in_flight = config.limits.max_in_flight
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
         self._cancelled: dict[Any, None] = {}
@@ -345,7 +346,7 @@ class ServerConnection(Connection):
             raise RemoteProtocolError(
                 JsonRpcError(INVALID_REQUEST, "Invalid Request: id is already in use"), rid
             )
-        if len(self._inflight) >= self._limits.max_in_flight:
+        if len(self._inflight) >= self._max_in_flight:
             raise RemoteProtocolError(
                 JsonRpcError(INTERNAL_ERROR, "Too many requests in flight"), rid
             )
@@ -425,7 +426,8 @@ class ServerConnection(Connection):
         state: Any = None
         round_: int | None = 1
         if method in MRTR_METHODS:
-            state, round_ = self._read_mrtr_fields(rid, method, params, principal)
+            if "inputResponses" in params or "requestState" in params:
+                state, round_ = self._read_mrtr_fields(rid, method, params, principal)
         elif method == LISTEN and type(params.get("notifications")) is not dict:
             raise invalid(rid, "subscriptions/listen: notifications must be an object")
         event = RequestReceived(rid, method, params, None, state, round_, principal)

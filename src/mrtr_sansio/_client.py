@@ -1,0 +1,570 @@
+"""ClientConnection: the client role on both wires, one driver for multi round-trip requests.
+
+The application makes calls and answers :class:`InputNeeded` events; the connection does the
+rest. On the modern wire it puts the ``_meta`` envelope on every request, validates each
+``input_required`` result, and once every key of a round is answered sends the retry: same
+method and params, a new id, this round's ``inputResponses`` and the ``requestState`` echoed
+byte-for-byte. On the legacy wire it performs ``initialize`` and surfaces the server's own
+requests as the same events (see ``_client_legacy.py``). With ``era="auto"`` it probes with
+``server/discover`` first (DIGEST §1.8) and queues calls until the era is known.
+
+Time enters only through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`, which
+must read the same clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._client_checks import InvalidResponseError, check_answer, read_input_required
+from ._client_era import Handshake
+from ._client_http import request_headers
+from ._client_legacy import ServerRequests
+from ._config import ClientConfig
+from ._connection import Connection
+from ._envelope import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    PROTOCOL_VERSION,
+    Era,
+    modern_envelope,
+)
+from ._errors import (
+    INTERNAL_ERROR,
+    JsonRpcError,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+from ._events import (
+    Call,
+    CallCompleted,
+    CallFailed,
+    EraDetected,
+    Event,
+    HandshakeFailed,
+    InputNeeded,
+    InputWithdrawn,
+    NotificationReceived,
+    Outgoing,
+    OutgoingNotification,
+    OutgoingRequest,
+    RoundsExhausted,
+    UnexpectedResponse,
+)
+from ._jsonrpc import (
+    REQUEST,
+    RESPONSE,
+    classify,
+    is_valid_id,
+    notification_message,
+    request_message,
+)
+from ._mrtr import INPUT_REQUIRED, MRTR_METHODS
+
+__all__ = ["ClientConnection"]
+
+#: Fields of the params that belong to the connection, never to the application.
+_MANAGED_PARAMS = ("inputResponses", "requestState")
+_ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
+
+
+class _CallState:
+    """One call across its rounds: the leg in flight, or the round being answered."""
+
+    __slots__ = (
+        "answers",
+        "asked",
+        "backoff",
+        "call",
+        "leg",
+        "open_requests",
+        "params",
+        "round",
+        "state",
+    )
+
+    def __init__(self, call: Call, backoff: float) -> None:
+        self.call = call
+        #: Params of every leg before the MRTR fields (envelope merged on the modern wire).
+        self.params: dict[str, Any] | None = None
+        self.leg: int | None = None  # id of the request in flight
+        self.round = 0  # input_required results acted on (legacy: rounds of server requests)
+        self.asked: dict[str, InputNeeded] = {}  # modern: this round's events, by key
+        self.answers: dict[str, Any] = {}  # modern: this round's answers so far
+        self.state: str | None = None  # requestState of this round, echoed on the retry
+        self.backoff = backoff  # delay before the next state-only retry
+        self.open_requests = 0  # legacy: server requests linked to this call, unanswered
+
+
+class ClientConnection(Connection):
+    """The client side of one stream (a stdio process), or of one server over HTTP.
+
+    Feed what the server sends to :meth:`receive_data` (NDJSON) or :meth:`receive_message`
+    (one HTTP body, or a decoded message); read events with :meth:`next_event`; write what
+    :meth:`outgoing` or :meth:`data_to_send` returns. Drive :meth:`handle_timer` at
+    :meth:`next_deadline`.
+    """
+
+    def __init__(self, config: ClientConfig | None = None) -> None:
+        config = config if config is not None else ClientConfig()
+        if config.era not in ("modern", "legacy", "auto"):
+            raise ValueError(f"era: must be 'modern', 'legacy' or 'auto', got {config.era!r}")
+        for name, value in config.capabilities.items():
+            if not isinstance(value, Mapping):
+                raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
+        super().__init__(config.limits, config.codec)
+        self.config = config
+        self._caps = config.capabilities
+        self._clock = config.clock
+        self._next_id = 0
+        self._next_call = 0
+        self._calls: dict[int, _CallState] = {}
+        self._legs: dict[Any, _CallState] = {}  # our request id -> its call
+        self._queue: list[_CallState] = []  # calls made before the era was known
+        self._timers: dict[int, float] = {}  # call id -> when its state-only retry is due
+        self._ignored: dict[Any, None] = {}  # ids whose late answers are dropped silently
+        self._failure: JsonRpcError | None = None
+        self._envelope: dict[str, Any] = {}
+        self._ready = False  # the era is known and calls go out at once
+        self._server = ServerRequests(self)
+        self._handshake = Handshake(self)
+        #: The era of the server, once known.
+        self.era: Era | None = None
+        #: The protocol version in use, once known.
+        self.protocol_version: str | None = None
+        #: What ``server/discover`` or ``initialize`` said, when one was answered.
+        self.server_capabilities: Mapping[str, Any] | None = None
+        self.server_info: Mapping[str, Any] | None = None
+        self.instructions: str | None = None
+        if config.era == "modern":
+            self._use_version(config.protocol_version)
+            self._ready = True
+        elif config.era == "legacy":
+            self._handshake.start_initialize()
+        else:
+            self._handshake.start_probe()
+
+    # --- public API -------------------------------------------------------------------------
+
+    def receive_message(self, message: bytes | str | Mapping[str, Any]) -> None:
+        """Feed one whole message: an HTTP response body, an SSE event's data, or a decoded
+        message."""
+        self._receive_decoded(message, None)
+
+    def call(self, method: str, params: Mapping[str, Any] | None = None) -> Call:
+        """Start an operation; its outcome arrives as events carrying the returned handle.
+
+        ``params`` are sent as given, plus the envelope on the modern wire; their ``_meta``
+        may carry e.g. a ``progressToken`` but not the envelope keys, and ``inputResponses`` /
+        ``requestState`` are the connection's to send. Before the era is known the call is
+        queued and sent once it is.
+        """
+        if self._closed:
+            raise LocalProtocolError("call after the stream was closed")
+        if self._failure is not None:
+            raise LocalProtocolError(f"the handshake failed: {self._failure.message}")
+        if type(method) is not str:
+            raise TypeError(f"method: must be a string, not {type(method).__name__}")
+        if method == "initialize":
+            raise LocalProtocolError("initialize is performed by the connection (era='legacy')")
+        if params is None:
+            params = {}
+        elif not isinstance(params, Mapping):
+            raise TypeError(f"params: must be a mapping, not {type(params).__name__}")
+        for name in _MANAGED_PARAMS:
+            if name in params:
+                raise LocalProtocolError(f"params: {name} is sent by the connection on retries")
+        meta = params.get("_meta")
+        if meta is not None:
+            if not isinstance(meta, Mapping):
+                raise TypeError("params._meta: must be a mapping")
+            for key in _ENVELOPE_KEYS:
+                if key in meta:
+                    raise LocalProtocolError(f"params._meta: {key} comes from ClientConfig")
+        call = Call(self._next_call, method, dict(params))
+        st = _CallState(call, self.config.retry_backoff)
+        if self._ready:
+            self._send_leg(st)
+        else:
+            self._encode(call.params)  # fail now, not when the era is known
+            self._queue.append(st)
+        self._next_call += 1
+        self._calls[call.call_id] = st
+        return call
+
+    def fulfil(self, event: InputNeeded, result: Mapping[str, Any]) -> bool:
+        """Answer ``event`` with ``result`` (an ElicitResult, CreateMessageResult or
+        ListRootsResult object).
+
+        On the modern wire, the answer that completes a round sends the retry; on the legacy
+        wire the answer goes out at once as the response to the server's request. Returns
+        False, doing nothing, when the request is no longer pending (answered, withdrawn, or
+        its call ended); raises :class:`LocalProtocolError` for an answer of the wrong shape.
+        """
+        answer = check_answer(_event(event).method, result)
+        st = self._round_of(event)
+        if st is None:
+            return self._server.answer(event, answer)
+        key = event.key
+        answers = st.answers
+        answers[key] = answer  # type: ignore[index]
+        if len(answers) == len(st.asked):
+            self._send_retry(st)
+        return True
+
+    def decline(self, event: InputNeeded) -> bool:
+        """Answer an elicitation with ``{"action": "decline"}`` (the user said no)."""
+        return self._elicitation_action(event, "decline")
+
+    def cancel(self, target: Call | InputNeeded, reason: str | None = None) -> bool:
+        """Cancel a call, or answer an elicitation with ``{"action": "cancel"}``.
+
+        For a :class:`Call`: the request in flight, if any, is cancelled with
+        ``notifications/cancelled`` (an HTTP transport closes that request's stream instead,
+        reading ``requestId``), nothing more is sent for the call, its pending input is void
+        and no further event is reported for it. Returns False when the call had already
+        ended. For an :class:`InputNeeded` of ``elicitation/create``: the user dismissed it.
+        """
+        if type(target) is InputNeeded:
+            return self._elicitation_action(target, "cancel")
+        if type(target) is not Call:
+            raise TypeError(f"cannot cancel {type(target).__name__}")
+        st = self._calls.get(target.call_id)
+        if st is None or st.call is not target:
+            return False
+        if st.leg is not None:
+            params: dict[str, Any] = {"requestId": st.leg}
+            if reason is not None:
+                params["reason"] = reason
+            msg = notification_message("notifications/cancelled", params)
+            self._out.append((OutgoingNotification, self._encode(msg), msg, None))
+            self._ignore(st.leg)
+            if self.era is Era.LEGACY:
+                self._server.cancelled(target.method, self._next_id)
+        elif st in self._queue:
+            self._queue.remove(st)
+        self._forget(st)
+        return True
+
+    def reject(self, event: InputNeeded, error: JsonRpcError | None = None) -> bool:
+        """Refuse a request the application will not fulfil (e.g. the user rejected sampling).
+
+        Legacy wire: answered with ``error`` (default -1, "User rejected the request", the
+        convention for sampling). Modern wire: embedded requests have no error channel
+        (DIGEST §2.6), so the call is abandoned, as with :meth:`cancel`. Prefer
+        :meth:`decline` for elicitation. Returns False when the request is no longer pending.
+        """
+        if error is None:
+            error = JsonRpcError(-1, "User rejected the request")
+        elif type(error) is not JsonRpcError:
+            raise TypeError(f"error: must be a JsonRpcError, not {type(error).__name__}")
+        st = self._round_of(_event(event))
+        if st is not None:
+            return self.cancel(st.call)
+        return self._server.answer_error(event, error)
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` must next be called (clock seconds), or None."""
+        due = min(self._timers.values(), default=None)
+        probe = self._handshake.deadline
+        if probe is not None and (due is None or probe < due):
+            return probe
+        return due
+
+    def handle_timer(self, now: float) -> None:
+        """Do what is due at ``now`` (read from ``ClientConfig.clock``): state-only retries,
+        and the probe's fallback to legacy when the server did not answer it in time."""
+        self._handshake.on_timer(now)
+        timers = self._timers
+        for call_id in [cid for cid, due in timers.items() if due <= now]:
+            del timers[call_id]
+            self._send_leg(self._calls[call_id])
+
+    def http_headers(
+        self,
+        item: Outgoing,
+        param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
+    ) -> dict[str, str]:
+        """The MCP headers an HTTP transport sets on the POST carrying ``item``.
+
+        Modern: ``MCP-Protocol-Version`` on every message, ``Mcp-Method`` on requests,
+        ``Mcp-Name`` on ``tools/call``/``prompts/get``/``resources/read``, and for a
+        ``tools/call`` the ``Mcp-Param-*`` headers of the tool's ``x-mcp-header`` arguments,
+        given ``param_headers`` (``param_headers_for(tools)`` over the ``tools/list`` result).
+        Values that are not plain header-safe ASCII are base64-wrapped. Legacy:
+        ``MCP-Protocol-Version`` once ``initialize`` has been answered.
+        """
+        return request_headers(item.message, self.protocol_version, param_headers)
+
+    @property
+    def in_flight(self) -> frozenset[Call]:
+        """Calls with a request awaiting the server's answer."""
+        return frozenset(st.call for st in self._legs.values())
+
+    def _round_of(self, event: InputNeeded) -> _CallState | None:
+        """The call whose current modern round still awaits ``event``'s answer, or None."""
+        call = event.call
+        if call is None:
+            return None
+        st = self._calls.get(call.call_id)
+        if st is None or st.asked.get(event.key) is not event:  # type: ignore[arg-type]
+            return None
+        if event.key in st.answers:
+            return None
+        return st
+
+    def _elicitation_action(self, event: InputNeeded, action: str) -> bool:
+        if _event(event).method != "elicitation/create":
+            raise LocalProtocolError(
+                f"{action} answers elicitation/create, not {event.method}; use reject() or "
+                "cancel(event.call)"
+            )
+        return self.fulfil(event, {"action": action})
+
+    # --- era (driven by the Handshake) -------------------------------------------------------
+
+    def _use_version(self, version: str) -> None:
+        self.era = Era.MODERN
+        self.protocol_version = version
+        self._envelope = modern_envelope(version, self._caps, self.config.client_info)
+
+    def _era_known(self) -> None:
+        """The handshake settled: report it and send the calls that waited for it."""
+        self._ready = True
+        assert self.era is not None
+        assert self.protocol_version is not None
+        self._events.append(
+            EraDetected(
+                self.era,
+                self.protocol_version,
+                self.server_capabilities,
+                self.server_info,
+                self.instructions,
+            )
+        )
+        queue, self._queue = self._queue, []
+        for st in queue:
+            self._send_leg(st)
+
+    def _fail_handshake(self, error: JsonRpcError, *, local: bool = False) -> None:
+        self._failure = error
+        self._handshake.stop()
+        self._events.append(HandshakeFailed(error, local))
+        queue, self._queue = self._queue, []
+        for st in queue:
+            self._end(st, CallFailed(st.call, error, local))
+
+    # --- sending ----------------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        rid = self._next_id
+        self._next_id = rid + 1
+        return rid
+
+    def _ignore(self, rid: Any) -> None:
+        ignored = self._ignored
+        ignored[rid] = None
+        if len(ignored) > self._limits.max_in_flight:
+            del ignored[next(iter(ignored))]
+
+    def _base_params(self, st: _CallState) -> dict[str, Any]:
+        params = st.params
+        if params is None:
+            params = st.params = dict(st.call.params)
+            if self.era is Era.MODERN:
+                meta = params.get("_meta")
+                params["_meta"] = (
+                    dict(self._envelope) if meta is None else {**meta, **self._envelope}
+                )
+        return params
+
+    def _send_leg(self, st: _CallState) -> None:
+        """Send the call's next request: the first one, or a retry with this round's fields."""
+        params: dict[str, Any] | None = self._base_params(st)
+        if st.answers or st.state is not None:
+            params = dict(params)  # type: ignore[arg-type]
+            if st.answers:
+                params["inputResponses"] = st.answers
+            if st.state is not None:
+                params["requestState"] = st.state
+        elif not params and self.era is Era.LEGACY:
+            params = None
+        rid = self._new_id()
+        msg = request_message(rid, st.call.method, params)
+        data = self._encode(msg)
+        st.leg = rid
+        self._legs[rid] = st
+        self._out.append((OutgoingRequest, data, msg, None, rid))
+
+    def _send_retry(self, st: _CallState) -> None:
+        """Every key of the round is answered: retry. If an answer cannot be serialized, it is
+        taken back (its event is pending again) and the error names its key."""
+        try:
+            self._send_leg(st)
+        except LocalProtocolError as exc:
+            answers = st.answers
+            bad = []
+            for key, answer in answers.items():
+                try:
+                    self._encode(answer)
+                except LocalProtocolError:
+                    bad.append(key)
+            for key in bad:
+                del answers[key]
+            names = ", ".join(map(repr, bad))
+            raise LocalProtocolError(f"the answer to {names} cannot be sent: {exc}") from None
+
+    # --- receiving --------------------------------------------------------------------------
+
+    def _dispatch(self, msg: Any, context: Any) -> None:
+        try:
+            kind = classify(msg)
+        except RemoteProtocolError as exc:
+            self._on_malformed(msg, exc)
+            return
+        if kind == RESPONSE:
+            self._on_response(msg)
+        elif kind == REQUEST:
+            self._server.on_request(msg)
+        else:
+            self._on_notification(msg["method"], msg.get("params"))
+
+    def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
+        """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
+        that request as an invalid response; anything else is reported (and a legacy
+        server request with a readable id is answered)."""
+        if type(msg) is dict and "method" not in msg:
+            rid = msg.get("id")
+            if is_valid_id(rid) and self._owns(rid):
+                self._invalid_response(rid, "the response is not valid JSON-RPC")
+                return
+            self._invalid(exc, answer=False)
+            return
+        self._invalid(exc, answer=True)
+
+    def _owns(self, rid: Any) -> bool:
+        return rid in self._legs or self._handshake.owns(rid)
+
+    def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
+        # A client answers only identifiable server requests, and only on the legacy wire.
+        answer = answer and exc.request_id is not None and self.era is not Era.MODERN
+        super()._invalid(exc, answer=answer)
+
+    def _invalid_response(self, rid: Any, reason: str) -> None:
+        st = self._legs.pop(rid, None)
+        if st is None:
+            self._handshake.on_broken(rid, reason)
+            return
+        st.leg = None
+        self._fail_invalid(st, reason)
+
+    def _on_response(self, msg: dict[str, Any]) -> None:
+        rid = msg.get("id")
+        self._server.answered(rid)
+        st = self._legs.pop(rid, None) if rid is not None else None
+        if st is not None:
+            st.leg = None
+            self._on_leg_response(st, msg)
+        elif self._handshake.owns(rid):
+            self._handshake.on_response(rid, msg)
+        elif rid in self._ignored:
+            del self._ignored[rid]
+        else:
+            self._events.append(UnexpectedResponse(rid, msg))
+
+    def _on_leg_response(self, st: _CallState, msg: dict[str, Any]) -> None:
+        if "error" in msg:
+            self._end(st, CallFailed(st.call, JsonRpcError.from_wire(msg["error"])))
+            return
+        result = msg["result"]
+        if type(result) is not dict:
+            self._fail_invalid(st, "the result is not an object")
+            return
+        kind = result.get("resultType", "complete")
+        if kind == INPUT_REQUIRED:
+            if self.era is not Era.MODERN:
+                self._fail_invalid(st, "input_required result on the legacy wire")
+            elif st.call.method not in MRTR_METHODS:
+                self._fail_invalid(st, f"input_required result on {st.call.method}")
+            else:
+                self._on_input_required(st, result)
+        elif (
+            kind == "complete"
+            or self.era is not Era.MODERN
+            or (type(kind) is str and kind in self.config.extra_result_types)
+        ):
+            self._end(st, CallCompleted(st.call, result))
+        else:
+            self._fail_invalid(st, f"unknown resultType {kind!r}")
+
+    def _on_input_required(self, st: _CallState, result: dict[str, Any]) -> None:
+        try:
+            requests, state = read_input_required(result, self._caps, self._limits)
+        except InvalidResponseError as exc:
+            self._fail_invalid(st, str(exc))
+            return
+        if st.round >= self.config.max_rounds:
+            self._end(st, RoundsExhausted(st.call, st.round, result))
+            return
+        st.round += 1
+        st.state = state
+        st.answers = {}
+        asked: dict[str, InputNeeded] = {}
+        st.asked = asked
+        if not requests:
+            self._timers[st.call.call_id] = self._clock() + st.backoff
+            st.backoff = min(st.backoff * 2, self.config.max_retry_backoff)
+            return
+        st.backoff = self.config.retry_backoff
+        events = self._events
+        call = st.call
+        for key, method, params in requests:
+            event = InputNeeded(call, key, method, params, st.round)
+            asked[key] = event
+            events.append(event)
+
+    def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
+        if method == "notifications/cancelled" and self.era is not Era.MODERN:
+            self._server.on_cancelled(params)
+            return
+        self._events.append(NotificationReceived(method, params))
+
+    # --- endings ----------------------------------------------------------------------------
+
+    def _fail_invalid(self, st: _CallState, reason: str) -> None:
+        error = JsonRpcError(INTERNAL_ERROR, f"Invalid response from the server: {reason}")
+        self._end(st, CallFailed(st.call, error, True))
+
+    def _forget(self, st: _CallState) -> None:
+        """Drop every trace of a call: its request in flight is no longer ours to route, and
+        its pending input (legacy server requests linked to it included) is void."""
+        del self._calls[st.call.call_id]
+        self._timers.pop(st.call.call_id, None)
+        if st.leg is not None:
+            self._legs.pop(st.leg, None)
+            st.leg = None
+        if st.open_requests:
+            self._server.drop_call(st.call)
+            st.open_requests = 0
+        st.asked = {}
+        st.answers = {}
+
+    def _end(self, st: _CallState, event: Event) -> None:
+        self._forget(st)
+        self._events.append(event)
+
+    def _on_close(self) -> None:
+        error = JsonRpcError(INTERNAL_ERROR, "The connection closed before the call ended")
+        self._handshake.stop()
+        self._queue.clear()
+        for st in list(self._calls.values()):
+            self._end(st, CallFailed(st.call, error, True))
+        for event in self._server.close():
+            self._events.append(InputWithdrawn(event.call, event.key))
+
+
+def _event(event: InputNeeded) -> InputNeeded:
+    if type(event) is not InputNeeded:
+        raise TypeError(f"event: must be an InputNeeded, not {type(event).__name__}")
+    return event

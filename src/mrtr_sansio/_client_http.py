@@ -1,0 +1,61 @@
+"""The headers a Streamable HTTP transport sets on each POST of the client (DIGEST §1.2).
+
+Modern: ``MCP-Protocol-Version`` on every message, ``Mcp-Method`` on requests, ``Mcp-Name`` on
+``tools/call``/``prompts/get``/``resources/read``, and the ``Mcp-Param-*`` headers of a tool's
+``x-mcp-header`` arguments; values that are not plain header-safe ASCII are base64-wrapped.
+Legacy: ``MCP-Protocol-Version`` with the negotiated version once ``initialize`` is answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._envelope import PROTOCOL_VERSION
+from ._http import encode_header_value
+from ._param_headers import _header_text
+
+__all__ = ["request_headers"]
+
+_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def request_headers(
+    msg: Mapping[str, Any],
+    negotiated: str | None,
+    param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] | None,
+) -> dict[str, str]:
+    """The headers for ``msg``; ``negotiated`` is the version in use, None before it is known."""
+    method: str = msg.get("method", "")
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    version = meta.get(PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
+    if version is None:  # a notification, an answer, or a legacy request
+        if method == "initialize" or negotiated is None:
+            return {}
+        return {"MCP-Protocol-Version": negotiated}
+    assert isinstance(params, Mapping)
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": encode_header_value(method)}
+    field = _NAME_FIELD.get(method)
+    if field is None:
+        return headers
+    name = params.get(field)
+    if isinstance(name, str):
+        headers["Mcp-Name"] = encode_header_value(name)
+        mirrored = param_headers.get(name) if param_headers and field == "name" else None
+        if mirrored and method == "tools/call":
+            headers.update(_mirror(params.get("arguments"), mirrored))
+    return headers
+
+
+def _mirror(arguments: Any, mirrored: Mapping[str, tuple[str, ...]]) -> dict[str, str]:
+    """``Mcp-Param-{Name}`` headers for the arguments present at the mirrored paths."""
+    out = {}
+    for name, path in mirrored.items():
+        value = arguments
+        for step in path:
+            value = value.get(step) if isinstance(value, Mapping) else None
+        text = _header_text(value)
+        if text is not None:
+            out[f"Mcp-Param-{name}"] = encode_header_value(text)
+    return out
