@@ -27,11 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 FUZZ = "tests/test_fuzz.py"
 #: Property -> share of the examples (the slower ones get fewer).
 PROPERTIES = {
-    "test_modern_server_survives_hostile_streams": 0.35,
-    "test_legacy_server_survives_hostile_streams": 0.35,
-    "test_any_chunking_gives_the_same_events_and_bytes": 0.30,
+    "test_modern_server_survives_hostile_streams": 0.25,
+    "test_legacy_server_survives_hostile_streams": 0.25,
+    "test_any_chunking_gives_the_same_events_and_bytes": 0.15,
+    "test_client_survives_hostile_streams": 0.25,
+    "test_client_chunking_gives_the_same_events_and_bytes": 0.10,
 }
-CLIENT_PROPERTIES: dict[str, float] = {}
 MODEL = "tests/test_testing_model.py::test_correct_server_passes_every_check"
 PASSING = re.compile(r"(\d+) passing")
 
@@ -72,7 +73,7 @@ def main() -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="mrtr-fuzz-"))
     work: list[tuple[str, str, int, int, str]] = []  # (label, node, examples, seed, env)
     seed = args.seed
-    for name, share in {**PROPERTIES, **CLIENT_PROPERTIES}.items():
+    for name, share in PROPERTIES.items():
         left = round(args.examples * share)
         while left > 0:
             size = min(args.batch, left)

@@ -1,11 +1,13 @@
 """Fuzzing the connections: arbitrary bytes and valid-but-hostile JSON-RPC, in random chunkings.
 
-Each property feeds a server connection a stream of hostile lines (arbitrary bytes, raw JSON
-texts that break parsers, valid messages with a field of the wrong type, huge strings, deep
-nesting, unknown keys, and ordinary requests among them) split at arbitrary points, answering
-what reaches the application with the test server's handler. It asserts that no exception
+Each property feeds a connection, server or client role, modern or legacy wire, a stream of
+hostile lines (arbitrary bytes, raw JSON texts that break parsers, valid messages with a field of
+the wrong type, huge strings, deep nesting, unknown keys, and ordinary messages among them) split
+at arbitrary points, answering what reaches the application (the server's requests with the test
+server's handler; the client's input requests with valid answers). It asserts that no exception
 escapes, that every message written is valid JSON-RPC by the official schema, that the limits
-hold, and that requests already in flight complete exactly as they would have alone.
+hold, and that requests (or calls) already in flight complete exactly as they would have alone;
+and that any chunking of a stream gives the same events and bytes as the whole.
 
 Short profile (the normal test run): a few hundred examples, derandomized. Long profile:
 ``MRTR_FUZZ_EXAMPLES=<n>`` runs ``n`` examples per property (see ``fuzz/run.py``).
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -168,7 +171,9 @@ def _kind(message: dict[str, Any]) -> str:
         return f"wrote error {message['error']['code']}"
     if "result" in message:
         return f"wrote {message['result'].get('resultType', 'legacy result')}"
-    return f"wrote {message['method']}"
+    params = message.get("params")
+    retry = isinstance(params, dict) and ("inputResponses" in params or "requestState" in params)
+    return f"wrote {message['method']}{' retry' if retry else ''}"
 
 
 def line(message: Any) -> bytes:
@@ -397,3 +402,229 @@ def test_control_answers_are_what_the_handler_says() -> None:
         '{"n": 1}',
         '{"n": 2}',
     ]
+
+
+# --- the client role -------------------------------------------------------------------------
+
+CLIENT_LIMITS = m.Limits(max_message_bytes=2048, max_input_requests=4, max_pending_legs=4)
+HELD_CALLS = ("held-a", "held-b", "held-c")
+#: Calls the hostile stream may answer, fail, or drive through rounds.
+VICTIM_CALLS = ("victim-1", "victim-2", "victim-3")
+#: The ids the client gives them (its own id space starts at 0; legacy: initialize is 0).
+VICTIM_IDS = st.integers(3, 12)
+
+
+class ClientHarness:
+    """A client with calls in flight, answering what the server asks with valid answers."""
+
+    def __init__(self, *, legacy: bool, note_kinds: bool = True) -> None:
+        self.now = 1000.0
+        self.era = m.Era.LEGACY if legacy else m.Era.MODERN
+        self.conn = m.ClientConnection(
+            m.ClientConfig(
+                client_info={"name": "fuzz-client", "version": "1"},
+                capabilities=s.FULL_CAPABILITIES,
+                era="legacy" if legacy else "modern",
+                limits=CLIENT_LIMITS,
+                clock=lambda: self.now,
+            )
+        )
+        self.note = note_kinds
+        self.written: list[dict[str, Any]] = []
+        self.ended: dict[str, Any] = {}
+        self.held_ids: dict[Any, str] = {}
+        calls = [self.conn.call("tools/call", {"name": n}) for n in HELD_CALLS + VICTIM_CALLS]
+        self.names = {c.call_id: c.params["name"] for c in calls}
+        self._drain()
+        if legacy:
+            (init,) = [msg for msg in self.written if msg.get("method") == "initialize"]
+            result = {
+                "protocolVersion": m.LATEST_LEGACY_VERSION,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "fuzz", "version": "1"},
+            }
+            self.feed(line({"jsonrpc": "2.0", "id": init["id"], "result": result}))
+        for msg in self.written:
+            if msg.get("method") == "tools/call" and msg["params"]["name"] in HELD_CALLS:
+                self.held_ids[msg["id"]] = msg["params"]["name"]
+        assert len(self.held_ids) == len(HELD_CALLS)
+
+    def feed(self, data: bytes) -> None:
+        conn = self.conn
+        conn.receive_data(data)
+        for event in conn.events():
+            if type(event) is m.InputNeeded:
+                self._answer(event)
+            elif isinstance(event, (m.CallCompleted, m.CallFailed, m.RoundsExhausted)):
+                self.ended[self.names[event.call.call_id]] = event
+        due = conn.next_deadline()
+        if due is not None:
+            self.now = max(self.now, due)
+            conn.handle_timer(self.now)
+        self._drain()
+
+    def _answer(self, event: m.InputNeeded) -> None:
+        conn = self.conn
+        if event.method == "elicitation/create":
+            conn.decline(event)
+        elif event.method == "roots/list":
+            conn.fulfil(event, {"roots": [{"uri": "file:///fuzz"}]})
+        elif event.method == "sampling/createMessage":
+            answer = {"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"}
+            conn.fulfil(event, answer)
+        else:
+            conn.reject(event)
+
+    def _drain(self) -> None:
+        for item in self.conn.outgoing():
+            message = json.loads(item.data)
+            assert message == item.message
+            check_message(message, self.era, sender="client")
+            if self.era is m.Era.MODERN:
+                assert "method" in message, "a modern client never writes responses"
+                assert message.get("id") not in self.held_ids or message["params"]["name"] in (
+                    HELD_CALLS
+                )
+            self.written.append(message)
+            if self.note:
+                note("client " + _kind(message))
+
+    def finish(self) -> list[tuple[str, str, Any]]:
+        """Answer the held calls as a server would; report how each ended."""
+        for rid, name in self.held_ids.items():
+            result: dict[str, Any] = {"content": [{"type": "text", "text": name}]}
+            if self.era is m.Era.MODERN:
+                result["resultType"] = "complete"
+            self.feed(line({"jsonrpc": "2.0", "id": rid, "result": result}))
+        return [
+            (
+                name,
+                type(self.ended.get(name)).__name__,
+                getattr(self.ended.get(name), "result", None),
+            )
+            for name in HELD_CALLS
+        ]
+
+
+def _neutral(held: frozenset[Any]) -> Callable[[bytes], bytes]:
+    """Hostile lines never answer the held calls (their ids are the one thing the stream must
+    not guess): a message that could answer one of them gets another id."""
+
+    def fix(data: bytes) -> bytes:
+        try:
+            message = json.loads(data)
+        except (ValueError, RecursionError):
+            return data
+        # (A client takes any method-less message with its id as a broken answer to it.)
+        if (
+            isinstance(message, dict)
+            and "method" not in message
+            and type(message.get("id")) in (int, str)
+            and message["id"] in held
+        ):
+            message["id"] = "neutralized"
+            return line(message)
+        return data
+
+    return fix
+
+
+def _as_request(value: Any) -> dict[str, Any]:
+    """An invalid embedded request as the body of a server request (an object, at least)."""
+    return value if isinstance(value, dict) else {"method": "elicitation/create", "params": value}
+
+
+SERVER_REQUESTS = st.builds(
+    lambda rid, request: {"jsonrpc": "2.0", "id": rid, **request},
+    st.one_of(s.request_ids(), s.json_values(2)),
+    st.one_of(s.input_requests(), s.invalid_input_requests().map(_as_request)),
+)
+SERVER_RESPONSES = st.builds(
+    lambda rid, result: {"jsonrpc": "2.0", "id": rid, "result": result},
+    VICTIM_IDS,
+    st.one_of(
+        s.input_required_results(),
+        s.invalid_input_required_results(),
+        st.just({"resultType": "complete", "content": []}),
+        st.just({"content": []}),
+        s.json_values(4),
+    ),
+)
+SERVER_ERRORS = st.builds(
+    lambda rid, code: {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": "x"}},
+    VICTIM_IDS,
+    st.sampled_from([-32602, -32603, -32021, -32022, -32601, 1]),
+)
+
+
+def client_lines() -> st.SearchStrategy[bytes]:
+    valid = st.one_of(SERVER_RESPONSES, SERVER_ERRORS, SERVER_REQUESTS, NOTIFICATIONS)
+    return st.one_of(
+        valid.map(line),
+        s.hostile_messages(valid, max_string=CLIENT_LIMITS.max_message_bytes).map(line),
+        s.hostile_json_texts(CLIENT_LIMITS.max_message_bytes).map(lambda b: b + b"\n"),
+        st.binary(max_size=64),
+    )
+
+
+def client_control(legacy: bool) -> list[tuple[str, str, Any]]:
+    return ClientHarness(legacy=legacy, note_kinds=False).finish()
+
+
+CLIENT_CONTROL = {False: client_control(False), True: client_control(True)}
+
+
+def run_client(legacy: bool, lines: list[bytes], data: st.DataObject, *, note: bool = True) -> None:
+    harness = ClientHarness(legacy=legacy, note_kinds=note)
+    fix = _neutral(frozenset(harness.held_ids))
+    blob = b"".join(fix(item) for item in lines)
+    for chunk in data.draw(s.chunked(blob)) if data is not None else [blob]:
+        harness.feed(chunk)
+    harness.feed(b"\n")
+    assert harness.finish() == CLIENT_CONTROL[legacy], "a call in flight was disturbed"
+
+
+@profile(60)
+@given(st.booleans(), st.lists(client_lines(), max_size=8), st.data())
+def test_client_survives_hostile_streams(
+    legacy: bool, lines: list[bytes], data: st.DataObject
+) -> None:
+    run_client(legacy, lines, data)
+
+
+def test_client_control_is_what_the_server_said() -> None:
+    for legacy in (False, True):
+        ended = CLIENT_CONTROL[legacy]
+        assert [(name, kind) for name, kind, _ in ended] == [
+            (name, "CallCompleted") for name in HELD_CALLS
+        ]
+        assert [result["content"][0]["text"] for _, _, result in ended] == list(HELD_CALLS)
+
+
+@profile(40)
+@given(st.booleans(), st.lists(client_lines(), max_size=6).map(b"".join), st.data())
+def test_client_chunking_gives_the_same_events_and_bytes(
+    legacy: bool, blob: bytes, data: st.DataObject
+) -> None:
+    """Invariant 7 for the client role."""
+
+    def observe(chunks: list[bytes]) -> tuple[str, bytes]:
+        conn = m.ClientConnection(
+            m.ClientConfig(
+                capabilities=s.FULL_CAPABILITIES,
+                era="legacy" if legacy else "modern",
+                limits=CLIENT_LIMITS,
+                clock=lambda: 0.0,
+            )
+        )
+        for name in VICTIM_CALLS:
+            conn.call("tools/call", {"name": name})
+        seen: list[m.Event] = []
+        for chunk in chunks:
+            conn.receive_data(chunk)
+            seen.extend(conn.events())
+        conn.receive_data(b"")
+        seen.extend(conn.events())
+        return repr(seen), conn.data_to_send()
+
+    assert observe(data.draw(s.chunked(blob))) == observe([blob] if blob else [])

@@ -294,3 +294,9 @@ def test_envelopes_without_extra_keys(meta: dict[str, Any]) -> None:
 def test_wrong_type_variants_of_every_kind(variant: dict[str, Any]) -> None:
     original = {"a": True, "b": None, "c": 1.5, "d": [1], "e": {"f": "g"}}
     assert json.dumps(variant) != json.dumps(original)
+
+
+@QUICK
+@given(s.hostile_messages(st.just({"jsonrpc": "2.0", "id": 1, "method": "x", "params": 5})))
+def test_hostile_messages_of_messages_without_params_objects(message: dict[str, Any]) -> None:
+    assert isinstance(message, dict)

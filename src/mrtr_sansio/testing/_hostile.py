@@ -90,6 +90,12 @@ def wrong_type_variants(message: Mapping[str, Any]) -> Strategy[dict[str, Any]]:
     return st.sampled_from(paths).flatmap(at)
 
 
+def _params_of(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``message``'s params, or a new object when they are absent or not one."""
+    params = message.get("params")
+    return dict(params) if isinstance(params, Mapping) else {}
+
+
 def hostile_messages(
     valid: Strategy[dict[str, Any]] | None = None, *, max_string: int = 4096
 ) -> Strategy[dict[str, Any]]:
@@ -98,7 +104,7 @@ def hostile_messages(
     base = valid if valid is not None else modern_requests()
 
     def huge(m: dict[str, Any], n: int) -> dict[str, Any]:
-        params = dict(m.get("params") or {})
+        params = _params_of(m)
         params["name"] = "x" * n
         return {**m, "params": params}
 
@@ -106,7 +112,7 @@ def hostile_messages(
         deep: Json = []
         for _ in range(depth):
             deep = {"a": deep}
-        params = dict(m.get("params") or {})
+        params = _params_of(m)
         params["arguments"] = deep
         return {**m, "params": params}
 
