@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -300,3 +301,20 @@ def test_wrong_type_variants_of_every_kind(variant: dict[str, Any]) -> None:
 @given(s.hostile_messages(st.just({"jsonrpc": "2.0", "id": 1, "method": "x", "params": 5})))
 def test_hostile_messages_of_messages_without_params_objects(message: dict[str, Any]) -> None:
     assert isinstance(message, dict)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "pattern"),
+    [
+        ("email", r"^[^@]+@[^@]+\.example$"),
+        ("uri", r"^https://example\.com/"),
+        ("date", r"^\d{4}-\d{2}-\d{2}$"),
+        ("date-time", r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"),
+    ],
+)
+@QUICK
+@given(data=st.data())
+def test_string_formats_are_honoured(fmt: str, pattern: str, data: st.DataObject) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "string", "format": fmt}}}
+    content = data.draw(s.content_for_schema({**schema, "required": ["x"]}))
+    assert re.match(pattern, content["x"]), content
