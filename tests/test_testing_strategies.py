@@ -25,7 +25,11 @@ KIND_RESULT = {
     "roots/list": "ListRootsResult",
 }
 QUICK = settings(
-    max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 
