@@ -462,10 +462,12 @@ def input_required_results(
     )
 
 
-def invalid_input_required_results() -> Strategy[Json]:
-    """``input_required`` results a client must refuse: neither field, a mistyped field, or an
-    embedded request that is none of the three kinds."""
+def invalid_input_required_results(max_requests: int = 32) -> Strategy[Json]:
+    """``input_required`` results a client must refuse: neither field, a mistyped field, an
+    embedded request that is none of the three kinds, or more than ``max_requests`` of them."""
+    too_many = {f"k{i}": {"method": ROOTS} for i in range(max_requests + 1)}
     return st.one_of(
+        st.just({"resultType": "input_required", "inputRequests": too_many}),
         st.just({"resultType": "input_required"}),
         st.builds(
             lambda r: {"resultType": "input_required", "inputRequests": r},
