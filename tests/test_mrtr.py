@@ -339,6 +339,7 @@ RESPONSES: dict[str, Any] = {
     },
     "llm2": {
         "role": "assistant",
+        "model": "m",
         "content": [
             {"type": "text", "text": "a"},
             {"type": "tool_use", "id": "1", "name": "t", "input": {}},
@@ -348,14 +349,10 @@ RESPONSES: dict[str, Any] = {
         ],
     },
     "image": {"role": "assistant", "content": {"type": "image", "data": "", "mimeType": "x"}},
-    "roots": {
-        "roots": [
-            {"uri": "file:///a", "name": "A"},
-            {"uri": 5},
-            "junk",
-            {"uri": "file:///b"},
-        ]
-    },
+    "roots": {"roots": [{"uri": "file:///a", "name": "A"}, {"uri": "file:///b"}]},
+    # Malformed answers read as None, so that the handler asks again (S11).
+    "junkroots": {"roots": [{"uri": "file:///a"}, {"uri": 5}, "junk"]},
+    "nomodel": {"role": "assistant", "content": {"type": "text", "text": "Paris"}},
     "noroots": {"roots": "none"},
     "scalar": 5,
 }
@@ -404,7 +401,7 @@ def test_sampled_text() -> None:
     responses = InputResponses(RESPONSES)
     assert responses.sampled_text("llm") == "Paris"
     assert responses.sampled_text("llm2") == "ab"
-    for key in ("image", "who", "missing", "scalar"):
+    for key in ("image", "who", "missing", "scalar", "nomodel"):
         assert responses.sampled_text(key) is None, key
 
 
@@ -412,7 +409,7 @@ def test_root_uris() -> None:
     responses = InputResponses(RESPONSES)
     assert responses.root_uris("roots") == ["file:///a", "file:///b"]
     assert InputResponses({"r": {"roots": []}}).root_uris("r") == []
-    for key in ("noroots", "who", "missing", "scalar"):
+    for key in ("noroots", "who", "missing", "scalar", "junkroots"):
         assert responses.root_uris(key) is None, key
 
 

@@ -42,6 +42,8 @@ MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 EMBEDDABLE_METHODS = frozenset({ELICIT, SAMPLE, ROOTS})
 
 INPUT_REQUIRED = "input_required"
+_ROLES = ("user", "assistant")
+_ACTIONS = ("accept", "decline", "cancel")
 
 
 def _key(key: object) -> str | None:
@@ -332,10 +334,17 @@ class InputResponses(Mapping[str, Any]):
         return None
 
     def elicitation_action(self, key: str) -> str | None:
-        """``"accept"``, ``"decline"`` or ``"cancel"`` for an elicitation answer, else None."""
+        """``"accept"``, ``"decline"`` or ``"cancel"`` for an elicitation answer, else None
+        (also when ``content`` is present but not an object: the answer is malformed)."""
         value = self.get_response(key)
-        action = value.get("action") if value is not None else None
-        return action if action in ("accept", "decline", "cancel") else None
+        if value is None:
+            return None
+        action = value.get("action")
+        if action not in _ACTIONS or (
+            "content" in value and not isinstance(value["content"], Mapping)
+        ):
+            return None
+        return str(action)
 
     def accepted_content(self, key: str) -> Mapping[str, Any] | None:
         """The form content of an accepted elicitation, else None.
@@ -351,7 +360,12 @@ class InputResponses(Mapping[str, Any]):
     def sampled_text(self, key: str) -> str | None:
         """The text of a sampling answer (all text blocks joined), else None."""
         value = self.get_response(key)
-        if value is None:
+        # A CreateMessageResult has a role and a model besides its content.
+        if (
+            value is None
+            or value.get("role") not in _ROLES
+            or not isinstance(value.get("model"), str)
+        ):
             return None
         content = value.get("content")
         blocks = content if isinstance(content, list) else [content]
@@ -368,4 +382,10 @@ class InputResponses(Mapping[str, Any]):
         roots = value.get("roots") if value is not None else None
         if not isinstance(roots, list):
             return None
-        return [r["uri"] for r in roots if isinstance(r, Mapping) and isinstance(r.get("uri"), str)]
+        uris: list[str] = []
+        for root in roots:
+            uri = root.get("uri") if isinstance(root, Mapping) else None
+            if not isinstance(uri, str):
+                return None  # every Root has a uri: the answer is malformed
+            uris.append(uri)
+        return uris

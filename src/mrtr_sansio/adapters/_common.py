@@ -101,9 +101,13 @@ class _Context(Generic[SleepT]):
     def progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> bool:
-        """Report progress if the request asked for it (``_meta.progressToken``)."""
+        """Report progress if the request asked for it (``_meta.progressToken``).
+
+        A token that is not a string or an integer is ignored: echoing it would make an invalid
+        notification.
+        """
         token = self.request.meta.get("progressToken")
-        if token is None:
+        if type(token) is not str and type(token) is not int:
             return False
         params: dict[str, Any] = {"progressToken": token, "progress": progress}
         if total is not None:

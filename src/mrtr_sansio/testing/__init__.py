@@ -1,0 +1,38 @@
+"""Property-based testing for MRTR implementations, ours or anyone's (``testing`` extra).
+
+* :mod:`mrtr_sansio.testing.strategies`: hypothesis strategies for wire values, valid and
+  invalid (ids, envelopes, capabilities, embedded requests, answers, states, hostile input).
+* :class:`ServerModel`: a hypothesis state machine that checks any MRTR server, given as a
+  callable taking one modern JSON-RPC request and returning its response. Bind it with
+  :meth:`ServerModel.against` or run it with :func:`check_server`.
+* :func:`in_process_server` and :func:`http_endpoint` build such callables for a handler on our
+  own :class:`~mrtr_sansio.ServerConnection` and for any Streamable HTTP URL.
+
+Never imported by ``import mrtr_sansio``.
+"""
+
+from . import strategies
+from ._checks import CHECKS, SpecViolationError
+from ._inprocess import InProcessServer, in_process_server, run_to_completion
+from ._model import Server, ServerModel, check_server
+from ._operations import ModelConfig, Operation, prompt, resource, tool
+from .http import HttpEndpoint, http_endpoint
+
+__all__ = [
+    "CHECKS",
+    "HttpEndpoint",
+    "InProcessServer",
+    "ModelConfig",
+    "Operation",
+    "Server",
+    "ServerModel",
+    "SpecViolationError",
+    "check_server",
+    "http_endpoint",
+    "in_process_server",
+    "prompt",
+    "resource",
+    "run_to_completion",
+    "strategies",
+    "tool",
+]
