@@ -17,3 +17,17 @@ if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
 
 settings.register_profile("thorough", max_examples=3000)
+
+
+def pytest_report_header() -> str:
+    """Say whether the official schemas and spec examples were found: without them the tests
+    that validate our wire messages against the schemas skip, and a run must say so."""
+    from wire import spec_dir
+
+    found = spec_dir()
+    if found is None:
+        return (
+            "official MCP spec: NOT FOUND - schema validation and the spec-example tests skip "
+            "(set MRTR_SPEC_DIR to the folder holding schema/2026-07-28/schema.json)"
+        )
+    return f"official MCP spec: {found} (wire messages are schema-validated)"
