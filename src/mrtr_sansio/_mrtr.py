@@ -232,9 +232,11 @@ def elicit_form(message: str, requested_schema: Mapping[str, Any], **extra: Any)
         raise TypeError("message: must be a string")
     if type(requested_schema) is not dict and not isinstance(requested_schema, Mapping):
         raise TypeError("requested_schema: must be a mapping (a JSON Schema object)")
-    params = {"message": message, "requestedSchema": requested_schema, **extra}
     if extra and extra.get("mode", "form") != "form":
-        return InputRequest(ELICIT, params)  # validated: refuses a mode other than form/url
+        raise ValueError(
+            f"mode: elicit_form builds form mode, got {extra['mode']!r}; see elicit_url"
+        )
+    params = {"message": message, "requestedSchema": requested_schema, **extra}
     return InputRequest._trusted(ELICIT, params)
 
 
