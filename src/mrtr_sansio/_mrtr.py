@@ -227,7 +227,10 @@ class InputRequiredResult:
 
 
 def elicit_form(message: str, requested_schema: Mapping[str, Any], **extra: Any) -> InputRequest:
-    """A form-mode ``elicitation/create`` (``mode`` is left out: absent means form)."""
+    """A form-mode ``elicitation/create`` (``mode`` is left out: absent means form).
+
+    ``mode`` may only be ``"form"``; url mode needs a url and an id: :func:`elicit_url`.
+    """
     if not isinstance(message, str):
         raise TypeError("message: must be a string")
     if type(requested_schema) is not dict and not isinstance(requested_schema, Mapping):
