@@ -71,8 +71,8 @@ async def _no_sleep(_seconds: float) -> None:
     pass
 
 
-@pytest.mark.parametrize("token", [False, True, None, 1.5, [], {}, ["t"]])
-def test_progress_ignores_a_token_that_is_not_a_progress_token(token: Any) -> None:
+def _progress_context(token: Any) -> tuple[m.ServerConnection, RequestContext]:
+    """A modern tools/call carrying ``token`` as its progressToken, and its handler context."""
     conn = m.ServerConnection()
     meta = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: {}, "progressToken": token}
     message = {
@@ -85,24 +85,19 @@ def test_progress_ignores_a_token_that_is_not_a_progress_token(token: Any) -> No
     (request,) = conn.events()
     assert isinstance(request, m.RequestReceived)
     ctx = RequestContext(conn, request, lambda: None, _no_sleep)
+    return conn, ctx
+
+
+@pytest.mark.parametrize("token", [False, True, None, 1.5, [], {}, ["t"]])
+def test_progress_ignores_a_token_that_is_not_a_progress_token(token: Any) -> None:
+    conn, ctx = _progress_context(token)
     assert ctx.progress(0.5) is False
     assert conn.outgoing() == []
 
 
 @pytest.mark.parametrize("token", ["p-1", "", 0, -7, 2**40])
 def test_progress_echoes_string_and_integer_tokens(token: Any) -> None:
-    conn = m.ServerConnection()
-    meta = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: {}, "progressToken": token}
-    message = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "t", "_meta": meta},
-    }
-    conn.receive_message(message)
-    (request,) = conn.events()
-    assert isinstance(request, m.RequestReceived)
-    ctx = RequestContext(conn, request, lambda: None, _no_sleep)
+    conn, ctx = _progress_context(token)
     assert ctx.progress(0.5) is True
     (note,) = conn.outgoing()
     assert note.message["params"] == {"progressToken": token, "progress": 0.5}
