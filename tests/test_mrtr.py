@@ -250,9 +250,10 @@ def test_elicit_form() -> None:
     }
     with pytest.raises(TypeError, match=r"^message:"):
         elicit_form(5, FORM_SCHEMA)  # type: ignore[arg-type]
-    for mode in ("url", "bogus", None):  # a url request needs elicit_url's fields
+    for mode in ("url", "bogus", ""):  # a url request needs elicit_url's fields
         with pytest.raises(ValueError, match=r"^mode: elicit_form builds form mode"):
             elicit_form("m", FORM_SCHEMA, mode=mode)
+    assert "mode" not in elicit_form("m", FORM_SCHEMA, mode=None).params  # None: left out
     with pytest.raises(TypeError, match=r"^requested_schema:"):
         elicit_form("m", [])  # type: ignore[arg-type]
 

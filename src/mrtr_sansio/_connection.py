@@ -63,6 +63,7 @@ class Connection:
         self._loads = codec.loads
         self._dumps = codec.dumps
         self._framer = LineFramer(limits.max_message_bytes)
+        self._max_line = limits.max_message_bytes  # in bytes, not counting the newline
         self._events: deque[Event] = deque()
         # (Outgoing subclass, data, message, related id, *extra fields): the typed item is built
         # only if the transport asks for it, so byte-stream transports never pay for it.
@@ -82,11 +83,17 @@ class Connection:
             self._on_close()
             self._events.append(ConnectionClosed())
             return
-        line = self._framer.single_line(data)
-        if line is not None:
-            if line:
-                self._receive_bytes(line, None)
-            return
+        # The common case: nothing is buffered and ``data`` is one whole line within the limit.
+        # It is decoded as it is (codecs skip the trailing newline); a line that fails to decode
+        # (a blank one, say) goes through the framer like any other chunk.
+        if self._framer.idle and data.find(b"\n") == len(data) - 1 <= self._max_line:
+            try:
+                msg = self._loads(data)
+            except DECODE_ERRORS:
+                pass
+            else:
+                self._dispatch(msg, None)
+                return
         for item in self._framer.feed(data):
             self._receive_line(item)
 

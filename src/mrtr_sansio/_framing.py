@@ -27,35 +27,28 @@ class Oversized:
 class LineFramer:
     """Splits a byte stream into lines of at most ``max_line_bytes`` bytes (newline excluded)."""
 
-    __slots__ = ("_buf", "_discarding", "_max")
+    __slots__ = ("_buf", "_discarding", "_max", "idle")
 
     def __init__(self, max_line_bytes: int) -> None:
         self._buf = bytearray()
         self._max = max_line_bytes
         self._discarding = False
+        #: True when no partial line is held or being discarded: the next chunk starts a line.
+        self.idle = True
 
     @property
     def buffered(self) -> int:
         """Bytes held while waiting for the end of a line."""
         return len(self._buf)
 
-    def single_line(self, data: bytes) -> bytes | None:
-        """Fast path: when nothing is buffered and ``data`` is exactly one newline-terminated
-        line within the limit, return that line (``\r`` stripped; maybe empty), else None."""
-        if self._buf or self._discarding:
-            return None
-        nl = data.find(b"\n")
-        if nl != len(data) - 1 or nl > self._max + 1:
-            return None
-        if nl and data[nl - 1] == 13:  # "\r"
-            nl -= 1
-        if nl > self._max:
-            return None
-        line = data[:nl]
-        return b"" if line.isspace() else line
-
     def feed(self, data: bytes) -> Iterator[bytes | Oversized]:
         """Consume ``data`` and yield each complete line (or an :class:`Oversized` marker)."""
+        try:
+            yield from self._lines(data)
+        finally:
+            self.idle = not (self._buf or self._discarding)
+
+    def _lines(self, data: bytes) -> Iterator[bytes | Oversized]:
         buf = self._buf
         limit = self._max
         start = 0
@@ -98,6 +91,7 @@ class LineFramer:
 
     def close(self) -> Iterator[bytes | Oversized]:
         """End of stream: a final line without a newline still counts as a message."""
+        self.idle = True
         if self._discarding:
             self._discarding = False
             return

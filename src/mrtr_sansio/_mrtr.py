@@ -17,7 +17,6 @@ from ._capabilities import (
     ELICIT,
     ROOTS,
     SAMPLE,
-    Need,
     grants,
     merge_capabilities,
     needs_of,
@@ -64,9 +63,6 @@ class InputRequest:
 
     method: str
     params: Mapping[str, Any] | None = None
-    # Derived once at construction: the wire form and the capability needs.
-    _wire: dict[str, Any] = attrs.field(init=False, repr=False, eq=False)
-    _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
         method, params = self.method, self.params
@@ -80,7 +76,6 @@ class InputRequest:
         if params is None:
             if method != ROOTS:
                 raise TypeError(f"params: {method} needs params")
-            wire: dict[str, Any] = {"method": method}
         elif type(params) is dict or isinstance(params, Mapping):
             if method == ELICIT and params.get("mode", "form") not in ("form", "url"):
                 # Anything else would be sent with the wrong capability check (and is invalid).
@@ -88,24 +83,17 @@ class InputRequest:
                     f"params.mode: must be 'form', 'url' or absent, got {params['mode']!r}"
                 )
             # A private plain-dict copy: serializable by any codec, immune to caller mutation.
-            params = dict(params)
-            object.__setattr__(self, "params", params)
-            wire = {"method": method, "params": params}
+            object.__setattr__(self, "params", dict(params))
         else:
             raise TypeError(f"params: must be a mapping, got {type(params).__name__}")
-        object.__setattr__(self, "_wire", wire)
-        object.__setattr__(self, "_needs", needs_of(method, params))
 
     @classmethod
     def _trusted(cls, method: str, params: dict[str, Any]) -> InputRequest:
         """Construction for the builders below, whose ``params`` dict is fresh and valid by
         construction: no checks and no defensive copy (the hot path of most handlers)."""
         self = object.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(self, "method", method)
-        setattr_(self, "params", params)
-        setattr_(self, "_wire", {"method": method, "params": params})
-        setattr_(self, "_needs", needs_of(method, params))
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "params", params)
         return self
 
     @classmethod
@@ -127,8 +115,11 @@ class InputRequest:
         return required_capabilities(self.method, self.params)
 
     def to_wire(self) -> dict[str, Any]:
-        """``{"method": ..., "params": ...}``, params omitted when None (shared; don't mutate)."""
-        return self._wire
+        """``{"method": ..., "params": ...}``, params omitted when None (``params`` is shared)."""
+        params = self.params
+        if params is None:
+            return {"method": self.method}
+        return {"method": self.method, "params": params}
 
 
 def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
@@ -174,24 +165,10 @@ class InputRequiredResult:
         default=None, converter=_freeze_requests
     )
     request_state: Any = None
-    _wire_requests: dict[str, Any] | None = attrs.field(init=False, repr=False, eq=False)
-    _needs: tuple[Need, ...] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        requests = self.input_requests
-        if requests is None:
-            if self.request_state is None:
-                raise ValueError("input_requests or request_state: at least one must be given")
-            object.__setattr__(self, "_wire_requests", None)
-            object.__setattr__(self, "_needs", ())
-            return
-        wire: dict[str, Any] = {}
-        needs: tuple[Need, ...] = ()
-        for k, r in requests.items():
-            wire[k] = r._wire
-            needs += r._needs
-        object.__setattr__(self, "_wire_requests", wire)
-        object.__setattr__(self, "_needs", tuple(set(needs)) if len(requests) > 1 else needs)
+        if self.input_requests is None and self.request_state is None:
+            raise ValueError("input_requests or request_state: at least one must be given")
 
     @classmethod
     def from_wire(cls, result: Mapping[str, Any]) -> InputRequiredResult:
@@ -210,13 +187,22 @@ class InputRequiredResult:
 
     def allowed_by(self, capabilities: Mapping[str, Any]) -> bool:
         """True when ``capabilities`` (as a client declared them) permit every embedded request."""
-        return grants(capabilities, self._needs)
+        requests = self.input_requests
+        if requests is not None:
+            for request in requests.values():
+                if not grants(capabilities, needs_of(request.method, request.params)):
+                    return False
+        return True
 
     def to_wire(self, request_state: str | None = None) -> dict[str, Any]:
         """The result object; ``request_state`` overrides the field (the sealed form)."""
         out: dict[str, Any] = {"resultType": INPUT_REQUIRED}
-        if self._wire_requests is not None:
-            out["inputRequests"] = self._wire_requests
+        requests = self.input_requests
+        if requests is not None:
+            wire = {}
+            for key, request in requests.items():
+                wire[key] = request.to_wire()
+            out["inputRequests"] = wire
         state = self.request_state if request_state is None else request_state
         if state is not None:
             out["requestState"] = state
@@ -226,8 +212,10 @@ class InputRequiredResult:
 # --- builders -------------------------------------------------------------------------------
 
 
-def elicit_form(message: str, requested_schema: Mapping[str, Any], **extra: Any) -> InputRequest:
-    """A form-mode ``elicitation/create`` (``mode`` is left out: absent means form).
+def elicit_form(
+    message: str, requested_schema: Mapping[str, Any], *, mode: str | None = None, **extra: Any
+) -> InputRequest:
+    """A form-mode ``elicitation/create`` (``mode`` is sent only when given: absent means form).
 
     ``mode`` may only be ``"form"``; url mode needs a url and an id: :func:`elicit_url`.
     """
@@ -235,11 +223,13 @@ def elicit_form(message: str, requested_schema: Mapping[str, Any], **extra: Any)
         raise TypeError("message: must be a string")
     if type(requested_schema) is not dict and not isinstance(requested_schema, Mapping):
         raise TypeError("requested_schema: must be a mapping (a JSON Schema object)")
-    if extra and extra.get("mode", "form") != "form":
-        raise ValueError(
-            f"mode: elicit_form builds form mode, got {extra['mode']!r}; see elicit_url"
-        )
-    params = {"message": message, "requestedSchema": requested_schema, **extra}
+    params: dict[str, Any] = {"message": message, "requestedSchema": requested_schema}
+    if mode is not None:
+        if mode != "form":
+            raise ValueError(f"mode: elicit_form builds form mode, got {mode!r}; see elicit_url")
+        params["mode"] = mode
+    if extra:
+        params.update(extra)
     return InputRequest._trusted(ELICIT, params)
 
 
