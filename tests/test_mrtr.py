@@ -253,7 +253,7 @@ def test_elicit_form() -> None:
     for mode in ("url", "bogus", ""):  # a url request needs elicit_url's fields
         with pytest.raises(ValueError, match=r"^mode: elicit_form builds form mode"):
             elicit_form("m", FORM_SCHEMA, mode=mode)
-    assert "mode" not in elicit_form("m", FORM_SCHEMA, mode=None).params  # None: left out
+    assert "mode" not in elicit_form("m", FORM_SCHEMA, mode=None).to_wire()["params"]  # left out
     with pytest.raises(TypeError, match=r"^requested_schema:"):
         elicit_form("m", [])  # type: ignore[arg-type]
 
