@@ -35,6 +35,11 @@ DECODE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError, TypeError)
 ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError)
 
 
+def unserializable(exc: Exception) -> LocalProtocolError:
+    """The error for a message of ours the codec cannot write (the application's values)."""
+    return LocalProtocolError(f"message cannot be serialized as JSON: {exc}")
+
+
 def _scrub(value: Any) -> Any:
     """``value`` with every string made valid UTF-8 (lone surrogates become ``?``)."""
     if isinstance(value, str):
@@ -180,7 +185,7 @@ class Connection:
         try:
             return self._dumps(message)
         except ENCODE_ERRORS as exc:
-            raise LocalProtocolError(f"message cannot be serialized as JSON: {exc}") from exc
+            raise unserializable(exc) from exc
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
         """Report invalid input, answering it with an error response when ``answer``."""

@@ -78,6 +78,22 @@ def invalid(request_id: Any, message: str) -> RemoteProtocolError:
     return RemoteProtocolError(JsonRpcError(INVALID_PARAMS, message), request_id)
 
 
+def envelope_error(request_id: Any, meta: Mapping[str, Any]) -> RemoteProtocolError:
+    """The -32602 for the first rule a modern ``_meta`` envelope breaks (the checks in order:
+    capabilities, version, client info, log level); called once the envelope is known bad."""
+    caps = meta.get(CLIENT_CAPABILITIES)
+    if type(caps) is not dict:
+        if caps is None:
+            return invalid(request_id, f"Missing required _meta field {CLIENT_CAPABILITIES}")
+        return invalid(request_id, f"_meta field {CLIENT_CAPABILITIES} must be an object")
+    if type(meta.get(PROTOCOL_VERSION)) is not str:
+        return invalid(request_id, f"_meta field {PROTOCOL_VERSION} must be a string")
+    info = meta.get(CLIENT_INFO)
+    if info is not None and type(info) is not dict:
+        return invalid(request_id, f"_meta field {CLIENT_INFO} must be an object")
+    return invalid(request_id, f"Unknown log level in _meta field {LOG_LEVEL}")
+
+
 def log_allowed(params: Mapping[str, Any] | None, request: Any, session: Any) -> bool:
     """Whether a ``notifications/message`` may go out.
 

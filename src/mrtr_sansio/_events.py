@@ -17,7 +17,7 @@ import attrs
 
 from ._envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
 from ._errors import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
-from ._mrtr import InputRequiredResult, InputResponses
+from ._mrtr import NO_RESPONSES, InputRequiredResult, InputResponses
 from ._session import LegacySession
 
 __all__ = [
@@ -73,7 +73,7 @@ class Event:
 # --- server-side events -----------------------------------------------------------------------
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, slots=False)
 class RequestReceived(Event):
     """A request for the application to answer with ``send(Respond(request_id, ...))``.
 
@@ -129,7 +129,8 @@ class RequestReceived(Event):
     @property
     def input_responses(self) -> InputResponses:
         """The client's answers to the previous round's input requests (may be empty)."""
-        return InputResponses(self.params.get("inputResponses"))
+        raw = self.params.get("inputResponses")
+        return NO_RESPONSES if raw is None else InputResponses(raw)
 
     def input_response(self, key: str) -> Mapping[str, Any] | None:
         """The answer under ``key`` (any str-like key), or None."""

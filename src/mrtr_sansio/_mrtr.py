@@ -346,11 +346,18 @@ class InputResponses(Mapping[str, Any]):
 
         A url-mode accept carries no content; it yields an empty mapping.
         """
-        value = self.get_response(key)
-        if value is None or value.get("action") != "accept":
+        k = key if type(key) is str else _key(key)
+        value = self._raw.get(k) if k is not None else None
+        if type(value) is not dict and (value is None or not isinstance(value, Mapping)):
             return None
-        content = value.get("content", {})
-        return content if type(content) is dict or isinstance(content, Mapping) else None
+        if value.get("action") != "accept":
+            return None
+        content = value.get("content")
+        if type(content) is dict:
+            return content
+        if content is None:
+            return None if "content" in value else {}
+        return content if isinstance(content, Mapping) else None
 
     def sampled_text(self, key: str) -> str | None:
         """The text of a sampling answer (all text blocks joined), else None."""
@@ -384,3 +391,7 @@ class InputResponses(Mapping[str, Any]):
                 return None  # every Root has a uri: the answer is malformed
             uris.append(uri)
         return uris
+
+
+#: The answers of a request that carried none (a first round): shared, as it is read-only.
+NO_RESPONSES = InputResponses()

@@ -20,7 +20,7 @@ from typing import Any
 from . import _server_legacy as legacy
 from ._capabilities import missing_capabilities
 from ._config import ServerConfig
-from ._connection import Connection
+from ._connection import ENCODE_ERRORS, Connection, unserializable
 from ._envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
@@ -28,6 +28,7 @@ from ._envelope import (
     LOG_LEVEL_RANK,
     PROTOCOL_VERSION,
     SERVER_INFO,
+    envelope_error,
     invalid,
     log_allowed,
     missing_meta_message,
@@ -44,6 +45,7 @@ from ._errors import (
 from ._events import (
     NotificationReceived,
     Notify,
+    Outgoing,
     OutgoingError,
     OutgoingInputRequired,
     OutgoingNotification,
@@ -60,7 +62,6 @@ from ._jsonrpc import (
     error_message,
     is_valid_id,
     notification_message,
-    result_message,
 )
 from ._lifecycle import ShimTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
@@ -327,29 +328,93 @@ class ServerConnection(Connection):
             self._shim.on_response(msg)
 
     def _on_request(self, rid: Any, method: str, params: dict[str, Any], context: Any) -> None:
-        if rid in self._inflight or rid in self._cancelled:
+        inflight = self._inflight
+        if rid in inflight or rid in self._cancelled:
             raise RemoteProtocolError(
                 JsonRpcError(INVALID_REQUEST, "Invalid Request: id is already in use"), rid
             )
-        if len(self._inflight) >= self._max_in_flight:
+        if len(inflight) >= self._max_in_flight:
             raise RemoteProtocolError(
                 JsonRpcError(INTERNAL_ERROR, "Too many requests in flight"), rid
             )
         meta = params.get("_meta")
-        if meta is not None and type(meta) is not dict:
+        if type(meta) is dict:
+            version = meta.get(PROTOCOL_VERSION)
+        elif meta is None:
+            version = None
+        else:
             raise invalid(rid, "_meta must be an object")
-        version = meta.get(PROTOCOL_VERSION) if meta is not None else None
-        http = None
-        principal = None
-        if context is not None:
+        if context is None:
+            http, principal = None, self.principal
+        else:
             http, principal = context
-            if http is not None and version is None and self._session is not None:
-                legacy.check_header(self, http, rid, method, meta)
-        if principal is None:
-            principal = self.principal
-        if version is not None:
-            self._on_modern_request(rid, method, params, meta, version, principal, http)  # type: ignore[arg-type]
-        elif method == "initialize" and self.config.legacy_versions:
+            if principal is None:
+                principal = self.principal
+        if version is None:
+            self._on_legacy_request(rid, method, params, meta, http, principal)
+            return
+        # The modern envelope. Order (conformance-pinned): required _meta fields (-32602),
+        # mirror headers (-32020), version (-32022), method (-32601), then per-method params.
+        info = meta.get(CLIENT_INFO)  # type: ignore[union-attr]
+        level = meta.get(LOG_LEVEL)  # type: ignore[union-attr]
+        if not (
+            type(meta.get(CLIENT_CAPABILITIES)) is dict  # type: ignore[union-attr]
+            and type(version) is str
+            and (info is None or type(info) is dict)
+            and (level is None or (type(level) is str and level in LOG_LEVEL_RANK))
+        ):
+            raise envelope_error(rid, meta)  # type: ignore[arg-type]
+        config = self.config
+        if http is not None:
+            self._check_headers(http, rid, method, params, version)
+        if version not in config.supported_versions:
+            raise RemoteProtocolError(
+                JsonRpcError.unsupported_version(
+                    [*config.supported_versions, *config.legacy_versions], version
+                ),
+                rid,
+            )
+        state: Any = None
+        round_: int | None = 1
+        if method in MRTR_METHODS:
+            if "inputResponses" in params or "requestState" in params:
+                state, round_ = self._state.read(rid, method, params, principal)
+        elif method in LEGACY_ONLY_METHODS:
+            raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
+        elif method == LISTEN and type(params.get("notifications")) is not dict:
+            raise invalid(rid, "subscriptions/listen: notifications must be an object")
+        event = RequestReceived(rid, method, params, None, state, round_, principal)
+        inflight[rid] = event
+        if method == "server/discover" and config.answer_discovery:
+            self._respond_complete(event, self.discover_result())
+            return
+        self._events.append(event)
+
+    def _check_headers(
+        self, http: HttpRequestFacts, rid: Any, method: str, params: dict[str, Any], version: str
+    ) -> None:
+        """The modern wire's mirror headers (-32020), and the configured param headers."""
+        check_headers(http, rid, method, params, version)
+        mirrored_params = self.config.param_headers
+        if method == "tools/call" and mirrored_params:
+            name = params.get("name")
+            mirrored = mirrored_params.get(name) if type(name) is str else None
+            if mirrored:
+                check_param_headers(http, rid, params.get("arguments"), mirrored)
+
+    def _on_legacy_request(
+        self,
+        rid: Any,
+        method: str,
+        params: dict[str, Any],
+        meta: dict[str, Any] | None,
+        http: HttpRequestFacts | None,
+        principal: str | None,
+    ) -> None:
+        """A request without the modern envelope: initialize, or one in a legacy session."""
+        if http is not None and self._session is not None:
+            legacy.check_header(self, http, rid, method, meta)
+        if method == "initialize" and self.config.legacy_versions:
             legacy.on_initialize(self, rid, params)
         elif self._session is not None:
             legacy.on_request(self, rid, method, params, principal)
@@ -365,62 +430,6 @@ class ServerConnection(Connection):
             )
         else:
             raise invalid(rid, missing_meta_message(meta))
-
-    def _on_modern_request(
-        self,
-        rid: Any,
-        method: str,
-        params: dict[str, Any],
-        meta: dict[str, Any],
-        version: Any,
-        principal: str | None,
-        http: HttpRequestFacts | None,
-    ) -> None:
-        # Order (conformance-pinned): required _meta fields (-32602), mirror headers (-32020),
-        # version (-32022), method (-32601), then per-method params.
-        caps = meta.get(CLIENT_CAPABILITIES)
-        if type(caps) is not dict:
-            if caps is None:
-                raise invalid(rid, f"Missing required _meta field {CLIENT_CAPABILITIES}")
-            raise invalid(rid, f"_meta field {CLIENT_CAPABILITIES} must be an object")
-        if type(version) is not str:
-            raise invalid(rid, f"_meta field {PROTOCOL_VERSION} must be a string")
-        info = meta.get(CLIENT_INFO)
-        if info is not None and type(info) is not dict:
-            raise invalid(rid, f"_meta field {CLIENT_INFO} must be an object")
-        level = meta.get(LOG_LEVEL)
-        if level is not None and (type(level) is not str or level not in LOG_LEVEL_RANK):
-            raise invalid(rid, f"Unknown log level in _meta field {LOG_LEVEL}")
-        config = self.config
-        if http is not None:
-            check_headers(http, rid, method, params, version)
-            if method == "tools/call" and config.param_headers:
-                name = params.get("name")
-                mirrored = config.param_headers.get(name) if type(name) is str else None
-                if mirrored:
-                    check_param_headers(http, rid, params.get("arguments"), mirrored)
-        if version not in config.supported_versions:
-            raise RemoteProtocolError(
-                JsonRpcError.unsupported_version(
-                    [*config.supported_versions, *config.legacy_versions], version
-                ),
-                rid,
-            )
-        if method in LEGACY_ONLY_METHODS:
-            raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
-        state: Any = None
-        round_: int | None = 1
-        if method in MRTR_METHODS:
-            if "inputResponses" in params or "requestState" in params:
-                state, round_ = self._state.read(rid, method, params, principal)
-        elif method == LISTEN and type(params.get("notifications")) is not dict:
-            raise invalid(rid, "subscriptions/listen: notifications must be an object")
-        event = RequestReceived(rid, method, params, None, state, round_, principal)
-        self._inflight[rid] = event
-        if method == "server/discover" and config.answer_discovery:
-            self._respond_complete(event, self.discover_result())
-            return
-        self._events.append(event)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
@@ -453,38 +462,49 @@ class ServerConnection(Connection):
 
     def _respond_complete(self, event: RequestReceived, result: Mapping[str, Any]) -> None:
         rid = event.request_id
-        if event.session is None:
-            out = dict(result)
-            if "resultType" not in out:
-                out["resultType"] = "complete"
-            info = self._server_info
-            if info is not None:
-                meta = out.get("_meta")
-                if meta is None:
-                    out["_meta"] = {SERVER_INFO: info}
-                elif SERVER_INFO not in meta:
-                    out["_meta"] = {**meta, SERVER_INFO: info}
-            if event.method == LISTEN:
-                self._acknowledged.discard(rid)
-                out["_meta"] = tag(out, rid)["_meta"]
-            elif event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
-                if "ttlMs" not in out:
-                    out["ttlMs"] = self.config.cache_ttl_ms
-                if "cacheScope" not in out:
-                    out["cacheScope"] = self.config.cache_scope
-        elif "resultType" in result:
-            out = {k: v for k, v in result.items() if k != "resultType"}
-        else:
-            out = result  # type: ignore[assignment]
-        msg = result_message(rid, out)
-        data = self._encode(msg)
-        del self._inflight[rid]
-        self._out.append((OutgoingResult, data, msg, rid))
         session = event.session
         if session is not None:
+            legacy_out = (
+                {k: v for k, v in result.items() if k != "resultType"}
+                if "resultType" in result
+                else result
+            )
+            self._emit(OutgoingResult, rid, legacy_out)
             self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
-                legacy.session_opened(self, session, out)
+                legacy.session_opened(self, session, legacy_out)
+            return
+        out = dict(result)
+        if "resultType" not in out:
+            out["resultType"] = "complete"
+        info = self._server_info
+        if info is not None:
+            meta = out.get("_meta")
+            if meta is None:
+                out["_meta"] = {SERVER_INFO: info}
+            elif SERVER_INFO not in meta:
+                out["_meta"] = {**meta, SERVER_INFO: info}
+        if event.method == LISTEN:
+            self._acknowledged.discard(rid)
+            out["_meta"] = tag(out, rid)["_meta"]
+        elif event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
+            if "ttlMs" not in out:
+                out["ttlMs"] = self.config.cache_ttl_ms
+            if "cacheScope" not in out:
+                out["cacheScope"] = self.config.cache_scope
+        self._emit(OutgoingResult, rid, out)
+
+    def _emit(self, kind: type[Outgoing], rid: Any, result: Mapping[str, Any]) -> None:
+        """Queue the success response to ``rid`` and close the request: the last step of
+        every answer. Raises :class:`LocalProtocolError` when the result cannot be
+        serialized (the request stays open)."""
+        msg = {"jsonrpc": "2.0", "id": rid, "result": result}
+        try:
+            data = self._dumps(msg)
+        except ENCODE_ERRORS as exc:
+            raise unserializable(exc) from exc
+        del self._inflight[rid]
+        self._out.append((kind, data, msg, rid))
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
@@ -540,11 +560,7 @@ class ServerConnection(Connection):
             wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
         elif info is not None:
             wire["_meta"] = {SERVER_INFO: info}
-        rid = event.request_id
-        msg = result_message(rid, wire)
-        data = self._encode(msg)
-        del self._inflight[rid]
-        self._out.append((OutgoingInputRequired, data, msg, rid))
+        self._emit(OutgoingInputRequired, event.request_id, wire)
 
     # --- used by the legacy shim ------------------------------------------------------------
 
