@@ -54,7 +54,7 @@ def _key(key: object) -> str | None:
     return None
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class InputRequest:
     """One embedded request: ``elicitation/create``, ``sampling/createMessage`` or ``roots/list``.
 
@@ -92,8 +92,9 @@ class InputRequest:
         """Construction for the builders below, whose ``params`` dict is fresh and valid by
         construction: no checks and no defensive copy (the hot path of most handlers)."""
         self = object.__new__(cls)
-        object.__setattr__(self, "method", method)
-        object.__setattr__(self, "params", params)
+        fields = self.__dict__  # a frozen attrs class without slots keeps its fields here
+        fields["method"] = method
+        fields["params"] = params
         return self
 
     @classmethod
@@ -122,9 +123,8 @@ class InputRequest:
         return {"method": self.method, "params": params}
 
 
-def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
-    if value is None:
-        return None
+def _freeze_requests(value: Any) -> Mapping[str, InputRequest]:
+    """A private copy of a handler's ``input_requests``, each entry checked (or coerced)."""
     if type(value) is not dict and not isinstance(value, Mapping):
         raise TypeError(
             f"input_requests: must be a mapping of key to request, got {type(value).__name__}"
@@ -152,7 +152,7 @@ def _freeze_requests(value: Any) -> Mapping[str, InputRequest] | None:
     return out
 
 
-@attrs.frozen
+@attrs.frozen(slots=False, init=False)
 class InputRequiredResult:
     """The answer of a handler that needs input before it can complete.
 
@@ -161,14 +161,25 @@ class InputRequiredResult:
     value when the server seals state (see ``RequestStateSecurity``).
     """
 
-    input_requests: Mapping[str, InputRequest] | None = attrs.field(
-        default=None, converter=_freeze_requests
-    )
+    input_requests: Mapping[str, InputRequest] | None = None
     request_state: Any = None
 
-    def __attrs_post_init__(self) -> None:
-        if self.input_requests is None and self.request_state is None:
-            raise ValueError("input_requests or request_state: at least one must be given")
+    def __init__(
+        self,
+        input_requests: Mapping[str, InputRequest | Mapping[str, Any]] | None = None,
+        request_state: Any = None,
+    ) -> None:
+        # Written by hand (attrs would add a converter call and a post-init call): handlers
+        # build one of these on every round.
+        if input_requests is None:
+            if request_state is None:
+                raise ValueError("input_requests or request_state: at least one must be given")
+            requests = None
+        else:
+            requests = _freeze_requests(input_requests)
+        fields = self.__dict__
+        fields["input_requests"] = requests
+        fields["request_state"] = request_state
 
     @classmethod
     def from_wire(cls, result: Mapping[str, Any]) -> InputRequiredResult:
