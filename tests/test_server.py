@@ -137,6 +137,12 @@ def test_request_received_fields() -> None:
     assert len(event.input_responses) == 0
     assert event.input_response("x") is None
     assert conn.in_flight == {"c-1"}
+    # The server builds it with a private fast constructor: the same value as the public one.
+    public = RequestReceived("c-1", "tools/call", msg["params"], None, None, 1, "alice")
+    assert attrs.asdict(event, recurse=False) == attrs.asdict(public, recurse=False)
+    assert repr(event) == repr(public)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        event.round = 2  # type: ignore[misc]
 
 
 def test_request_received_on_a_retry() -> None:

@@ -383,7 +383,7 @@ class ServerConnection(Connection):
             raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
         elif method == LISTEN and type(params.get("notifications")) is not dict:
             raise invalid(rid, "subscriptions/listen: notifications must be an object")
-        event = RequestReceived(rid, method, params, None, state, round_, principal)
+        event = RequestReceived._modern(rid, method, params, state, round_, principal)
         inflight[rid] = event
         if method == "server/discover" and config.answer_discovery:
             self._respond_complete(event, self.discover_result())
