@@ -118,6 +118,7 @@ def test_needs_requests_or_state() -> None:
 def test_to_wire_omits_absent_fields() -> None:
     only_state = InputRequiredResult(request_state="s1")
     assert only_state.to_wire() == {"resultType": "input_required", "requestState": "s1"}
+    assert only_state.allowed_by({})  # nothing embedded: no capability needed
     only_requests = InputRequiredResult({"r": list_roots()})
     assert only_requests.to_wire() == {
         "resultType": "input_required",
