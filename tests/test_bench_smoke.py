@@ -1,0 +1,65 @@
+"""The engine benchmarks keep running and keep the last lines the project tracks (figures are
+not checked here: they come from a quiet machine, see docs/performance.md)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _run(script: str, *args: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    return out.strip().splitlines()
+
+
+def test_server_exchange() -> None:
+    last = _run("server_exchange.py", "--samples", "1", "--loops", "20")[-1]
+    assert re.fullmatch(r"ratio engine/floor: stdlib=\d+\.\d\d orjson=\d+\.\d\d", last), last
+
+
+def test_compare_sdk() -> None:
+    lines = _run("compare_sdk.py", "--quick")
+    assert any(line.startswith("every path sends the same two responses") for line in lines)
+    ratio = r"ratio sdk/ours: engine=\d+\.\d engine-orjson=\d+\.\d asgi=\d+\.\d client=\d+\.\d"
+    assert re.fullmatch(ratio, lines[-1]), lines[-1]
+
+
+@pytest.mark.parametrize("path", ["engine-orjson", "engine", "prebuilt-orjson", "floor-orjson"])
+def test_instructions_paths_run(path: str) -> None:
+    """Each path of bench/instructions.py runs (as its callgrind child does, without valgrind)."""
+    assert _run("instructions.py", "--child", path, "5") == []
+
+
+def test_instructions_rejects_an_unknown_path() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "instructions.py"), "nonsense"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "unknown path(s): nonsense" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instructions_counts_under_callgrind() -> None:
+    lines = _run("instructions.py", "floor-orjson", "--small", "20", "--large", "60")
+    assert lines[0].startswith("Python ")
+    match = re.fullmatch(r"floor-orjson +([\d,]+)", lines[-1])
+    assert match is not None, lines[-1]
+    # Four JSON operations on small messages: thousands of instructions, not millions.
+    assert 1_000 < int(match.group(1).replace(",", "")) < 1_000_000
