@@ -340,6 +340,41 @@ async def test_the_standalone_stream_is_opened_once_and_a_405_ends_it() -> None:
     assert kinds.index("GET") > 1  # after initialize and notifications/initialized
 
 
+async def test_the_standalone_stream_is_open_before_the_first_call() -> None:
+    """The client is ready only once its GET stream has an answer: a server that delivers a
+    pending answer on that stream (the conformance harness's sse-retry scenario does) must not
+    see it open in the middle of a call. The server here takes 50 ms to answer the GET."""
+    app = everything_app()
+    seen: list[str] = []
+
+    async def slow_get(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await anyio.sleep(0.05)
+
+            async def mark(message: Any) -> None:
+                if message["type"] == "http.response.start":
+                    seen.append("GET answered")
+                await send(message)
+
+            await app(scope, receive, mark)
+            return
+        if scope["type"] == "http" and scope["method"] == "POST":
+            message = await receive()
+            seen.append(json.loads(message["body"]).get("method", "response"))
+            replayed = [message]
+
+            async def again() -> Any:
+                return replayed.pop() if replayed else await receive()
+
+            await app(scope, again, send)
+            return
+        await app(scope, receive, send)
+
+    async with connected(slow_get, "legacy") as (client, _transport):
+        assert texts(await client.call_tool("test_simple_text"))
+    assert seen.index("GET answered") < seen.index("tools/call")
+
+
 async def test_no_standalone_stream_when_not_asked_or_on_the_modern_wire() -> None:
     for era, listen in (("legacy", False), ("modern", True), ("auto", True)):
         async with connected(everything_app(), era, listen=listen) as (client, transport):

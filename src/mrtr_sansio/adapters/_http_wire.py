@@ -102,6 +102,8 @@ class HttpWire:
         self._tg: TaskGroup | None = None
         self._wake: anyio.Event | None = None  # set when the timer deadline moved
         self._initialized: anyio.Event | None = None  # set once notifications/initialized is out
+        # Set once the first GET of the standalone stream has its answer (or failed).
+        self._listening: anyio.Event | None = None
         self._driver: ClientDriver
 
     @property
@@ -406,35 +408,49 @@ class HttpWire:
         self._driver = self._new_driver(attrs.evolve(self._config, era="legacy"))
         self._flush(self._driver)
 
-    async def _listen(self, driver: ClientDriver, scope: anyio.CancelScope) -> None:
+    async def _listen(
+        self, driver: ClientDriver, scope: anyio.CancelScope, listening: anyio.Event
+    ) -> None:
         """The legacy standalone stream (GET): what the server sends outside any request.
 
         Reopened when it ends, after the server's ``retry:`` delay (else
         :data:`LISTEN_RETRY`), doubling while opening fails; resumed with ``Last-Event-ID``.
         A 405 means the server offers none. A server request arriving here has no stream to
         tie it to a call: the connection links it by timing, as on stdio, or refuses it.
+        ``listening`` is set once the first GET has its answer, or failed.
         """
-        with scope:
-            initialized = self._initialized
-            if initialized is not None:
-                await initialized.wait()
-            delay, last_id = LISTEN_RETRY, None
-            while True:
-                decoder = SseDecoder(self._limit)
-                status = await self._listen_once(driver, decoder, last_id)
-                if status in (404, 405):
-                    log.debug("no standalone stream: HTTP %d", status)
-                    return
-                if status == 200:
-                    delay = LISTEN_RETRY
-                if decoder.retry is not None:
-                    delay = _retry_delay(decoder)
-                last_id = decoder.last_event_id or last_id
-                await anyio.sleep(delay)
-                delay = min(delay * 2, LISTEN_MAX_RETRY)
+        try:
+            with scope:
+                initialized = self._initialized
+                if initialized is not None:
+                    await initialized.wait()
+                await self._listen_loop(driver, listening)
+        finally:
+            listening.set()
+
+    async def _listen_loop(self, driver: ClientDriver, listening: anyio.Event) -> None:
+        """Open the standalone stream, and again each time it ends (see :meth:`_listen`)."""
+        delay, last_id = LISTEN_RETRY, None
+        while True:
+            decoder = SseDecoder(self._limit)
+            status = await self._listen_once(driver, decoder, last_id, listening)
+            if status in (404, 405):
+                log.debug("no standalone stream: HTTP %d", status)
+                return
+            if status == 200:
+                delay = LISTEN_RETRY
+            if decoder.retry is not None:
+                delay = _retry_delay(decoder)
+            last_id = decoder.last_event_id or last_id
+            await anyio.sleep(delay)
+            delay = min(delay * 2, LISTEN_MAX_RETRY)
 
     async def _listen_once(
-        self, driver: ClientDriver, decoder: SseDecoder, last_id: str | None
+        self,
+        driver: ClientDriver,
+        decoder: SseDecoder,
+        last_id: str | None,
+        listening: anyio.Event,
     ) -> int | None:
         """One GET, read to its end; its status (None: it failed)."""
         headers = self._get_headers(driver, last_id)
@@ -452,6 +468,7 @@ class HttpWire:
         try:
             async with self._http.stream("GET", self.url, headers=headers) as response:
                 status = response.status_code
+                listening.set()  # the stream has its answer: the client may go on
                 if status == 404 and SESSION_HEADER in headers:
                     self._expire(driver, headers[SESSION_HEADER])
                 kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -460,6 +477,7 @@ class HttpWire:
                 return status
         except httpx.HTTPError as exc:
             log.debug("standalone stream: %s", exc)
+            listening.set()  # no stream for now: the client goes on without it
             return None
 
 

@@ -170,6 +170,10 @@ class HttpClient(HttpWire, AsyncClientBase):
             raise driver.handshake_error
         if self._initialized is not None:
             await self._initialized.wait()
+        if self._listening is not None:
+            # The standalone stream is open before the first call goes out, so that nothing
+            # the server sends outside a request right after the handshake is missed.
+            await self._listening.wait()
 
     async def _close(self) -> None:
         driver = self._driver
@@ -212,7 +216,8 @@ class HttpClient(HttpWire, AsyncClientBase):
         driver = self._driver
         if self._listen_enabled and driver.conn.era is Era.LEGACY and not driver.handshake_error:
             scope = self._listener = anyio.CancelScope()
-            self._tg.start_soon(self._listen, driver, scope)
+            listening = self._listening = anyio.Event()
+            self._tg.start_soon(self._listen, driver, scope, listening)
 
     # --- calls ------------------------------------------------------------------------------
 
