@@ -90,14 +90,25 @@ def test_scanner_detects_io() -> None:
     assert sorted(_calls_open_or_environ(source)) == ["environ", "open"]
 
 
-def test_import_does_not_load_adapters_or_io() -> None:
-    code = (
-        "import sys, mrtr_sansio; "
-        "bad = [m for m in sys.modules if m.startswith('mrtr_sansio.adapters') "
-        "or m in ('asyncio', 'trio', 'socket', 'ssl', 'selectors', 'subprocess')]; "
-        "print(','.join(bad))"
-    )
+def _loaded_by_import(condition: str) -> str:
+    """The modules (comma-separated) that ``import mrtr_sansio`` leaves in ``sys.modules`` and
+    that ``condition`` (an expression over ``m``) picks, in a fresh interpreter."""
+    code = f"import sys, mrtr_sansio; print(','.join(m for m in sys.modules if {condition}))"
     out = subprocess.run(
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == ""
+    return out.stdout.strip()
+
+
+def test_import_does_not_load_adapters_or_io() -> None:
+    assert (
+        _loaded_by_import(
+            "m.startswith('mrtr_sansio.adapters') "
+            "or m in ('asyncio', 'trio', 'socket', 'ssl', 'selectors', 'subprocess')"
+        )
+        == ""
+    )
+
+
+def test_the_core_never_imports_the_testing_package() -> None:
+    assert _loaded_by_import("m.startswith(('mrtr_sansio.testing', 'hypothesis'))") == ""

@@ -270,18 +270,3 @@ def test_sent_messages_are_bounded() -> None:
     for i in range(5):
         server(call(i, "t"))
     assert [msg["id"] for msg in server.sent] == [2, 3, 4]
-
-
-def test_the_core_never_imports_the_testing_package() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, mrtr_sansio; "
-        "print(','.join(m for m in sys.modules if m.startswith(('mrtr_sansio.testing', "
-        "'hypothesis'))))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == ""
