@@ -331,15 +331,21 @@ def test_any_chunking_gives_the_same_events_and_bytes(blob: bytes, data: st.Data
 
     def observe(chunks: list[bytes]) -> tuple[str, bytes]:
         conn = m.ServerConnection(config(legacy=False))
-        seen: list[m.Event] = []
-        for chunk in chunks:
-            conn.receive_data(chunk)
-            seen.extend(conn.events())
-        conn.receive_data(b"")
-        seen.extend(conn.events())
+        seen = _feed_and_close(conn, chunks)
         return repr([_comparable(e) for e in seen]), conn.data_to_send()
 
     assert observe(data.draw(s.chunked(blob))) == observe([blob] if blob else [])
+
+
+def _feed_and_close(
+    conn: m.ServerConnection | m.ClientConnection, chunks: list[bytes]
+) -> list[m.Event]:
+    """Every event ``conn`` reports while ``chunks`` arrive, then the end of the stream."""
+    seen: list[m.Event] = []
+    for chunk in [*chunks, b""]:
+        conn.receive_data(chunk)
+        seen.extend(conn.events())
+    return seen
 
 
 def _comparable(event: m.Event) -> Any:
@@ -619,12 +625,6 @@ def test_client_chunking_gives_the_same_events_and_bytes(
         )
         for name in VICTIM_CALLS:
             conn.call("tools/call", {"name": name})
-        seen: list[m.Event] = []
-        for chunk in chunks:
-            conn.receive_data(chunk)
-            seen.extend(conn.events())
-        conn.receive_data(b"")
-        seen.extend(conn.events())
-        return repr(seen), conn.data_to_send()
+        return repr(_feed_and_close(conn, chunks)), conn.data_to_send()
 
     assert observe(data.draw(s.chunked(blob))) == observe([blob] if blob else [])
