@@ -6,12 +6,18 @@ resource URI (on ``tools/call``, ``prompts/get``, ``resources/read``). Values th
 header-safe ASCII travel as ``=?base64?<base64 of UTF-8>?=``. Any violation is -32020 with
 HTTP status 400. Tool arguments a tool marks with ``x-mcp-header`` are mirrored too, in
 ``Mcp-Param-{Name}`` headers (see :mod:`._param_headers`).
+
+A mirror header sent twice is refused like a mismatch: an intermediary that routes or authorizes
+on one copy would otherwise see a different request than the one served. Transports should
+build the facts from the raw header list (:meth:`HttpRequestFacts.from_header_list`), where a
+repeat is still visible, not from a mapping that keeps one copy.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -21,29 +27,72 @@ from ._errors import HEADER_MISMATCH, JsonRpcError, RemoteProtocolError
 __all__ = ["HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
 _NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: Visible ASCII, space and horizontal tab: what a plain mirror-header value may hold.
+FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
+_PARAM_PREFIX = "mcp-param-"
+_MCP_HEADERS = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name"})
+#: How each checked header is named in error messages.
+_DISPLAY = {
+    "mcp-protocol-version": "MCP-Protocol-Version",
+    "mcp-method": "Mcp-Method",
+    "mcp-name": "Mcp-Name",
+}
 
 
 @attrs.frozen
 class HttpRequestFacts:
     """The MCP headers of one HTTP POST, as received (None when a header was absent).
 
-    ``params`` holds the ``Mcp-Param-{Name}`` headers by lower-case ``{Name}``.
+    ``params`` holds the ``Mcp-Param-{Name}`` headers by lower-case ``{Name}``; ``repeated``
+    the lower-case names of those MCP headers that arrived more than once (a modern request
+    with any is refused, -32020).
     """
 
     protocol_version: str | None = None
     method: str | None = None
     name: str | None = None
     params: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+    repeated: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_header_list(
+        cls, headers: Iterable[tuple[bytes | str, bytes | str]]
+    ) -> HttpRequestFacts:
+        """Pick the MCP headers out of a raw header list (an ASGI scope's ``headers``).
+
+        Names match case-insensitively; bytes are read as Latin-1, as HTTP/1.1 delivers them
+        (a byte outside visible ASCII then fails the character check). A header that appears
+        more than once is recorded in ``repeated``.
+        """
+        found: dict[str, str] = {}
+        repeated: set[str] = set()
+        for raw_name, raw_value in headers:
+            name = raw_name.decode("latin-1") if isinstance(raw_name, bytes) else raw_name
+            name = name.lower()
+            if name not in _MCP_HEADERS and not name.startswith(_PARAM_PREFIX):
+                continue
+            if name in found:
+                repeated.add(name)
+                continue
+            found[name] = raw_value.decode("latin-1") if isinstance(raw_value, bytes) else raw_value
+        return cls._from(found, frozenset(repeated))
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str]) -> HttpRequestFacts:
-        """Pick the MCP headers out of a mapping with lower-case names."""
-        params = {k[10:]: v for k, v in headers.items() if k.startswith("mcp-param-")}
+        """Pick the MCP headers out of a mapping with lower-case names (one value each: a
+        repeat cannot be seen here; transports should prefer :meth:`from_header_list`)."""
+        return cls._from(headers, frozenset())
+
+    @classmethod
+    def _from(cls, headers: Mapping[str, str], repeated: frozenset[str]) -> HttpRequestFacts:
+        n = len(_PARAM_PREFIX)
+        params = {k[n:]: v for k, v in headers.items() if k.startswith(_PARAM_PREFIX)}
         return cls(
             headers.get("mcp-protocol-version"),
             headers.get("mcp-method"),
             headers.get("mcp-name"),
             params,
+            repeated,
         )
 
 
@@ -76,6 +125,20 @@ def _mismatch(message: str, request_id: Any) -> RemoteProtocolError:
     return RemoteProtocolError(JsonRpcError(HEADER_MISMATCH, message), request_id)
 
 
+def header_display_name(name: str) -> str:
+    """How a lower-case MCP header name is written in error messages."""
+    if name.startswith(_PARAM_PREFIX):
+        return "Mcp-Param-" + name[len(_PARAM_PREFIX) :]
+    return _DISPLAY.get(name, name)
+
+
+def _plain(value: str, header: str, request_id: Any) -> str:
+    """``value`` stripped, after refusing characters a header value may not carry as is."""
+    if not FIELD_VALUE.fullmatch(value):
+        raise _mismatch(f"Header {header} has invalid characters", request_id)
+    return value.strip()
+
+
 def check_headers(
     facts: HttpRequestFacts,
     request_id: Any,
@@ -86,11 +149,17 @@ def check_headers(
     """Raise -32020 when a required mirror header is missing or disagrees with the body.
 
     ``body_version`` is the envelope's version, or None when the body has none (then the
-    missing envelope is reported by the envelope check, as -32602).
+    missing envelope is reported by the envelope check, as -32602). Any repeated MCP header
+    (``Mcp-Param-*`` included) is refused first; a value with a character outside visible
+    ASCII, space and tab is refused as invalid.
     """
+    if facts.repeated:
+        names = ", ".join(header_display_name(n) for n in sorted(facts.repeated))
+        raise _mismatch(f"Header sent more than once: {names}", request_id)
     if facts.protocol_version is None:
         raise _mismatch("Missing required header MCP-Protocol-Version", request_id)
-    if body_version is not None and facts.protocol_version.strip() != body_version:
+    version = _plain(facts.protocol_version, "MCP-Protocol-Version", request_id)
+    if body_version is not None and version != body_version:
         raise _mismatch(
             f"Header mismatch: MCP-Protocol-Version header value '{facts.protocol_version}' "
             f"does not match body value '{body_version}'",
@@ -99,7 +168,7 @@ def check_headers(
     if facts.method is None:
         raise _mismatch("Missing required header Mcp-Method", request_id)
     try:
-        header_method = decode_header_value(facts.method.strip())
+        header_method = decode_header_value(_plain(facts.method, "Mcp-Method", request_id))
     except ValueError:
         raise _mismatch("Malformed Mcp-Method header", request_id) from None
     if header_method != method:
@@ -115,7 +184,7 @@ def check_headers(
     if facts.name is None:
         raise _mismatch("Missing required header Mcp-Name", request_id)
     try:
-        header_name = decode_header_value(facts.name.strip())
+        header_name = decode_header_value(_plain(facts.name, "Mcp-Name", request_id))
     except ValueError:
         raise _mismatch("Malformed Mcp-Name header", request_id) from None
     if header_name != body_name:

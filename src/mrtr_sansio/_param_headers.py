@@ -15,15 +15,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._errors import HEADER_MISMATCH, JsonRpcError, RemoteProtocolError
-from ._http import HttpRequestFacts, decode_header_value
+from ._http import FIELD_VALUE, HttpRequestFacts, decode_header_value
 
 __all__ = ["check_param_headers", "mirrored_params", "param_headers_for"]
 
 ANNOTATION = "x-mcp-header"
 #: RFC 9110 ``token`` (``1*tchar``): what a header name may be made of.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-#: Visible ASCII, space and horizontal tab: a plain header value.
-_FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 _PRIMITIVE = frozenset({"string", "integer", "boolean"})
 #: Keywords whose values are data, not schemas: never searched for annotations.
 _DATA_KEYWORDS = frozenset({"const", "default", "enum", "examples"})
@@ -114,7 +112,10 @@ def check_param_headers(
     arguments: Any,
     mirrored: Mapping[str, tuple[str, ...]],
 ) -> None:
-    """Raise -32020 unless every mirrored argument and its ``Mcp-Param-*`` header agree."""
+    """Raise -32020 unless every mirrored argument and its ``Mcp-Param-*`` header agree.
+
+    A repeated ``Mcp-Param-*`` header never gets here: :func:`check_headers` refuses it first.
+    """
     for name, path in mirrored.items():
         value: Any = arguments
         for step in path:
@@ -128,7 +129,7 @@ def check_param_headers(
         if raw is None:
             raise _mismatch(f"Missing required header {header}", request_id)
         raw = raw.strip()
-        if not _FIELD_VALUE.fullmatch(raw):
+        if not FIELD_VALUE.fullmatch(raw):
             raise _mismatch(f"Header {header} has invalid characters", request_id)
         try:
             text = decode_header_value(raw)
