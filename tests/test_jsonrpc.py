@@ -241,9 +241,33 @@ def test_malformed_requests_are_answered_with_their_id(
     assert only(events(conn)) == InvalidMessage(JsonRpcError(INVALID_REQUEST, message), 1, True)
 
 
-def test_malformed_notification_is_answered_without_id(conn: ServerConnection) -> None:
-    feed(conn, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": [1]})
-    assert sent(conn) == [error(INVALID_REQUEST, 'Invalid Request: "params" must be an object')]
+@pytest.mark.parametrize(
+    "msg",
+    [
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": "1"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": [1]},
+        {"jsonrpc": "2.0", "method": "notifications/initialized", "params": None},
+        {"jsonrpc": "1.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+    ],
+)
+def test_malformed_notification_is_never_answered(
+    conn: ServerConnection, msg: dict[str, Any]
+) -> None:
+    feed(conn, call(1, "first"))
+    first = only(events(conn))
+    feed(conn, msg)
+    assert sent(conn) == []
+    event = only(events(conn))
+    assert isinstance(event, InvalidMessage)
+    assert (event.error.code, event.request_id, event.answered) == (INVALID_REQUEST, None, False)
+    assert conn.in_flight == {first.request_id}  # and nothing was cancelled
+
+
+def test_malformed_message_without_a_string_method_is_still_answered(
+    conn: ServerConnection,
+) -> None:
+    feed(conn, {"jsonrpc": "2.0", "method": 1, "params": "bar"})
+    assert sent(conn) == [error(INVALID_REQUEST, 'Invalid Request: "method" must be a string')]
 
 
 # --- responses from the client ----------------------------------------------------------------

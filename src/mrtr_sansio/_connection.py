@@ -203,5 +203,9 @@ class Connection:
                 error = JsonRpcError(error.code, _scrub(error.message), _scrub(error.data))
                 msg = error_message(rid, error)
                 data = self._dumps(msg)
-            self._out.append((OutgoingError, data, msg, rid, error))
+            self._out.append((OutgoingError, data, msg, self._refusal_relates_to(rid), error))
         self._events.append(InvalidMessage(exc.error, exc.request_id, answer))
+
+    def _refusal_relates_to(self, request_id: Any) -> Any:
+        """The ``related_request_id`` of the error refusing a message with ``request_id``."""
+        return request_id

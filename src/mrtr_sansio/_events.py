@@ -419,7 +419,9 @@ class Outgoing:
 
     ``related_request_id`` is the id of the peer request this message belongs to, so that
     transports can route it (the HTTP response or SSE stream of that request); None for
-    messages that belong to no request.
+    messages that belong to no request, and for the refusal of a message whose id is already
+    taken by an open request (it answers the message just received, not the open request:
+    write it where that message came from).
     """
 
     data: bytes

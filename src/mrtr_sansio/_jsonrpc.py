@@ -24,6 +24,7 @@ __all__ = [
     "NOTIFICATION",
     "REQUEST",
     "RESPONSE",
+    "answerable",
     "classify",
     "error_message",
     "is_valid_id",
@@ -78,6 +79,20 @@ def classify(msg: Any) -> int:
             if type(rid) is str or (type(rid) is int and -(2**63) <= rid < 2**64):
                 return REQUEST
     return _classify_slowly(msg, method)
+
+
+def answerable(msg: Any) -> bool:
+    """Whether an invalid message may be answered with an error response.
+
+    Responses never are (answering one could loop between peers), and neither are
+    notifications: a message with a string ``method`` and no ``id`` is one, malformed or not
+    (JSON-RPC 2.0: the server MUST NOT reply to a notification).
+    """
+    if type(msg) is not dict:
+        return True
+    if "method" in msg:
+        return "id" in msg or type(msg["method"]) is not str
+    return not ("result" in msg or "error" in msg)
 
 
 def _classify_slowly(msg: dict[str, Any], method: Any) -> int:

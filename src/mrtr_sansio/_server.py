@@ -58,6 +58,7 @@ from ._http import HttpRequestFacts, check_headers
 from ._jsonrpc import (
     NOTIFICATION,
     REQUEST,
+    answerable,
     classify,
     error_message,
     is_valid_id,
@@ -312,10 +313,7 @@ class ServerConnection(Connection):
         try:
             kind = classify(msg)
         except RemoteProtocolError as exc:
-            is_response = (
-                type(msg) is dict and "method" not in msg and ("result" in msg or "error" in msg)
-            )
-            self._invalid(exc, answer=not is_response)
+            self._invalid(exc, answer=answerable(msg))
             return
         if kind == REQUEST:  # without params
             try:
@@ -453,6 +451,14 @@ class ServerConnection(Connection):
         if len(cancelled) > self._limits.max_in_flight:
             del cancelled[next(iter(cancelled))]
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
+
+    def _refusal_relates_to(self, request_id: Any) -> Any:
+        # A refused message whose id names a request still open (a duplicate id) is not part
+        # of that request: relating the refusal to it would let a transport write it on the
+        # open request's stream and end it. It belongs where the refused message came from.
+        if request_id in self._inflight or request_id in self._cancelled:
+            return None
+        return request_id
 
     def _on_close(self) -> None:
         for rid in self._shim.abandon_all():

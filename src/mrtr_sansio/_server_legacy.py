@@ -32,13 +32,20 @@ def check_header(
 ) -> None:
     """Legacy HTTP: the only MCP header is ``MCP-Protocol-Version``, absent on initialize.
 
-    The modern mirror headers do not exist before 2026-07-28. A version header naming a
-    version this server does not serve is refused (400); a modern one on a body without the
-    envelope is the modern wire's missing ``_meta`` (-32602).
+    The modern mirror headers do not exist before 2026-07-28. The version header must name the
+    session's negotiated version and come once; any other value is refused (400). A modern
+    version on a body without the envelope is the modern wire's missing ``_meta`` (-32602).
     """
     config = conn.config
     header = http.protocol_version
-    if header is None or method == "initialize" or header in config.legacy_versions:
+    if "mcp-protocol-version" in http.repeated:
+        raise RemoteProtocolError(
+            JsonRpcError(INVALID_REQUEST, "Bad Request: MCP-Protocol-Version header is repeated"),
+            rid,
+        )
+    session = conn._session
+    negotiated = session.protocol_version if session is not None else None
+    if header is None or method == "initialize" or header.strip() == negotiated:
         return
     if header in config.supported_versions:
         raise invalid(rid, missing_meta_message(meta))
