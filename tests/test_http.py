@@ -80,6 +80,64 @@ def test_facts_from_headers() -> None:
     assert HttpRequestFacts.from_headers({}) == HttpRequestFacts()
 
 
+def test_facts_from_a_header_list_record_repeats_case_insensitively() -> None:
+    raw: list[tuple[bytes | str, bytes | str]] = [
+        (b"MCP-Protocol-Version", V.encode()),
+        (b"mcp-method", b"tools/list"),
+        ("Mcp-Method", "tools/call"),
+        (b"Mcp-Param-Region", b"eu"),
+        (b"mcp-param-region", b"us"),
+        (b"Mcp-Name", b"caf\xe9"),
+        (b"X-Other", b"1"),
+        (b"x-other", b"2"),
+    ]
+    got = HttpRequestFacts.from_header_list(raw)
+    assert got == HttpRequestFacts(
+        V, "tools/list", "caf\xe9", {"region": "eu"}, frozenset({"mcp-method", "mcp-param-region"})
+    )
+    assert HttpRequestFacts.from_header_list([]) == HttpRequestFacts()
+
+
+@pytest.mark.parametrize(
+    ("repeated", "named"),
+    [
+        ({"mcp-method"}, "Mcp-Method"),
+        ({"mcp-name"}, "Mcp-Name"),
+        ({"mcp-protocol-version"}, "MCP-Protocol-Version"),
+        ({"mcp-param-region"}, "Mcp-Param-region"),
+        ({"mcp-name", "mcp-method"}, "Mcp-Method, Mcp-Name"),
+    ],
+)
+def test_a_repeated_header_is_a_mismatch_even_when_every_value_agrees(
+    conn: ServerConnection, repeated: set[str], named: str
+) -> None:
+    http = HttpRequestFacts(V, "tools/call", "book", {"region": "us"}, frozenset(repeated))
+    conn.receive_message(call(7, "book"), http=http)
+    assert sent(conn) == [error(HEADER_MISMATCH, f"Header sent more than once: {named}", 7)]
+    assert conn.in_flight == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("http", "named"),
+    [
+        (facts("2026-07-28\x00", "tools/call", "book"), "MCP-Protocol-Version"),
+        (facts(V, "tools/call\x7f", "book"), "Mcp-Method"),
+        (facts(V, "tools/call", "b\xe9ok"), "Mcp-Name"),
+        (facts(V, "tools/call", "book\n"), "Mcp-Name"),
+    ],
+)
+def test_header_values_outside_visible_ascii_are_invalid_characters(
+    conn: ServerConnection, http: HttpRequestFacts, named: str
+) -> None:
+    conn.receive_message(call(7, "book"), http=http)
+    assert sent(conn) == [error(HEADER_MISMATCH, f"Header {named} has invalid characters", 7)]
+
+
+def test_surrounding_spaces_and_tabs_are_not_part_of_the_value(conn: ServerConnection) -> None:
+    conn.receive_message(call(7, "book"), http=facts(f" {V}\t", "\ttools/call ", " book"))
+    assert served(conn).name == "book"
+
+
 # --- the mirror-header checks -------------------------------------------------------------------
 
 

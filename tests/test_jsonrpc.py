@@ -339,6 +339,26 @@ def test_duplicate_in_flight_id_is_rejected_and_the_original_still_completes(
     assert isinstance(only(events(conn)), RequestReceived)
 
 
+def test_refusal_of_a_duplicate_id_belongs_to_no_open_request(conn: ServerConnection) -> None:
+    """A transport routes by ``related_request_id``: the refusal of the second message must not
+    go to the open request's stream (and end it), but back where the duplicate came from.
+    Malformed messages with a taken id are no different; a free id keeps its relation."""
+    feed(conn, call(1, "first"), call(2, "cancelled"))
+    feed(conn, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
+    events(conn)
+    feed(conn, request(1, "tools/list"), request(2, "tools/list"))
+    feed(conn, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": "x"})
+    feed(conn, {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": "x"})
+    items = conn.outgoing()
+    assert [(i.message["id"], i.related_request_id) for i in items] == [
+        (1, None),
+        (2, None),
+        (1, None),
+        (3, 3),
+    ]
+    assert conn.in_flight == {1}
+
+
 def test_id_of_a_cancelled_unanswered_request_stays_reserved(conn: ServerConnection) -> None:
     feed(
         conn,

@@ -33,6 +33,7 @@ from mrtr_sansio import (
     RequestCancelled,
     RequestReceived,
     Respond,
+    ServerConnection,
     SessionInitialized,
     UnexpectedResponse,
 )
@@ -673,6 +674,53 @@ def test_legacy_http_request_with_an_unsupported_version_header_is_rejected(head
         }
     assert conn.in_flight == frozenset()
     assert isinstance(conn.events()[-1], InvalidMessage)
+
+
+def _http_session(version: str = LEGACY) -> ServerConnection:
+    conn = server()
+    conn.receive_message(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params(version)},
+        http=HttpRequestFacts(),
+    )
+    conn.outgoing()
+    return conn
+
+
+def test_legacy_http_version_header_must_be_the_negotiated_version() -> None:
+    conn = _http_session("2025-06-18")
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}}
+    conn.receive_message(call, http=HttpRequestFacts(protocol_version=LEGACY))
+    (item,) = drain(conn, Era.LEGACY)
+    assert isinstance(item, OutgoingError)
+    assert (item.error.code, item.http_status) == (-32600, 400)
+    assert "unsupported MCP-Protocol-Version header '2025-11-25'" in item.error.message
+    conn.receive_message(call, http=HttpRequestFacts(protocol_version="2025-06-18"))
+    assert [e.request_id for e in conn.events() if isinstance(e, RequestReceived)] == [2]
+
+
+def test_legacy_http_version_header_sent_twice_is_refused() -> None:
+    conn = _http_session()
+    repeated = HttpRequestFacts(
+        protocol_version=LEGACY, repeated=frozenset({"mcp-protocol-version"})
+    )
+    conn.receive_message(
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}, http=repeated
+    )
+    (item,) = drain(conn, Era.LEGACY)
+    assert isinstance(item, OutgoingError)
+    assert item.message["error"] == {
+        "code": -32600,
+        "message": "Bad Request: MCP-Protocol-Version header is repeated",
+    }
+    assert conn.in_flight == frozenset()
+
+
+def test_legacy_http_ignores_other_repeated_mirror_headers() -> None:
+    """The legacy wire has no Mcp-Method/Mcp-Name: they are not read, repeated or not."""
+    conn = _http_session()
+    http = HttpRequestFacts(LEGACY, "x", None, {}, frozenset({"mcp-method"}))
+    conn.receive_message({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, http=http)
+    assert [e.request_id for e in conn.events() if isinstance(e, RequestReceived)] == [2]
 
 
 def test_modern_request_on_a_legacy_http_session_keeps_its_header_rules() -> None:
