@@ -184,6 +184,22 @@ def test_legacy_cancel_while_the_shim_waits() -> None:
         assert peer.recv() == result(2, text("fast"), peer.transcript.era)
 
 
+@pytest.mark.parametrize("params", [b'"1"', b"[1]", b"7", b"null"])
+def test_a_malformed_cancellation_is_never_answered(params: bytes) -> None:
+    """A notifications/cancelled whose params is not an object is still a notification: no
+    answer goes out for it, and nothing is cancelled (issue 15, finding 10)."""
+    probe = Probe()
+    with session(probe) as peer:
+        peer.send(modern_call(1, "hang"))
+        wait(probe.started)
+        bad = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":' + params + b"}\n"
+        peer.send_raw(bad)
+        peer.send(modern_call(2, "fast"), cancelled(1))
+        wait(probe.cancelled)
+        # The first line out answers request 2: nothing was written for the notification.
+        assert peer.recv() == result(2, text("fast"))
+
+
 def test_handler_that_raises_gets_internal_error(caplog: pytest.LogCaptureFixture) -> None:
     probe = Probe()
     with caplog.at_level(logging.ERROR, "mrtr_sansio.adapters"), session(probe) as peer:

@@ -8,8 +8,16 @@
   carry it (unknown id: 404) and share the session's connection; DELETE ends it. A request whose
   handler needs input gets an SSE response carrying the shim's server-to-client requests and then
   the final result; the client's answers arrive as POSTs answered 202.
-* ``Host`` and ``Origin`` must name an allowed host (DNS-rebinding protection: 421 / 403), the
-  body is size-limited (413), GET is 405.
+* ``Host`` and ``Origin`` must name an allowed host (DNS-rebinding protection: 421 / 403), GET
+  is 405. The body is size-limited: a declared ``Content-Length`` or the bytes read passing
+  ``Limits.max_message_bytes`` get 413 at once, and the connection is closed rather than the
+  rest drained (so is every refusal sent before the body was read). ``Host``, ``Origin``,
+  ``Content-Type`` and ``Mcp-Session-Id`` sent twice are 400; repeated MCP headers are the
+  core's -32020 (the headers reach it as the raw list).
+* A request whose ``MCP-Protocol-Version`` names a modern version is served statelessly even
+  when it carries ``Mcp-Session-Id`` (the 2026-07-28 transport says to ignore that header), so
+  it is header-checked exactly as outside a session; a modern body sent inside a session with a
+  legacy or no version header fails those checks in the core.
 
 Runs under any ASGI server, on asyncio (uvicorn) or trio (hypercorn), through ``anyio``.
 """
@@ -55,6 +63,9 @@ Send = Callable[[Message], Awaitable[None]]
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 SESSION_HEADER = "mcp-session-id"
+#: Headers whose second copy would let an intermediary and this app read different requests.
+_SINGLE_HEADERS = frozenset({"host", "origin", "content-type", SESSION_HEADER})
+_CLOSE = (b"connection", b"close")
 _JSON = (b"content-type", b"application/json")
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -119,6 +130,14 @@ class _Peer:
         conn = self.conn
         fresh: list[RequestReceived] = []
         unrouted: list[Outgoing] = []
+        # Outgoing items first: when a request is cancelled, the cancellations of its legs were
+        # queued before its RequestCancelled, and must reach its stream before the stream ends.
+        for item in conn.outgoing():
+            exchange = self.exchanges.get(item.related_request_id)
+            if exchange is not None:
+                exchange.put(item)
+            else:
+                unrouted.append(item)
         for event in conn.events():
             if type(event) is RequestReceived:
                 exchange = self.exchanges.get(event.request_id)
@@ -132,12 +151,6 @@ class _Peer:
                     exchange.put(event)
             else:
                 log.debug("event: %r", event)
-        for item in conn.outgoing():
-            exchange = self.exchanges.get(item.related_request_id)
-            if exchange is not None:
-                exchange.put(item)
-            else:
-                unrouted.append(item)
         return fresh, unrouted
 
     def flush(self) -> None:
@@ -203,13 +216,17 @@ class McpHttpApp:
                 return
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers, repeated = _header_map(scope["headers"])
+        close = _close_if_body(headers)
         if scope["path"].rstrip("/") != self.path.rstrip("/"):
-            await _plain(send, 404, "Not Found")
+            await _plain(send, 404, "Not Found", close)
+            return
+        if repeated is not None:
+            await _plain(send, 400, f"Bad Request: header {repeated} sent more than once", close)
             return
         rejection = self._check_origin(headers)
         if rejection is not None:
-            await _plain(send, *rejection)
+            await _plain(send, *rejection, close)
             return
         method = scope["method"]
         if method == "POST":
@@ -218,7 +235,7 @@ class McpHttpApp:
             await self._delete(headers, send)
         else:
             allow = b"POST, DELETE" if self.legacy else b"POST"
-            await _plain(send, 405, "Method Not Allowed", [(b"allow", allow)])
+            await _plain(send, 405, "Method Not Allowed", [(b"allow", allow), *close])
 
     def _check_origin(self, headers: Mapping[str, str]) -> tuple[int, str] | None:
         """DNS-rebinding protection: Host and Origin must name an allowed host."""
@@ -243,38 +260,39 @@ class McpHttpApp:
     async def _post(
         self, scope: Scope, headers: Mapping[str, str], receive: Receive, send: Send
     ) -> None:
+        close = _close_if_body(headers)
         content_type = headers.get("content-type", "")
         if content_type.split(";")[0].strip().lower() != "application/json":
-            await _plain(send, 415, "Unsupported Media Type: expected application/json")
+            await _plain(send, 415, "Unsupported Media Type: expected application/json", close)
             return
         accept = headers.get("accept")
         if accept is not None and not _accepts(accept):
-            await _plain(send, 406, "Not Acceptable: accept application/json, text/event-stream")
+            await _plain(
+                send, 406, "Not Acceptable: accept application/json, text/event-stream", close
+            )
             return
         try:
-            body = await _read_body(receive, self.max_body)
+            body = await _read_body(receive, self.max_body, headers.get("content-length"))
         except _DisconnectedError:
             return
-        if body is None:
-            await _plain(send, 413, f"Payload Too Large: the limit is {self.max_body} bytes")
+        if body is None:  # refused before the rest is read: close rather than drain it
+            too_large = f"Payload Too Large: the limit is {self.max_body} bytes"
+            await _plain(send, 413, too_large, [_CLOSE])
             return
         principal = self._principal(scope) if self._principal is not None else None
+        facts = HttpRequestFacts.from_header_list(scope["headers"])
         session_id = headers.get(SESSION_HEADER) if self.legacy else None
+        if session_id is not None and _names_modern(facts, self.config):
+            session_id = None  # a modern request: Mcp-Session-Id is ignored (2026-07-28)
         if session_id is not None:
             peer = self._sessions.get(session_id)
             if peer is None:
                 await _json_error(send, 404, JsonRpcError(-32600, "Session not found"))
                 return
-            version = headers.get("mcp-protocol-version")
-            if version is not None and version != _session_version(peer):
-                await _json_error(
-                    send, 400, JsonRpcError(-32600, f"Unsupported MCP-Protocol-Version: {version}")
-                )
-                return
-            peer.conn.receive_message(body, principal=principal)
+            peer.conn.receive_message(body, http=facts, principal=principal)
         else:
             peer = _Peer(ServerConnection(self.config, principal=principal))
-            peer.conn.receive_message(body, http=HttpRequestFacts.from_headers(headers))
+            peer.conn.receive_message(body, http=facts)
             if peer.conn.session is not None:  # an initialize: this connection is a session now
                 if len(self._sessions) >= self.max_sessions:
                     await _json_error(send, 503, JsonRpcError(INTERNAL_ERROR, "Too many sessions"))
@@ -288,7 +306,9 @@ class McpHttpApp:
             return
         for item in unrouted:
             if isinstance(item, OutgoingResponse):
-                status = self._status(item, peer) if isinstance(item, OutgoingError) else 200
+                # The connection's own answer to this POST; an error here refuses the message
+                # (both eras: 400 for a request the server cannot accept, 404 unknown method).
+                status = item.http_status if isinstance(item, OutgoingError) else 200
                 await _json(send, status, item.data, extra)
                 return
             log.debug("no stream for %r", item.message)
@@ -513,9 +533,32 @@ def _modern_only(config: ServerConfig) -> ServerConfig:
     return attrs.evolve(config, legacy_versions=())
 
 
-def _session_version(peer: _Peer) -> str | None:
-    session = peer.conn.session
-    return session.protocol_version if session is not None else None
+def _names_modern(facts: HttpRequestFacts, config: ServerConfig) -> bool:
+    """Whether the POST's ``MCP-Protocol-Version`` names a modern version this server serves."""
+    version = facts.protocol_version
+    return version is not None and version.strip() in config.supported_versions
+
+
+def _header_map(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None]:
+    """The headers by lower-case name (the last copy of each), and the first header of
+    :data:`_SINGLE_HEADERS` that came more than once (None when none did)."""
+    headers: dict[str, str] = {}
+    repeated: str | None = None
+    for k, v in raw:
+        name = k.decode("latin-1").lower()
+        if repeated is None and name in headers and name in _SINGLE_HEADERS:
+            repeated = name
+        headers[name] = v.decode("latin-1")
+    return headers, repeated
+
+
+def _close_if_body(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """``Connection: close`` for a refusal sent before a body the request announces is read:
+    the server would otherwise read and discard all of it to keep the connection alive."""
+    length = headers.get("content-length", "0").strip()
+    if "transfer-encoding" in headers or length not in ("", "0"):
+        return [_CLOSE]
+    return []
 
 
 def _may_stream(event: RequestReceived) -> bool:
@@ -541,11 +584,14 @@ def _accepts(accept: str) -> bool:
     return bool(kinds & {"application/json", "text/event-stream", "*/*", "application/*"})
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request body, or None when it exceeds ``limit`` (the rest is drained unread)."""
+async def _read_body(receive: Receive, limit: int, length: str | None) -> bytes | None:
+    """The request body, or None as soon as the declared length or the bytes read exceed
+    ``limit`` (nothing more is read: the caller refuses and closes the connection)."""
+    declared = length.strip() if length is not None else ""
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        return None
     chunks: list[bytes] = []
     size = 0
-    too_big = False
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
@@ -553,13 +599,10 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            too_big = True
-            chunks.clear()
-        elif not too_big:
-            chunks.append(chunk)
+            return None
+        chunks.append(chunk)
         if not message.get("more_body", False):
-            break
-    return None if too_big else b"".join(chunks)
+            return b"".join(chunks)
 
 
 def _sse_chunk(data: bytes, *, more: bool) -> Message:
