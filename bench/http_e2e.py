@@ -11,9 +11,10 @@ Servers, each its own uvicorn process started from the command line with the sam
 packages are missing is printed as skipped), one worker, access log off:
 
 * **floor**: a bare ASGI app that reads the body, parses it with ``json.loads`` and answers a
-  fixed JSON-RPC response of the same shape (``input_required`` with a fixed state for a
-  request without ``inputResponses``, the result otherwise) encoded with ``json.dumps``: the
-  least any JSON-over-HTTP server does on that uvicorn.
+  fixed JSON-RPC response with the fields and sizes of the example server's (``input_required``
+  with a fixed state of the sealed token's length for a request without ``inputResponses``,
+  the result otherwise) encoded with ``json.dumps``: the least any JSON-over-HTTP server does
+  on that uvicorn.
 * **ours**: ``build_app()`` of ``examples/http/server.py`` (the fixtures, both eras on one URL,
   HMAC-sealed state with a key of the process), as that script builds it.
 * **sdk** (when the official SDK, package ``mcp`` of the ``bench`` extra, is installed): its
@@ -127,21 +128,31 @@ CONFIRM_SCHEMA = {
     "properties": {"ok": {"type": "boolean", "description": "Go ahead?"}},
     "required": ["ok"],
 }
+#: The floor's fixed state: as long as the example server's sealed token for this tool.
+FLOOR_STATE = "floor-" + "A" * 144
+_FLOOR_META = {
+    "io.modelcontextprotocol/serverInfo": {
+        "name": "mrtr-sansio-bare-floor",
+        "version": "0.0.0.bare",
+    }
+}
+#: The floor's two answers: the fields and sizes of the example server's.
 FLOOR_ASK = {
     "resultType": "input_required",
     "inputRequests": {
         "confirm": {
             "method": "elicitation/create",
-            "params": {
-                "mode": "form",
-                "message": "Please confirm to continue",
-                "requestedSchema": CONFIRM_SCHEMA,
-            },
+            "params": {"message": "Please confirm to continue", "requestedSchema": CONFIRM_SCHEMA},
         }
     },
-    "requestState": STATE,
+    "requestState": FLOOR_STATE,
+    "_meta": _FLOOR_META,
 }
-FLOOR_DONE = {"content": [{"type": "text", "text": EXPECTED}], "isError": False}
+FLOOR_DONE = {
+    "content": [{"type": "text", "text": EXPECTED}],
+    "resultType": "complete",
+    "_meta": _FLOOR_META,
+}
 
 
 async def _lifespan(receive: Any, send: Any) -> None:
@@ -167,7 +178,8 @@ async def _floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
             break
     request = json.loads(b"".join(chunks))
     result = FLOOR_DONE if "inputResponses" in request["params"] else FLOOR_ASK
-    body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode()
+    answer = {"jsonrpc": "2.0", "id": request["id"], "result": result}
+    body = json.dumps(answer, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
