@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import http.client
 import importlib.util
 import json
@@ -337,7 +338,14 @@ def run_wrk(script: Path, port: int, seconds: int, connections: int) -> Run:
     """Drive one server for ``seconds`` with ``connections`` closed-loop connections."""
     argv = ["wrk", "-t", str(connections), "-c", str(connections), "-d", f"{seconds}s"]
     argv += ["--timeout", "10s", "-s", str(script), f"http://{HOST}:{port}{PATH}"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=False,
+        preexec_fn=_die_with_parent,
+    )
     lines = [x for x in done.stdout.splitlines() if x.startswith(MARK)]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
@@ -373,7 +381,12 @@ class Server:
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop())
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            self.argv, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+            self.argv,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 (no threads in this process)
         )
 
     def output(self) -> str:
@@ -394,6 +407,13 @@ class Server:
         if self.log is not None:
             self.log.close()
             self.log = None
+
+
+def _die_with_parent() -> None:
+    """In a child before exec (Linux): SIGTERM when the bench dies, even by SIGKILL (a test's
+    timeout), so that no server outlives it."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:

@@ -98,3 +98,11 @@ def test_http_e2e_counts_wrong_answers() -> None:
     assert counted is not None, done.stdout
     assert int(counted.group(1)) > 0
     assert re.search(r"^h11 +ours +0 ", done.stdout, re.MULTILINE), done.stdout
+
+
+def test_stdio_e2e() -> None:
+    """The stdio bench drives our stdio server (and the SDK's, in the test extra) without an
+    error and ends with its ratio line."""
+    lines = _run("stdio_e2e.py", "--quick")
+    assert "errors: 0" in lines, lines
+    assert re.fullmatch(r"ratio ours/sdk: stdio=(\d+\.\d\d|skipped)", lines[-1]), lines[-1]
