@@ -63,3 +63,46 @@ def test_instructions_counts_under_callgrind() -> None:
     assert match is not None, lines[-1]
     # Four JSON operations on small messages: thousands of instructions, not millions.
     assert 1_000 < int(match.group(1).replace(",", "")) < 1_000_000
+
+
+def _http_e2e(*args: str) -> subprocess.CompletedProcess[str]:
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed (Debian: apt-get install wrk)")
+    pytest.importorskip("uvicorn", reason="uvicorn is not installed (the server extra)")
+    return subprocess.run(
+        [sys.executable, str(BENCH / "http_e2e.py"), "--quick", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_http_e2e() -> None:
+    """The HTTP bench runs every server it can under every uvicorn configuration installed,
+    counts no error, and ends with the ratio line (h11 ships with uvicorn: never skipped)."""
+    done = _http_e2e()
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert "errors: 0" in lines, done.stdout
+    ratio = r"ratio ours/floor: httptools=(\d+\.\d\d|skipped) h11=\d+\.\d\d"
+    assert re.fullmatch(ratio, lines[-1]), lines[-1]
+
+
+def test_http_e2e_counts_wrong_answers() -> None:
+    """The load generator checks every answer: requiring another result text turns every
+    exchange into a counted error, and the run fails."""
+    done = _http_e2e("--configs", "h11", "--no-sdk", "--expect", "Not what the tool says.")
+    assert done.returncode == 1, done.stdout + done.stderr
+    counted = re.search(r"^errors: (\d+)$", done.stdout, re.MULTILINE)
+    assert counted is not None, done.stdout
+    assert int(counted.group(1)) > 0
+    assert re.search(r"^h11 +ours +0 ", done.stdout, re.MULTILINE), done.stdout
+
+
+def test_stdio_e2e() -> None:
+    """The stdio bench drives our stdio server (and the SDK's, in the test extra) without an
+    error and ends with its ratio line."""
+    lines = _run("stdio_e2e.py", "--quick")
+    assert "errors: 0" in lines, lines
+    assert re.fullmatch(r"ratio ours/sdk: stdio=(\d+\.\d\d|skipped)", lines[-1]), lines[-1]
