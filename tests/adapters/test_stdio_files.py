@@ -1,12 +1,16 @@
 """The stdio servers whatever their stdin and stdout are: a regular file (``python server.py <
-requests.jsonl > answers.jsonl``) or ``/dev/null``, for the anyio adapter on asyncio and on trio
-and for the blocking adapter, each run as its example echo server in a subprocess."""
+requests.jsonl > answers.jsonl``), ``/dev/null`` or a terminal, for the anyio adapter on asyncio
+and on trio and for the blocking adapter, each run as its example echo server in a subprocess.
+(Pipes are the other stdio tests' transport.)"""
 
 from __future__ import annotations
 
 import os
+import pty
+import select
 import subprocess
 import sys
+import tty
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +92,36 @@ def test_regular_file_in_dev_null_out(adapter: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_dev_null_in_dev_null_out(adapter: str) -> None:
     run_server(adapter, os.devnull, os.devnull)
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_terminal_in_and_out(adapter: str) -> None:
+    """stdin and stdout one pseudo-terminal (raw mode, so the line discipline changes no byte);
+    the terminal hanging up ends the input."""
+    main, side = pty.openpty()
+    tty.setraw(side)
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / adapter / "echo_server.py")],
+        stdin=side,
+        stdout=side,
+        stderr=subprocess.PIPE,
+    )
+    os.close(side)
+    transcript = Transcript()
+    try:
+        os.write(main, b"".join(transcript.encode(m) for m in requests()))
+        got: dict[Any, dict[str, Any]] = {}
+        while len(got) < 3:
+            assert select.select([main], [], [], TIMEOUT)[0], "the server did not answer"
+            transcript.feed(os.read(main, 65536))
+            while (msg := transcript.next_line()) is not None:
+                got[msg["id"]] = msg
+        assert got[2]["result"]["content"] == [{"type": "text", "text": "Hello, Ada!"}]
+    finally:
+        os.close(main)  # the hang-up: the server's reads end
+        proc.wait(TIMEOUT)
+    assert proc.stderr is not None
+    stderr = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr, stderr
