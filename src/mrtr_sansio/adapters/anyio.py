@@ -194,13 +194,14 @@ class _Writer:
     gives, and waits for :meth:`wake` when there is nothing. :meth:`sent` waits for the send in
     progress, which is how readers apply backpressure."""
 
-    __slots__ = ("_pending", "_sending", "_stream", "_wakeup", "closing")
+    __slots__ = ("_busy", "_idle", "_pending", "_stream", "_wakeup", "closing")
 
     def __init__(self, stream: anyio.abc.ByteSendStream, pending: Callable[[], bytes]) -> None:
         self._stream = stream
         self._pending = pending
         self._wakeup = anyio.Event()
-        self._sending: anyio.Event | None = None
+        self._busy = False  # a send is in progress
+        self._idle: anyio.Event | None = None  # made by the first waiter of that send
         #: Once set, :meth:`run` returns when it has sent everything.
         self.closing = False
 
@@ -215,9 +216,10 @@ class _Writer:
 
     async def sent(self) -> None:
         """Wait until the send in progress, if any, is done."""
-        sending = self._sending
-        if sending is not None:
-            await sending.wait()
+        if self._busy:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
 
     async def run(self) -> None:
         """Send until closed and drained; a broken stream raises out of here."""
@@ -229,12 +231,14 @@ class _Writer:
                 await self._wakeup.wait()
                 self._wakeup = anyio.Event()
                 continue
-            sending = self._sending = anyio.Event()
+            self._busy = True
             try:
                 await self._stream.send(data)
             finally:
-                self._sending = None
-                sending.set()
+                self._busy = False
+                idle, self._idle = self._idle, None
+                if idle is not None:
+                    idle.set()
 
 
 class _Timer:
@@ -325,7 +329,7 @@ class _Server:
     def _start(self, request: RequestReceived) -> None:
         assert self._handlers is not None
         scope = self._scopes[request.request_id] = anyio.CancelScope()
-        self._handlers.start_soon(self._run_handler, request, scope)
+        self._handlers.start_soon(self._run_handler, request, scope, name=request.method)
 
     def _cancel(self, request_id: str | int) -> None:
         scope = self._scopes.pop(request_id, None)
@@ -533,7 +537,7 @@ class Client(AsyncClientBase):
     def _start_input(self, event: InputNeeded, callback: InputCallback) -> None:
         assert self._tasks is not None
         scope = self._inputs[id(event)] = anyio.CancelScope()
-        self._tasks.start_soon(self._run_input, event, callback, scope)
+        self._tasks.start_soon(self._run_input, event, callback, scope, name=event.method)
 
     def _stop_input(self, event: InputNeeded) -> None:
         self._inputs.pop(id(event)).cancel()
