@@ -29,17 +29,15 @@ awaiting call::
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import IO, Any
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
 from anyio.streams.stapled import MultiListener, StapledByteStream
 from typing_extensions import Unpack
 
@@ -52,14 +50,12 @@ from mrtr_sansio import (
     ServerConnection,
 )
 
+from ._anyio_parts import GONE, StdioStream, Timer, Writer, receive
 from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase, ClientOptions, InputCallback
-from ._common import READ_SIZE, Handler, RequestContext, call_handler
-from ._loop import ClientDriver, StreamServer, TimedDriver
+from ._common import Handler, RequestContext, call_handler
+from ._loop import ClientDriver, StreamServer
 
 __all__ = ["Client", "StdioStream", "serve", "serve_stdio", "serve_tcp"]
-
-#: What ends a stream's input or output for us: the peer closed, reset or went away.
-_GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
 async def serve(
@@ -114,174 +110,6 @@ async def serve_tcp(
         await listener.serve(client)
 
 
-class StdioStream(anyio.abc.ByteStream):
-    """A byte stream on two file descriptors, whatever they are: pipes, sockets, terminals,
-    regular files or ``/dev/null``.
-
-    Each read and write is tried at once; only when the descriptor says it would block (a pipe,
-    socket or terminal, which are put in non-blocking mode meanwhile) does the stream wait for
-    it with the event loop. A regular file or ``/dev/null`` never does, so it is read and
-    written directly (a disk read holds the loop as long as it takes). Closing the stream puts
-    the descriptors' blocking mode back and leaves them open: they belong to the caller.
-    POSIX only (waiting on a descriptor needs a selector-based event loop).
-    """
-
-    def __init__(self, fd_in: int, fd_out: int) -> None:
-        self._fds = (fd_in, fd_out)
-        self._blocking = [os.get_blocking(fd) for fd in self._fds]  # both before either is set
-        for fd in self._fds:
-            os.set_blocking(fd, False)
-        self._closed = False
-        self._eof_sent = False
-
-    async def receive(self, max_bytes: int = READ_SIZE) -> bytes:
-        """The next bytes read (at most ``max_bytes``); ``EndOfStream`` at the end of input."""
-        fd = self._fds[0]
-        while True:
-            self._check_open()
-            try:
-                data = os.read(fd, max_bytes)
-            except BlockingIOError:
-                await anyio.wait_readable(fd)
-                continue
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-            await anyio.lowlevel.checkpoint()
-            if not data:
-                raise anyio.EndOfStream
-            return data
-
-    async def send(self, item: bytes) -> None:
-        """Write all of ``item``; ``BrokenResourceError`` when the reader is gone."""
-        fd = self._fds[1]
-        view = memoryview(item)
-        while view:
-            self._check_open()
-            if self._eof_sent:
-                raise anyio.ClosedResourceError
-            try:
-                view = view[os.write(fd, view) :]
-            except BlockingIOError:
-                await anyio.wait_writable(fd)
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
-        await anyio.lowlevel.checkpoint()
-
-    async def send_eof(self) -> None:
-        """No more output: later sends fail (the descriptor itself stays open)."""
-        self._eof_sent = True
-        await anyio.lowlevel.checkpoint()
-
-    async def aclose(self) -> None:
-        """Put the descriptors' blocking mode back; they stay open."""
-        if not self._closed:
-            self._closed = True
-            for fd, was_blocking in zip(self._fds, self._blocking, strict=True):
-                with contextlib.suppress(OSError):
-                    os.set_blocking(fd, was_blocking)
-        await anyio.lowlevel.checkpoint()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise anyio.ClosedResourceError
-
-
-# --- what the server and the client share -----------------------------------------------------
-
-
-class _Writer:
-    """The one task that owns a stream's sending side (:meth:`run`): it sends what ``pending()``
-    gives, and waits for :meth:`wake` when there is nothing. :meth:`sent` waits for the send in
-    progress, which is how readers apply backpressure."""
-
-    __slots__ = ("_busy", "_idle", "_pending", "_stream", "_wakeup", "closing")
-
-    def __init__(self, stream: anyio.abc.ByteSendStream, pending: Callable[[], bytes]) -> None:
-        self._stream = stream
-        self._pending = pending
-        self._wakeup = anyio.Event()
-        self._busy = False  # a send is in progress
-        self._idle: anyio.Event | None = None  # made by the first waiter of that send
-        #: Once set, :meth:`run` returns when it has sent everything.
-        self.closing = False
-
-    def wake(self) -> None:
-        """There may be something to send."""
-        self._wakeup.set()
-
-    def close(self) -> None:
-        """Send what is pending, then end :meth:`run`."""
-        self.closing = True
-        self._wakeup.set()
-
-    async def sent(self) -> None:
-        """Wait until the send in progress, if any, is done."""
-        if self._busy:
-            if self._idle is None:
-                self._idle = anyio.Event()
-            await self._idle.wait()
-
-    async def run(self) -> None:
-        """Send until closed and drained; a broken stream raises out of here."""
-        while True:
-            data = self._pending()
-            if not data:
-                if self.closing:
-                    return
-                await self._wakeup.wait()
-                self._wakeup = anyio.Event()
-                continue
-            self._busy = True
-            try:
-                await self._stream.send(data)
-            finally:
-                self._busy = False
-                idle, self._idle = self._idle, None
-                if idle is not None:
-                    idle.set()
-
-
-class _Timer:
-    """A driver's deadline kept by a task sleeping in a cancel scope (:meth:`run`): when it
-    comes, ``fire_timer`` and ``flush``. Call :meth:`refresh` after anything that may move it."""
-
-    __slots__ = ("_driver", "_flush", "_scope")
-
-    def __init__(self, driver: TimedDriver[Any], flush: Callable[[], None]) -> None:
-        self._driver = driver
-        self._flush = flush
-        self._scope: anyio.CancelScope | None = None
-
-    def refresh(self) -> None:
-        """Re-arm if the driver's deadline moved."""
-        if self._driver.refresh_timer():
-            self._arm()
-
-    def _arm(self) -> None:
-        scope = self._scope
-        if scope is not None:
-            delay = self._driver.timer_delay()
-            scope.deadline = math.inf if delay is None else anyio.current_time() + delay
-
-    async def run(self) -> None:
-        while True:
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                self._arm()
-                await anyio.sleep_forever()
-            self._scope = None
-            self._driver.fire_timer()
-            self._flush()
-
-
-async def _receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
-    """The next bytes from ``stream``; ``b""`` when its input ended or broke."""
-    try:
-        return await stream.receive(READ_SIZE)
-    except _GONE:
-        return b""
-
-
 # --- the server -------------------------------------------------------------------------------
 
 
@@ -297,14 +125,14 @@ class _Server:
         self._driver = StreamServer(conn, self._start, self._cancel)
         self._handlers: anyio.abc.TaskGroup | None = None
         self._scopes: dict[str | int, anyio.CancelScope] = {}  # request id -> its handler's
-        self._writer = _Writer(stream, conn.data_to_send)
-        self._timer = _Timer(self._driver, self._flush)
+        self._writer = Writer(stream, conn.data_to_send)
+        self._timer = Timer(self._driver, self._flush)
 
     async def run(self) -> None:
         async with anyio.create_task_group() as services:
             services.start_soon(self._timer.run)
             services.start_soon(self._serve_requests)
-            with contextlib.suppress(*_GONE):  # the output broke: the client is gone
+            with contextlib.suppress(*GONE):  # the output broke: the client is gone
                 await self._writer.run()
             services.cancel_scope.cancel()
 
@@ -318,7 +146,7 @@ class _Server:
     async def _read_loop(self) -> None:
         driver = self._driver
         while True:
-            driver.receive(await _receive(self._stream))
+            driver.receive(await receive(self._stream))
             self._flush()
             if driver.closed:
                 return
@@ -394,8 +222,8 @@ class Client(AsyncClientBase):
         self._tasks: anyio.abc.TaskGroup | None = None
         self._inputs: dict[int, anyio.CancelScope] = {}  # id(InputNeeded) -> its callback's
         self._read_done = anyio.Event()
-        self._writer = _Writer(stream, self._driver.data_to_send)
-        self._timer = _Timer(self._driver, self._flush)
+        self._writer = Writer(stream, self._driver.data_to_send)
+        self._timer = Timer(self._driver, self._flush)
 
     # --- opening and closing ----------------------------------------------------------------
 
@@ -561,14 +389,14 @@ class Client(AsyncClientBase):
     async def _read_loop(self) -> None:
         driver = self._driver
         while not driver.closed:
-            driver.receive(await _receive(self._stream))
+            driver.receive(await receive(self._stream))
             self._flush()
         self._read_done.set()
 
     async def _write_loop(self) -> None:
         """Send what the connection queues; once closing and everything is sent, end the
         output. A broken stream ends the loop (the reader sees the end of input)."""
-        with contextlib.suppress(*_GONE):
+        with contextlib.suppress(*GONE):
             await self._writer.run()
             await self._stream.send_eof()
 
@@ -581,7 +409,7 @@ class Client(AsyncClientBase):
 async def _end_process(proc: anyio.abc.Process, timeout: float) -> None:
     """The spec's shutdown: stdin closed, then a wait, then SIGTERM, then SIGKILL."""
     assert proc.stdin is not None
-    with contextlib.suppress(*_GONE):
+    with contextlib.suppress(*GONE):
         await proc.stdin.aclose()
     for escalate in (proc.terminate, proc.kill):
         with anyio.move_on_after(timeout):
