@@ -101,7 +101,7 @@ class PipeClient:
 
 @asynccontextmanager
 async def pipe_server(probe: Probe) -> AsyncIterator[tuple[asyncio.Task[None], PipeClient]]:
-    """``serve`` on two new pipes, its streams built as ``serve_stdio`` builds them."""
+    """``serve`` on two new pipes, through asyncio's own pipe transports (a reader/writer pair)."""
     loop = asyncio.get_running_loop()
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
