@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then "$python" -m venv .venv; fi
-.venv/bin/python -m pip install --quiet -e .
+.venv/bin/python -m pip install --quiet -e '.[anyio]'
 server=(.venv/bin/python examples/asyncio/server.py)
 .venv/bin/python examples/asyncio/client.py --era modern -- "${server[@]}"
 echo

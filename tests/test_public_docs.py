@@ -25,6 +25,7 @@ NAMESPACES = [
     "mrtr_sansio",
     "mrtr_sansio.adapters",
     "mrtr_sansio.adapters.stdio",
+    "mrtr_sansio.adapters.anyio",
     "mrtr_sansio.adapters.asyncio",
     "mrtr_sansio.adapters.trio",
     "mrtr_sansio.adapters.asgi",

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mrtr_sansio.adapters.asyncio import Client
+from mrtr_sansio.adapters.anyio import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booking import ARGUMENTS, TOOL, Demo, parse_args

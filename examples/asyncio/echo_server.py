@@ -14,7 +14,7 @@ import sys
 
 from mrtr_sansio import InputRequiredResult, RequestReceived, ServerConfig, elicit_form
 from mrtr_sansio.adapters import HandlerResult, RequestContext
-from mrtr_sansio.adapters.asyncio import serve_stdio
+from mrtr_sansio.adapters.anyio import serve_stdio
 
 CONFIG = ServerConfig(server_info={"name": "echo", "version": "1.0.0"}, capabilities={"tools": {}})
 # --8<-- [start:handler]

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import mrtr_sansio as m
-from mrtr_sansio.adapters.asyncio import serve_stdio
+from mrtr_sansio.adapters.anyio import serve_stdio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures import Everything, server_config

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from mrtr_sansio.adapters.trio import Client
+from mrtr_sansio.adapters.anyio import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booking import ARGUMENTS, TOOL, Demo, parse_args

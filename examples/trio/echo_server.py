@@ -15,7 +15,7 @@ import trio
 
 from mrtr_sansio import InputRequiredResult, RequestReceived, ServerConfig, elicit_form
 from mrtr_sansio.adapters import HandlerResult, RequestContext
-from mrtr_sansio.adapters.trio import serve_stdio
+from mrtr_sansio.adapters.anyio import serve_stdio
 
 CONFIG = ServerConfig(server_info={"name": "echo", "version": "1.0.0"}, capabilities={"tools": {}})
 GREET = {

@@ -1,4 +1,5 @@
-"""Run one async test body under asyncio or trio against the matching adapter's ``serve``.
+"""Run one async test body under asyncio or trio against the anyio adapter, through the module
+that takes that library's own streams (``asyncio.serve``, ``trio.serve``).
 
 Each harness connects a test client to ``serve`` over an in-memory stream (a socketpair for
 asyncio, ``trio.testing.memory_stream_pair`` for trio), gives the test a :class:`Peer`, and on
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+import anyio
 import trio
 import trio.testing
 from stream_scenarios import (
@@ -28,6 +30,7 @@ from stream_scenarios import (
 
 from mrtr_sansio import RequestReceived, ServerConfig
 from mrtr_sansio.adapters import Handler, HandlerResult, RequestContext
+from mrtr_sansio.adapters import anyio as anyio_adapter
 from mrtr_sansio.adapters import asyncio as asyncio_adapter
 from mrtr_sansio.adapters import trio as trio_adapter
 
@@ -196,7 +199,7 @@ class AsyncioHarness(Harness):
         asyncio.run(main())
 
     def run_stdio(self, handler: Handler, config: ServerConfig | None = CONFIG) -> None:
-        asyncio.run(asyncio_adapter.serve_stdio(handler, config))
+        anyio.run(anyio_adapter.serve_stdio, handler, config, backend="asyncio")
 
     async def wait(self, gate: Gate) -> None:
         await asyncio.wait_for(gate.wait(), TIMEOUT)
@@ -271,7 +274,7 @@ class TrioHarness(Harness):
         trio.run(main)
 
     def run_stdio(self, handler: Handler, config: ServerConfig | None = CONFIG) -> None:
-        trio.run(trio_adapter.serve_stdio, handler, config)
+        anyio.run(anyio_adapter.serve_stdio, handler, config, backend="trio")
 
     async def wait(self, gate: Gate) -> None:
         with trio.fail_after(TIMEOUT):

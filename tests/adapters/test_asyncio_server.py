@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
+from anyio.abc import SocketAttribute
 from stream_harness import AsyncioHarness, AsyncioPeer, Probe
 from stream_scenarios import (
     CONFIG,
@@ -49,23 +51,20 @@ def test_serve_tcp_gives_each_connection_its_own_state() -> None:
     probe = Probe(asyncio.Event)
 
     async def main() -> None:
-        listening: asyncio.Future[asyncio.Server] = asyncio.get_running_loop().create_future()
-        server = asyncio.create_task(
-            serve_tcp(probe.handler(), CONFIG, "127.0.0.1", 0, started=listening.set_result)
-        )
-        port = (await asyncio.wait_for(listening, TIMEOUT)).sockets[0].getsockname()[1]
-        one = TcpClient(*await asyncio.open_connection("127.0.0.1", port))
-        two = TcpClient(*await asyncio.open_connection("127.0.0.1", port))
-        # A legacy session on one connection, modern requests on the other.
-        await one.send(initialize(0))
-        assert await one.recv() == initialize_result(0)
-        await two.send(modern_call(0, "slow"), modern_call(1, "fast"))
-        assert await two.recv() == result(1, text("fast"))
-        await one.send(initialize(1))  # this connection is initialized already
-        assert (await one.recv())["error"]["code"] == -32600
-        # Stopping the server cancels the hanging handler and closes both connections.
-        server.cancel()
-        await asyncio.gather(server, return_exceptions=True)
+        async with anyio.create_task_group() as tasks:
+            listener = await tasks.start(serve_tcp, probe.handler(), CONFIG, "127.0.0.1", 0)
+            port = listener.extra(SocketAttribute.local_port)
+            one = TcpClient(*await asyncio.open_connection("127.0.0.1", port))
+            two = TcpClient(*await asyncio.open_connection("127.0.0.1", port))
+            # A legacy session on one connection, modern requests on the other.
+            await one.send(initialize(0))
+            assert await one.recv() == initialize_result(0)
+            await two.send(modern_call(0, "slow"), modern_call(1, "fast"))
+            assert await two.recv() == result(1, text("fast"))
+            await one.send(initialize(1))  # this connection is initialized already
+            assert (await one.recv())["error"]["code"] == -32600
+            # Stopping the server cancels the hanging handler and closes both connections.
+            tasks.cancel_scope.cancel()
         assert await asyncio.wait_for(one.reader.read(), TIMEOUT) == b""
         assert await asyncio.wait_for(two.reader.read(), TIMEOUT) == b""
         one.writer.close()
@@ -102,7 +101,7 @@ class PipeClient:
 
 @asynccontextmanager
 async def pipe_server(probe: Probe) -> AsyncIterator[tuple[asyncio.Task[None], PipeClient]]:
-    """``serve`` on two new pipes, its streams built as ``serve_stdio`` builds them."""
+    """``serve`` on two new pipes, through asyncio's own pipe transports (a reader/writer pair)."""
     loop = asyncio.get_running_loop()
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
@@ -180,24 +179,21 @@ def test_connection_reset_mid_request_ends_that_connection() -> None:
     probe = Probe(asyncio.Event)
 
     async def main() -> None:
-        listening: asyncio.Future[asyncio.Server] = asyncio.get_running_loop().create_future()
-        server = asyncio.create_task(
-            serve_tcp(probe.handler(), CONFIG, "127.0.0.1", 0, started=listening.set_result)
-        )
-        port = (await asyncio.wait_for(listening, TIMEOUT)).sockets[0].getsockname()[1]
-        _, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(Transcript().encode(modern_call(1, "hang")))
-        await AsyncioHarness().wait(probe.started)
-        sock = writer.get_extra_info("socket")
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        writer.transport.abort()  # closes with linger 0: the server gets a reset
-        await AsyncioHarness().wait(probe.cancelled)
-        # The server goes on serving new connections.
-        two = TcpClient(*await asyncio.open_connection("127.0.0.1", port))
-        await two.send(modern_call(1, "fast"))
-        assert await two.recv() == result(1, text("fast"))
-        server.cancel()
-        await asyncio.gather(server, return_exceptions=True)
+        async with anyio.create_task_group() as tasks:
+            listener = await tasks.start(serve_tcp, probe.handler(), CONFIG, "127.0.0.1", 0)
+            port = listener.extra(SocketAttribute.local_port)
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(Transcript().encode(modern_call(1, "hang")))
+            await AsyncioHarness().wait(probe.started)
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()  # closes with linger 0: the server gets a reset
+            await AsyncioHarness().wait(probe.cancelled)
+            # The server goes on serving new connections.
+            two = TcpClient(*await asyncio.open_connection("127.0.0.1", port))
+            await two.send(modern_call(1, "fast"))
+            assert await two.recv() == result(1, text("fast"))
+            tasks.cancel_scope.cancel()
         two.writer.close()
 
     asyncio.run(main())

@@ -13,7 +13,7 @@ from client_harness import AsyncioLib, FixtureServer, sealed_config
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import ConnectionClosedError
-from mrtr_sansio.adapters.asyncio import Client
+from mrtr_sansio.adapters.asyncio import AsyncioStream, Client
 
 LIB = AsyncioLib()
 MODERN = m.ClientConfig(era="modern")
@@ -28,7 +28,9 @@ def test_stream_that_cannot_half_close() -> None:
         async with LIB.pair(server.handle, sealed_config(), MODERN) as session:
             client = session.client
             assert isinstance(client, Client)
-            writer = client._writer
+            stream = client._stream
+            assert isinstance(stream, AsyncioStream)
+            writer = stream._writer
             writer.can_write_eof = lambda: False  # type: ignore[method-assign]
             assert (await client.list_tools())["tools"]
         assert writer.is_closing()

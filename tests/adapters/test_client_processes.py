@@ -1,14 +1,15 @@
-"""The asyncio and trio clients over real subprocess pipes: against the example stdio servers
-(both eras and ``auto``), a server that dies mid-call, servers that ignore the end of their
-input (the shutdown escalates to SIGTERM, then SIGKILL), and TCP."""
+"""The anyio client, on asyncio and on trio, over real subprocess pipes: against the example
+stdio servers (both eras and ``auto``), a server that dies mid-call, servers that ignore the
+end of their input (the shutdown escalates to SIGTERM, then SIGKILL), and TCP."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
 
+import anyio
 import pytest
+from anyio.abc import SocketAttribute
 from client_harness import (
     BOOKED,
     DIES,
@@ -26,14 +27,10 @@ from stream_pipes import EXAMPLES
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import ConnectionClosedError
-from mrtr_sansio.adapters import asyncio as asyncio_adapter
-from mrtr_sansio.adapters import trio as trio_adapter
+from mrtr_sansio.adapters import anyio as anyio_adapter
+from mrtr_sansio.adapters.anyio import Client
 
 pytestmark = pytest.mark.parametrize("lib", LIBS, ids=lambda lib: lib.name)
-
-
-def client_class(lib: Lib) -> Any:
-    return asyncio_adapter.Client if lib.name == "asyncio" else trio_adapter.Client
 
 
 @pytest.mark.parametrize("server", ["asyncio", "trio"])
@@ -43,18 +40,17 @@ def test_book_trip_against_the_example_servers(lib: Lib, server: str, era: EraNa
     wire = Wire()
     command = [sys.executable, str(EXAMPLES / server / "server.py")]
 
+    options = answers.options()
+    options["trace"] = wire
+
     async def main() -> None:
-        async with client_class(lib).connect_stdio(
-            command,
-            m.ClientConfig(era=era),
-            trace=wire,
-            **answers.options(),
-        ) as client:
+        async with Client.connect_stdio(command, m.ClientConfig(era=era), **options) as client:
             assert client.era is (m.Era.LEGACY if era == "legacy" else m.Era.MODERN)
             result = await client.call_tool("book_trip", LISBON)
             assert result["content"] == [{"type": "text", "text": BOOKED}]
             assert len(answers.asked) == 3
             process = client.process
+        assert process is not None
         # The server saw the end of its input and exited by itself.
         assert process.returncode == 0
 
@@ -65,13 +61,14 @@ def test_book_trip_against_the_example_servers(lib: Lib, server: str, era: EraNa
 
 def test_server_dies_mid_call(lib: Lib) -> None:
     async def main() -> None:
-        async with client_class(lib).connect_stdio(
+        async with Client.connect_stdio(
             [sys.executable, "-c", DIES], m.ClientConfig(era="modern")
         ) as client:
             with pytest.raises(ConnectionClosedError):
                 await client.call_tool("anything")
             with pytest.raises(ConnectionClosedError):
                 await client.list_tools()
+        assert client.process is not None
         assert client.process.returncode == 0
 
     lib.run(main)
@@ -82,9 +79,10 @@ def test_server_gone_before_the_call(lib: Lib) -> None:
     call."""
 
     async def main() -> None:
-        async with client_class(lib).connect_stdio(
+        async with Client.connect_stdio(
             [sys.executable, "-c", "pass"], m.ClientConfig(era="modern")
         ) as client:
+            assert client.process is not None
             await client.process.wait()
             with pytest.raises(ConnectionClosedError):
                 await client.call_tool("anything")
@@ -99,17 +97,16 @@ def test_shutdown_escalates(lib: Lib, script: str, signum: int) -> None:
 
     async def main() -> None:
         start = lib.clock()
-        async with client_class(lib).connect_stdio(
+        async with Client.connect_stdio(
             [sys.executable, "-c", script],
             m.ClientConfig(era="modern"),
             stderr=subprocess.PIPE,
             shutdown_timeout=0.3,
         ) as client:
             # "ready": its SIGTERM handler is set.
-            if lib.name == "asyncio":
-                assert await client.process.stderr.read(5) == b"ready"
-            else:
-                assert await client.process.stderr.receive_some() == b"ready"
+            assert client.process is not None
+            assert client.process.stderr is not None
+            assert await client.process.stderr.receive(5) == b"ready"
         assert client.process.returncode == -signum
         assert lib.clock() - start < 5
 
@@ -122,35 +119,15 @@ def test_connect_tcp(lib: Lib) -> None:
 
     async def main() -> None:
         server = FixtureServer(lib.event)
-        if lib.name == "asyncio":
-            import asyncio
-
-            listening: list[Any] = []
-            task = asyncio.create_task(
-                asyncio_adapter.serve_tcp(
-                    server.handle, sealed_config(), "127.0.0.1", 0, started=listening.append
-                )
+        async with anyio.create_task_group() as tasks:
+            listener = await tasks.start(
+                anyio_adapter.serve_tcp, server.handle, sealed_config(), "127.0.0.1", 0
             )
-            while not listening:
-                await asyncio.sleep(0)
-            port = listening[0].sockets[0].getsockname()[1]
-            try:
-                await book(port)
-            finally:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-        else:
-            import trio
-
-            async with trio.open_nursery() as nursery:
-                listeners = await nursery.start(
-                    trio_adapter.serve_tcp, server.handle, sealed_config(), "127.0.0.1", 0
-                )
-                await book(listeners[0].socket.getsockname()[1])
-                nursery.cancel_scope.cancel()
+            await book(listener.extra(SocketAttribute.local_port))
+            tasks.cancel_scope.cancel()
 
     async def book(port: int) -> None:
-        async with client_class(lib).connect_tcp(
+        async with Client.connect_tcp(
             "127.0.0.1", port, m.ClientConfig(era="auto"), **answers.options()
         ) as client:
             result = await client.call_tool("book_trip", LISBON)

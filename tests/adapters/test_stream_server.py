@@ -34,7 +34,7 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio.adapters import StreamServer
+from mrtr_sansio.adapters import StreamServer, answer
 from wire import drain
 
 ASK = elicit_form("What is your name?", NAME_SCHEMA)
@@ -176,3 +176,17 @@ def test_answers_to_legs_replay_through_start() -> None:
     assert rec.started[1].input_response("name") == ADA
     rec.driver.answer(rec.started[1], JsonRpcError(-32602, "Unknown tool: greet"))
     assert rec.out(Era.LEGACY) == [error(1, -32602, "Unknown tool: greet")]
+
+
+def test_answer_path_without_a_stream_server_ends_a_legacy_request() -> None:
+    """``answer`` alone (as the ASGI app uses it): a value that is no answer at all becomes
+    -32603 on the legacy wire too, and the request is no longer in flight."""
+    rec = Recorder()
+    rec.feed(initialize(0), INITIALIZED, legacy_call(1, "a"))
+    rec.out(Era.LEGACY)  # the initialize result
+    (request,) = rec.started
+    answer(rec.conn, request, ["not", "a", "result"])  # type: ignore[arg-type]
+    assert rec.out(Era.LEGACY) == [error(1, -32603, "Internal error")]
+    assert not rec.conn.in_flight
+    answer(rec.conn, request, text("again"))  # it awaits no answer now: dropped
+    assert rec.out(Era.LEGACY) == []

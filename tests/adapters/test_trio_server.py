@@ -7,6 +7,7 @@ from typing import Any
 
 import trio
 import trio.testing
+from anyio.abc import SocketAttribute
 from stream_harness import Probe
 from stream_scenarios import (
     CONFIG,
@@ -48,8 +49,8 @@ def test_serve_tcp_gives_each_connection_its_own_state() -> None:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            listeners = await nursery.start(serve_tcp, probe.handler(), CONFIG, "127.0.0.1", 0)
-            port = listeners[0].socket.getsockname()[1]
+            listener = await nursery.start(serve_tcp, probe.handler(), CONFIG, "127.0.0.1", 0)
+            port = listener.extra(SocketAttribute.local_port)
             one = Client(await trio.open_tcp_stream("127.0.0.1", port))
             two = Client(await trio.open_tcp_stream("127.0.0.1", port))
             await one.send(initialize(0))

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from fixtures import Everything, server_config
 
 import mrtr_sansio as m
-from mrtr_sansio.adapters.asyncio import serve_stdio
+from mrtr_sansio.adapters.anyio import serve_stdio
 
 
 def main() -> None:

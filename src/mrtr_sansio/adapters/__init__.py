@@ -3,15 +3,17 @@
 Import the one you need; none is imported by ``import mrtr_sansio`` or by this package:
 
 * :mod:`mrtr_sansio.adapters.stdio` — blocking, newline-delimited JSON over stdin/stdout;
-* :mod:`mrtr_sansio.adapters.asyncio` — asyncio streams (stdio pipes or TCP);
-* :mod:`mrtr_sansio.adapters.trio` — trio streams (``trio`` extra);
+* :mod:`mrtr_sansio.adapters.anyio` — async, over anyio, on asyncio or trio (stdio or TCP);
+* :mod:`mrtr_sansio.adapters.asyncio`, :mod:`mrtr_sansio.adapters.trio` — the same, taking
+  each library's own streams (kept for compatibility);
 * :mod:`mrtr_sansio.adapters.asgi` — Streamable HTTP as a plain ASGI 3 app (``server`` extra);
 * :mod:`mrtr_sansio.adapters.http` — a Streamable HTTP client on httpx (``http`` extra).
 
 Handlers are written once against :class:`RequestContext` and run under every async adapter;
 the blocking stdio adapter takes the same handler written with ``def`` against
 :class:`BlockingRequestContext`. :class:`StreamServer` is the IO-free half of a stream adapter,
-for those who bring their own transport.
+for those who bring their own transport, and :func:`answer` the one way every adapter hands a
+handler's answer to the connection.
 
 Each stream adapter also has a ``Client`` with the same application API: input callbacks for
 elicitation, sampling and roots, ``call_tool`` / ``get_prompt`` / ``read_resource`` and the
@@ -44,11 +46,11 @@ from ._common import (
     Handler,
     HandlerResult,
     RequestContext,
-    StreamServer,
     SubscriptionHub,
     call_blocking_handler,
     call_handler,
 )
+from ._loop import StreamServer, answer
 
 __all__ = [
     "AsyncClientBase",
@@ -73,6 +75,7 @@ __all__ = [
     "StreamServer",
     "SubscriptionHub",
     "Trace",
+    "answer",
     "call_blocking_handler",
     "call_handler",
     "client_config",

@@ -1,5 +1,5 @@
-"""What every server adapter shares: the handler signature, the context handlers get, and the
-IO-free half of a stream server loop.
+"""What every server adapter shares above its loop: the handler signature and the context
+handlers get.
 
 A handler is written once and served by every async adapter::
 
@@ -11,30 +11,20 @@ It returns a result mapping, an :class:`~mrtr_sansio.InputRequiredResult` or a
 runs under asyncio, trio, and any ASGI server. The blocking stdio adapter takes the same
 handler written with ``def`` and a :class:`BlockingRequestContext`.
 
-:class:`StreamServer` is the part of a stream adapter that does no IO: it feeds bytes to the
-connection, routes the events (start a handler, cancel a handler), delivers handler answers and
-keeps the connection's timer deadline, so that each adapter is only a loop moving bytes.
+The loops' IO-free halves, and the one path by which an answer reaches the connection, are in
+:mod:`mrtr_sansio.adapters._loop`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeAlias, TypeVar
 
 from mrtr_sansio import (
-    NEED_DATA,
-    ClientConnection,
-    ConnectionClosed,
     InputRequiredResult,
-    InvalidMessage,
     JsonRpcError,
-    LocalProtocolError,
-    RequestCancelled,
     RequestReceived,
-    RequestStateRejected,
-    RoundsExhausted,
     ServerConnection,
 )
 
@@ -44,9 +34,7 @@ __all__ = [
     "Handler",
     "HandlerResult",
     "RequestContext",
-    "StreamServer",
     "SubscriptionHub",
-    "TimedDriver",
     "call_blocking_handler",
     "call_handler",
 ]
@@ -214,129 +202,3 @@ class SubscriptionHub:
         for ctx in streams:
             ctx.notify(method, params)
         return len(streams)
-
-
-ConnT = TypeVar("ConnT", ServerConnection, ClientConnection)
-
-
-class TimedDriver(Generic[ConnT]):
-    """The IO-free half of an adapter's loop around one connection: bytes in, events routed,
-    and the connection's timer kept.
-
-    After a change (:meth:`refresh_timer`) the adapter re-arms its own timer for
-    :meth:`timer_delay` seconds and calls :meth:`fire_timer` when it goes off.
-    """
-
-    __slots__ = ("_clock", "_deadline", "closed", "conn")
-
-    def __init__(self, conn: ConnT) -> None:
-        self.conn: ConnT = conn
-        self._clock = conn.config.clock
-        self._deadline: float | None = None
-        #: True once the input ended (EOF, or a read failure treated as one).
-        self.closed = False
-
-    def receive(self, data: bytes) -> None:
-        """Feed bytes read from the peer (``b""`` at the end of input) and route the events."""
-        raise NotImplementedError
-
-    def route(self) -> None:
-        """Act on every pending connection event."""
-        raise NotImplementedError
-
-    def refresh_timer(self) -> bool:
-        """Re-read the connection's next deadline; True when it changed (re-arm the timer)."""
-        deadline = self.conn.next_deadline()
-        if deadline == self._deadline:
-            return False
-        self._deadline = deadline
-        return True
-
-    def timer_delay(self) -> float | None:
-        """Seconds until the deadline last read by :meth:`refresh_timer`, or None for none."""
-        deadline = self._deadline
-        return None if deadline is None else max(0.0, deadline - self._clock())
-
-    def fire_timer(self) -> None:
-        """The adapter's timer went off: do what is due on the connection's own clock."""
-        self.conn.handle_timer(self._clock())
-        self.route()
-
-
-class StreamServer(TimedDriver[ServerConnection]):
-    """The IO-free half of a stream server loop around one :class:`ServerConnection`.
-
-    The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it calls
-    ``start(request)`` for each request to run (first rounds and legacy-shim replays alike) and
-    ``cancel(request_id)`` for each request the client cancelled. It keeps the connection's
-    timer as :class:`TimedDriver` says.
-    """
-
-    __slots__ = ("_cancel", "_start")
-
-    def __init__(
-        self,
-        conn: ServerConnection,
-        start: Callable[[RequestReceived], object],
-        cancel: Callable[[str | int], object],
-    ) -> None:
-        super().__init__(conn)
-        self._start = start
-        self._cancel = cancel
-
-    def receive(self, data: bytes) -> None:
-        """Feed bytes read from the peer (``b""`` at the end of input) and route the events."""
-        if not self.closed:
-            self.conn.receive_data(data)
-            self.route()
-
-    def route(self) -> None:
-        """Hand every pending connection event to ``start``/``cancel``, or log it."""
-        conn = self.conn
-        while True:
-            event = conn.next_event()
-            if type(event) is RequestReceived:
-                self._start(event)
-            elif type(event) is RequestCancelled:
-                self._cancel(event.request_id)
-            elif event is NEED_DATA:
-                return
-            elif type(event) is ConnectionClosed:
-                self.closed = True
-            else:
-                _log_event(event)
-
-    def answer(self, request: RequestReceived, result: HandlerResult) -> None:
-        """Answer ``request`` with what its handler returned.
-
-        An answer the connection refuses (``input_required`` on a method that does not allow
-        it, a result that is not JSON) becomes -32603 and is logged; an answer to a request
-        the client cancelled meanwhile is dropped.
-        """
-        conn = self.conn
-        rid = request.request_id
-        try:
-            conn.respond(rid, result)
-        except (LocalProtocolError, TypeError) as exc:
-            log.error("handler for %s %r returned an invalid answer: %s", request.method, rid, exc)
-            with contextlib.suppress(LocalProtocolError):  # unless it awaits no answer now
-                conn.respond(rid, JsonRpcError.internal())
-        self.route()  # a state-only round on the legacy wire replays at once
-
-
-def _log_event(event: object) -> None:
-    if isinstance(event, InvalidMessage):
-        log.debug("invalid message from the client: %s", event.error.message)
-    elif isinstance(event, RequestStateRejected):
-        log.info(
-            "requestState rejected for %s %r: %s", event.method, event.request_id, event.reason
-        )
-    elif isinstance(event, RoundsExhausted):
-        log.warning(
-            "%s %r still needed input after %d rounds",
-            event.call.method,
-            event.call.request_id,
-            event.rounds,
-        )
-    else:
-        log.debug("%r", event)

@@ -55,14 +55,8 @@ from ._client_common import (
     ClientDriver,
     request_params,
 )
-from ._common import (
-    READ_SIZE,
-    BlockingHandler,
-    BlockingRequestContext,
-    StreamServer,
-    TimedDriver,
-    call_blocking_handler,
-)
+from ._common import READ_SIZE, BlockingHandler, BlockingRequestContext, call_blocking_handler
+from ._loop import StreamServer, TimedDriver
 
 __all__ = ["Client", "HandlerCancelled", "serve"]
 

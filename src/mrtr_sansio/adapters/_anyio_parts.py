@@ -1,0 +1,187 @@
+"""The anyio pieces under the async adapter (:mod:`mrtr_sansio.adapters.anyio`): a byte stream on
+any pair of file descriptors, the one task that writes a stream, and a driver's timer."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from ._common import READ_SIZE
+from ._loop import TimedDriver
+
+__all__ = ["GONE", "StdioStream", "Timer", "Writer", "receive"]
+
+#: What ends a stream's input or output for us: the peer closed, reset or went away.
+GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
+
+
+class StdioStream(anyio.abc.ByteStream):
+    """A byte stream on two file descriptors, whatever they are: pipes, sockets, terminals,
+    regular files or ``/dev/null``.
+
+    Each read and write is tried at once; only when the descriptor says it would block (a pipe,
+    socket or terminal, which are put in non-blocking mode meanwhile) does the stream wait for
+    it with the event loop. A regular file or ``/dev/null`` never does, so it is read and
+    written directly (a disk read holds the loop as long as it takes). Closing the stream puts
+    the descriptors' blocking mode back and leaves them open: they belong to the caller.
+    POSIX only (waiting on a descriptor needs a selector-based event loop).
+    """
+
+    def __init__(self, fd_in: int, fd_out: int) -> None:
+        self._fds = (fd_in, fd_out)
+        self._blocking = [os.get_blocking(fd) for fd in self._fds]  # both before either is set
+        for fd in self._fds:
+            os.set_blocking(fd, False)
+        self._closed = False
+        self._eof_sent = False
+
+    async def receive(self, max_bytes: int = READ_SIZE) -> bytes:
+        """The next bytes read (at most ``max_bytes``); ``EndOfStream`` at the end of input."""
+        fd = self._fds[0]
+        while True:
+            self._check_open()
+            try:
+                data = os.read(fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            await anyio.lowlevel.checkpoint()
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def send(self, item: bytes) -> None:
+        """Write all of ``item``; ``BrokenResourceError`` when the reader is gone."""
+        fd = self._fds[1]
+        view = memoryview(item)
+        while view:
+            self._check_open()
+            if self._eof_sent:
+                raise anyio.ClosedResourceError
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+        await anyio.lowlevel.checkpoint()
+
+    async def send_eof(self) -> None:
+        """No more output: later sends fail (the descriptor itself stays open)."""
+        self._eof_sent = True
+        await anyio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        """Put the descriptors' blocking mode back; they stay open."""
+        if not self._closed:
+            self._closed = True
+            for fd, was_blocking in zip(self._fds, self._blocking, strict=True):
+                with contextlib.suppress(OSError):
+                    os.set_blocking(fd, was_blocking)
+        await anyio.lowlevel.checkpoint()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+
+
+class Writer:
+    """The one task that owns a stream's sending side (:meth:`run`): it sends what ``pending()``
+    gives, and waits for :meth:`wake` when there is nothing. :meth:`sent` waits for the send in
+    progress, which is how readers apply backpressure."""
+
+    __slots__ = ("_busy", "_idle", "_pending", "_stream", "_wakeup", "closing")
+
+    def __init__(self, stream: anyio.abc.ByteSendStream, pending: Callable[[], bytes]) -> None:
+        self._stream = stream
+        self._pending = pending
+        self._wakeup = anyio.Event()
+        self._busy = False  # a send is in progress
+        self._idle: anyio.Event | None = None  # made by the first waiter of that send
+        #: Once set, :meth:`run` returns when it has sent everything.
+        self.closing = False
+
+    def wake(self) -> None:
+        """There may be something to send."""
+        self._wakeup.set()
+
+    def close(self) -> None:
+        """Send what is pending, then end :meth:`run`."""
+        self.closing = True
+        self._wakeup.set()
+
+    async def sent(self) -> None:
+        """Wait until the send in progress, if any, is done."""
+        if self._busy:
+            if self._idle is None:
+                self._idle = anyio.Event()
+            await self._idle.wait()
+
+    async def run(self) -> None:
+        """Send until closed and drained; a broken stream raises out of here."""
+        while True:
+            data = self._pending()
+            if not data:
+                if self.closing:
+                    return
+                await self._wakeup.wait()
+                self._wakeup = anyio.Event()
+                continue
+            self._busy = True
+            try:
+                await self._stream.send(data)
+            finally:
+                self._busy = False
+                idle, self._idle = self._idle, None
+                if idle is not None:
+                    idle.set()
+
+
+class Timer:
+    """A driver's deadline kept by a task sleeping in a cancel scope (:meth:`run`): when it
+    comes, ``fire_timer`` and ``flush``. Call :meth:`refresh` after anything that may move it."""
+
+    __slots__ = ("_driver", "_flush", "_scope")
+
+    def __init__(self, driver: TimedDriver[Any], flush: Callable[[], None]) -> None:
+        self._driver = driver
+        self._flush = flush
+        self._scope: anyio.CancelScope | None = None
+
+    def refresh(self) -> None:
+        """Re-arm if the driver's deadline moved."""
+        if self._driver.refresh_timer():
+            self._arm()
+
+    def _arm(self) -> None:
+        scope = self._scope
+        if scope is not None:
+            delay = self._driver.timer_delay()
+            scope.deadline = math.inf if delay is None else anyio.current_time() + delay
+
+    async def run(self) -> None:
+        while True:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                self._arm()
+                await anyio.sleep_forever()
+            self._scope = None
+            self._driver.fire_timer()
+            self._flush()
+
+
+async def receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
+    """The next bytes from ``stream``; ``b""`` when its input ended or broke."""
+    try:
+        return await stream.receive(READ_SIZE)
+    except GONE:
+        return b""
