@@ -1,0 +1,181 @@
+"""What the replay checker reports: the properties, a failure with its shrunk transcript, and
+the summary of a clean run (see :mod:`._replay`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ._replay_run import Outcome, canonical, error_text
+
+__all__ = [
+    "REPLAY_CHECKS",
+    "ReplayReport",
+    "ReplayRound",
+    "ReplayViolationError",
+    "describe_answer",
+    "describe_question",
+    "first_difference",
+]
+
+#: Every property the replay checker checks, with the rule it enforces.
+REPLAY_CHECKS: dict[str, str] = {
+    "determinism": "the same request, answers and state give the same questions, state, "
+    "result and effects when the round runs again; with the clock and random ids varied, the "
+    "same question keys",
+    "convergence": "answered in full, the handler completes within the round cap: a round "
+    "that only asks questions never asked before (or returns state alone) counts against it",
+    "reasked-key": "an answered question is not asked again as though no answer had come "
+    "(neither the answer given nor a plain valid one changes what the round does)",
+    "effect-before-ask": "no effect (ctx.effect or a watched function) in a round that then "
+    "asks for input: the round runs again when the answers come, and so would the effect",
+    "stable-keys": "a question keeps its key from round to round: asked again under a new "
+    "key, its answer under the old one is lost",
+    "bounded-state": "the state a round writes stays within the limit set (max_state_bytes, "
+    "as compact JSON)",
+    "actions-handled": "every answer a client may give (accept with content that fits the "
+    "form, decline, cancel, a sampled message, a roots list) ends in a question, a result or "
+    "a clean JSON-RPC error: never an exception, never the declined question again",
+}
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else canonical(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe_question(key: str, question: Mapping[str, Any]) -> str:
+    """``'dates' (form "Dates for Lisbon?")``: a question in a few words."""
+    params = question.get("params")
+    params = params if isinstance(params, Mapping) else {}
+    method = question.get("method")
+    if method == "elicitation/create":
+        mode = params.get("mode", "form")
+        return f"{key!r} ({mode} {_short(params.get('message', ''), 50)!r})"
+    if method == "sampling/createMessage":
+        messages = params.get("messages") or [{}]
+        content = messages[0].get("content") if isinstance(messages[0], Mapping) else None
+        text = content.get("text", "") if isinstance(content, Mapping) else ""
+        return f"{key!r} (sampling {_short(text, 50)!r})"
+    return f"{key!r} (roots)"
+
+
+def describe_answer(key: str, answer: Mapping[str, Any]) -> str:
+    """``'dates' accept {"check_in":...}``: an answer in a few words."""
+    if "action" in answer:
+        content = answer.get("content")
+        shown = "" if content is None else f" {_short(content, 50)}"
+        return f"{key!r} {answer['action']}{shown}"
+    if "roots" in answer:
+        uris = [r.get("uri") for r in answer["roots"] if isinstance(r, Mapping)]
+        return f"{key!r} roots [{', '.join(map(str, uris))}]"
+    content = answer.get("content")
+    text = content.get("text", "") if isinstance(content, Mapping) else ""
+    return f"{key!r} sampled {_short(text, 40)!r}"
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str:
+    """Where two JSON-like values first differ: ``at params.message: 'x' then 'y'``."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in a:
+                return f"{sub} appears ({_short(b[key], 40)})"
+            if key not in b:
+                return f"{sub} disappears (was {_short(a[key], 40)})"
+            if canonical(a[key]) != canonical(b[key]):
+                return first_difference(a[key], b[key], sub)
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if canonical(x) != canonical(y):
+                return first_difference(x, y, f"{path}[{i}]")
+    where = f"at {path}: " if path else ""
+    return f"{where}{_short(a, 50)} then {_short(b, 50)}"
+
+
+@attrs.frozen
+class ReplayRound:
+    """One round of a flow: what the client sent and what the handler did with it."""
+
+    number: int
+    answers: Mapping[str, Any]
+    state_echoed: bool
+    outcome: Outcome
+
+    def lines(self) -> list[str]:
+        """The round as transcript lines."""
+        sent = "; ".join(describe_answer(k, v) for k, v in self.answers.items()) or "none"
+        head = f"round {self.number}: answers {sent}"
+        out = [head + ("; state echoed" if self.state_echoed else "")]
+        o = self.outcome
+        if o.effects:
+            out.append(f"  effects: {', '.join(o.effects)}")
+        if o.kind == "ask":
+            asks = ", ".join(describe_question(k, q) for k, q in o.questions.items())
+            out.append(f"  asks for {asks}" if asks else "  asks for nothing (state only)")
+            if o.state_bytes is not None:
+                out.append(f"  state {_short(o.state, 50)} ({o.state_bytes} bytes)")
+        elif o.kind == "result":
+            out.append(f"  completes: {_short(o.payload, 70)}")
+        elif o.kind == "error":
+            out.append(f"  error {error_text(o.payload)}")
+        else:
+            out.append(f"  raises {o.payload}")
+        return out
+
+
+class ReplayViolationError(AssertionError):
+    """A handler broke the replay property ``check`` (a key of :data:`REPLAY_CHECKS`) in
+    ``round`` of ``operation``, about ``key`` when one question is to blame; ``transcript``
+    is the flow up to that round, as hypothesis shrank it."""
+
+    def __init__(
+        self,
+        check: str,
+        operation: str,
+        round: int,
+        key: str | None,
+        detail: str,
+        transcript: Sequence[ReplayRound],
+    ) -> None:
+        self.check = check
+        self.operation = operation
+        self.round = round
+        self.key = key
+        self.detail = detail
+        self.transcript = tuple(transcript)
+        where = f"round {round}" + (f", key {key!r}" if key is not None else "")
+        lines = [
+            f"[{check}] {operation}, {where}: {detail}",
+            f"  rule: {REPLAY_CHECKS[check]}",
+            "  transcript:",
+        ]
+        for entry in self.transcript:
+            lines.extend(f"    {line}" for line in entry.lines())
+        super().__init__("\n".join(lines))
+
+
+@attrs.frozen
+class ReplayReport:
+    """A clean run of the checker: what it drove, and the largest state seen per round."""
+
+    operations: tuple[str, ...]
+    examples: int
+    #: The most rounds one flow took.
+    rounds: int
+    #: (round, largest state in bytes) for each round that wrote a state.
+    largest_state: tuple[tuple[int, int], ...]
+
+    def text(self) -> str:
+        """The report as the ``mrtr-check replay`` command prints it."""
+        states = ", ".join(f"round {r}: {n} B" for r, n in self.largest_state) or "none"
+        return "\n".join(
+            [
+                f"OK: {len(self.operations)} operations, {self.examples} flows, no replay "
+                f"problem found ({len(REPLAY_CHECKS)} properties checked)",
+                f"  longest flow: {self.rounds} rounds",
+                f"  largest state per round: {states}",
+            ]
+        )
