@@ -113,7 +113,7 @@ class _Context(Generic[SleepT]):
         """
         return self._conn.config.token_hex(nbytes)
 
-    def effect(self, name: str, **details: Any) -> None:
+    def effect(self, name: str, /, **details: Any) -> None:
         """Declare a change this run makes to the world (a VM created, a mail sent, a charge).
 
         A handler re-runs from the top on every round, so an effect made in a round that then

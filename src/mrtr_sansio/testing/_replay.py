@@ -45,6 +45,9 @@ __all__ = ["check_replay", "plain_answer"]
 
 #: The checker's clock: round n runs at BASE + n * STEP; the varied run moves it by SHIFT.
 _BASE, _STEP, _SHIFT = 1_800_000_000.0, 61.5, 3 * 86400 + 3599.75
+#: Rounds in a row that only ask again what was answered before the client gives up: the
+#: handler refused those answers (a validation loop), which is not a replay problem.
+_PATIENCE = 3
 _CLIENT_INFO = {"name": "mrtr-sansio-replay-checker", "version": "1"}
 
 
@@ -251,8 +254,7 @@ class _Flow:
 
 def _differs(how: str, first: Outcome, second: Outcome, *, keys_only: bool = False) -> str:
     if keys_only or first.kind != second.kind:
-        a, b = _what(first), _what(second)
-        return f"{how}, the round {b} instead of {a}"
+        return f"{how}, the round {_what(second)} (the first run {_what(first)})"
     for field in ("questions", "state", "payload", "effects"):
         x, y = getattr(first, field), getattr(second, field)
         if canonical(x) != canonical(y):
@@ -271,6 +273,7 @@ class _Stats:
     def __init__(self) -> None:
         self.flows = 0
         self.rounds = 0
+        self.gave_up = 0
         self.state: dict[int, int] = {}
 
 
@@ -288,7 +291,7 @@ def _drive(
     token: str | None = None
     previous: Outcome | None = None
     asked: set[str] = set()
-    fresh = 0
+    fresh = stale = 0
     for n in range(1, 2 * max_rounds + 2):
         message = _request(flow.params, op.method, caps, n, answers, token)
         out = runner.run(message, _BASE + n * _STEP, 0)
@@ -311,7 +314,12 @@ def _drive(
         if out.kind != "ask":
             return
         if not out.questions or not set(out.questions) <= asked:
-            fresh += 1
+            fresh, stale = fresh + 1, 0
+        else:
+            stale += 1
+            if stale > _PATIENCE:  # answers refused again and again: the client gives up
+                stats.gave_up += 1
+                return
         if fresh > max_rounds:
             raise flow.fail(
                 "convergence",
@@ -326,7 +334,6 @@ def _drive(
             for key, q in out.questions.items()
         }
         token, previous = out.token, out
-    # Only questions asked before, refused answers re-asked: the client gave up, no failure.
 
 
 def _default_settings() -> hypothesis_settings:
@@ -402,4 +409,5 @@ def check_replay(
             raise found[0] from exc
         raise
     names = tuple(f"{op.method} {op.target}" for op in ops)
-    return ReplayReport(names, stats.flows, stats.rounds, tuple(sorted(stats.state.items())))
+    states = tuple(sorted(stats.state.items()))
+    return ReplayReport(names, stats.flows, stats.rounds, states, stats.gave_up)

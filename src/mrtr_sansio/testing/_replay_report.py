@@ -92,7 +92,11 @@ def first_difference(a: Any, b: Any, path: str = "") -> str:
             if canonical(x) != canonical(y):
                 return first_difference(x, y, f"{path}[{i}]")
     where = f"at {path}: " if path else ""
-    return f"{where}{_short(a, 50)} then {_short(b, 50)}"
+    return f"{where}{_shown(a)} then {_shown(b)}"
+
+
+def _shown(value: Any) -> str:
+    return repr(_short(value, 50)) if isinstance(value, str) else _short(value, 50)
 
 
 @attrs.frozen
@@ -162,20 +166,25 @@ class ReplayReport:
     """A clean run of the checker: what it drove, and the largest state seen per round."""
 
     operations: tuple[str, ...]
-    examples: int
+    #: Flows driven (hypothesis examples, fewer when the answers run out of variety).
+    flows: int
     #: The most rounds one flow took.
     rounds: int
     #: (round, largest state in bytes) for each round that wrote a state.
     largest_state: tuple[tuple[int, int], ...]
+    #: Flows the checker's client ended because the handler kept asking again what had been
+    #: answered: it refused those answers (a validation loop), which is no replay problem.
+    gave_up: int = 0
 
     def text(self) -> str:
         """The report as the ``mrtr-check replay`` command prints it."""
         states = ", ".join(f"round {r}: {n} B" for r, n in self.largest_state) or "none"
         return "\n".join(
             [
-                f"OK: {len(self.operations)} operations, {self.examples} flows, no replay "
+                f"OK: {len(self.operations)} operations, {self.flows} flows, no replay "
                 f"problem found ({len(REPLAY_CHECKS)} properties checked)",
                 f"  longest flow: {self.rounds} rounds",
                 f"  largest state per round: {states}",
+                f"  flows ended with answers refused again and again: {self.gave_up}",
             ]
         )
