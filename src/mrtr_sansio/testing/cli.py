@@ -259,7 +259,8 @@ def replay_command(args: argparse.Namespace) -> int:
     took = time.monotonic() - started
     if failed:
         print(
-            f"FAILED: {failed} of {_count(len(ops), 'operation')} broke a replay property ({took:.1f} s)"
+            f"FAILED: {failed} of {_count(len(ops), 'operation')} broke a replay property "
+            f"({took:.1f} s)"
         )
         return 1
     print(f"OK: no replay problem in {_count(len(ops), 'operation')} ({took:.1f} s)")
