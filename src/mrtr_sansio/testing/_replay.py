@@ -12,10 +12,12 @@ checked on each round, and hypothesis shrinks a failure to a short transcript.
 from __future__ import annotations
 
 import datetime
+import functools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
@@ -330,15 +332,27 @@ def _drive(
             )
         asked.update(out.questions)
         answers = {
-            key: data.draw(input_response_for(q), label=f"round {n} answer to {key!r}")
+            key: data.draw(_answers(canonical(q)), label=f"round {n} answer to {key!r}")
             for key, q in out.questions.items()
         }
         token, previous = out.token, out
 
 
+@functools.lru_cache(maxsize=256)
+def _answers(question: str) -> st.SearchStrategy[dict[str, Any]]:
+    """The answers to a question (given as canonical JSON), built once per question."""
+    return input_response_for(json.loads(question))
+
+
+#: Hypothesis' phases without "explain", which re-runs whole flows many times to say which
+#: draws did not matter: the transcript says it better, and flows are costly.
+PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+
+
 def _default_settings() -> hypothesis_settings:
     return hypothesis_settings(
         max_examples=50,
+        phases=PHASES,
         deadline=None,
         database=None,
         derandomize=True,

@@ -36,7 +36,7 @@ from ._embedded import content_for_schema
 from ._inprocess import in_process_server
 from ._model import Server, check_server
 from ._operations import ModelConfig, Operation, prompt, resource, tool
-from ._replay import check_replay
+from ._replay import PHASES, check_replay
 from ._replay_report import ReplayViolationError
 from ._replay_run import Runner, resolve
 from .http import http_endpoint
@@ -79,12 +79,25 @@ def _named(args: argparse.Namespace) -> list[Operation]:
     return ops + [parse_operation("resource", s) for s in args.resource]
 
 
+def _load(spec: str, what: str) -> Any:
+    """The object ``spec`` names; a bad spec ends the command with status 2 and one line."""
+    try:
+        return resolve(spec)[2]
+    except (ValueError, ImportError) as exc:
+        print(f"mrtr-check: {what} {spec}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def _config(spec: str | None) -> ServerConfig | None:
     if spec is None:
         return None
-    config = resolve(spec)[2]
+    config = _load(spec, "--config")
     if not isinstance(config, ServerConfig):
-        raise SystemExit(f"--config {spec}: not a ServerConfig ({type(config).__name__})")
+        print(
+            f"mrtr-check: --config {spec}: not a ServerConfig but a {type(config).__name__}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     return config
 
 
@@ -129,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(examples: int, **extra: Any) -> settings:
+    extra.setdefault("phases", PHASES)
     return settings(
         max_examples=examples,
         deadline=None,
@@ -156,7 +170,7 @@ def server_command(
         )
         where = args.url
     elif args.handler is not None:
-        server = in_process_server(resolve(args.handler)[2], _config(args.config))
+        server = in_process_server(_load(args.handler, "--handler"), _config(args.config))
         where = f"{args.handler}, in process"
     elif default_server is not None:
         server, where = default_server(), "the fixtures, in process"
@@ -222,8 +236,10 @@ def _count(n: int, what: str) -> str:
 
 def replay_command(args: argparse.Namespace) -> int:
     """``mrtr-check replay``: check_replay on each operation, one report each."""
-    handler = resolve(args.handler)[2]
+    handler = _load(args.handler, "handler")
     config = _config(args.config)
+    for spec in args.watch:
+        _load(spec, "--watch")
     ops = _named(args) or discover(Runner(handler, config))
     if not ops:
         print(f"{args.handler}: lists no tools, prompts or resources; name them (--tool ...)")
