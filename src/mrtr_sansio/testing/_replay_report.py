@@ -18,6 +18,7 @@ __all__ = [
     "describe_answer",
     "describe_question",
     "first_difference",
+    "plural",
 ]
 
 #: Every property the replay checker checks, with the rule it enforces.
@@ -39,6 +40,11 @@ REPLAY_CHECKS: dict[str, str] = {
     "form, decline, cancel, a sampled message, a roots list) ends in a question, a result or "
     "a clean JSON-RPC error: never an exception, never the declined question again",
 }
+
+
+def plural(n: int, what: str) -> str:
+    """``1 flow``, ``2 flows``."""
+    return f"{n} {what}" if n == 1 else f"{n} {what}s"
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -181,8 +187,9 @@ class ReplayReport:
         states = ", ".join(f"round {r}: {n} B" for r, n in self.largest_state) or "none"
         return "\n".join(
             [
-                f"OK: {len(self.operations)} operations, {self.flows} flows, no replay "
-                f"problem found ({len(REPLAY_CHECKS)} properties checked)",
+                f"OK: {plural(len(self.operations), 'operation')}, "
+                f"{plural(self.flows, 'flow')}, no replay problem found "
+                f"({len(REPLAY_CHECKS)} properties checked)",
                 f"  longest flow: {self.rounds} rounds",
                 f"  largest state per round: {states}",
                 f"  flows ended with answers refused again and again: {self.gave_up}",

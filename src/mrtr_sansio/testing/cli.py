@@ -37,7 +37,7 @@ from ._inprocess import in_process_server
 from ._model import Server, check_server
 from ._operations import ModelConfig, Operation, prompt, resource, tool
 from ._replay import PHASES, check_replay
-from ._replay_report import ReplayViolationError
+from ._replay_report import ReplayViolationError, plural
 from ._replay_run import Runner, resolve
 from .http import http_endpoint
 
@@ -230,10 +230,6 @@ def discover(runner: Runner) -> list[Operation]:
 _META = {PROTOCOL_VERSION: LATEST_MODERN_VERSION, CLIENT_CAPABILITIES: {}}
 
 
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}" if n == 1 else f"{n} {what}s"
-
-
 def replay_command(args: argparse.Namespace) -> int:
     """``mrtr-check replay``: check_replay on each operation, one report each."""
     handler = _load(args.handler, "handler")
@@ -245,7 +241,7 @@ def replay_command(args: argparse.Namespace) -> int:
         print(f"{args.handler}: lists no tools, prompts or resources; name them (--tool ...)")
         return 2
     print(
-        f"Checking that {args.handler} is safe to replay: {_count(len(ops), 'operation')}, up to "
+        f"Checking that {args.handler} is safe to replay: {plural(len(ops), 'operation')}, up to "
         f"{args.examples} flows each, round cap {args.max_rounds}"
     )
     failed = 0
@@ -269,17 +265,17 @@ def replay_command(args: argparse.Namespace) -> int:
             continue
         states = " ".join(str(n) for _, n in report.largest_state)
         shown = f", largest state per round (bytes): {states}" if states else ", no state"
-        refused = f", {_count(report.gave_up, 'flow')} ended refused" if report.gave_up else ""
-        flows, rounds = _count(report.flows, "flow"), _count(report.rounds, "round")
+        refused = f", {plural(report.gave_up, 'flow')} ended refused" if report.gave_up else ""
+        flows, rounds = plural(report.flows, "flow"), plural(report.rounds, "round")
         print(f"ok  {name}: {flows}, up to {rounds}{shown}{refused}")
     took = time.monotonic() - started
     if failed:
         print(
-            f"FAILED: {failed} of {_count(len(ops), 'operation')} broke a replay property "
+            f"FAILED: {failed} of {plural(len(ops), 'operation')} broke a replay property "
             f"({took:.1f} s)"
         )
         return 1
-    print(f"OK: no replay problem in {_count(len(ops), 'operation')} ({took:.1f} s)")
+    print(f"OK: no replay problem in {plural(len(ops), 'operation')} ({took:.1f} s)")
     return 0
 
 
