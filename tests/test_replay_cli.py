@@ -13,7 +13,7 @@ import pytest
 from mrtr_sansio.testing import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = str(ROOT / "tests")
+EXAMPLES = str(ROOT / "examples")
 
 
 def test_the_entry_point_is_in_the_installed_metadata() -> None:
@@ -28,7 +28,7 @@ def test_the_entry_point_is_in_the_installed_metadata() -> None:
 def test_the_installed_command_runs() -> None:
     script = Path(sys.executable).with_name("mrtr-check")
     assert script.exists(), f"{script} is not installed (pip install -e '.[testing]')"
-    args = ["replay", "--path", TESTS, "replay_handlers:good", "--tool", 'book_vm={"size":"s"}']
+    args = ["replay", "--path", EXAMPLES, "replay_handlers:good", "--tool", 'book_vm={"size":"s"}']
     done = subprocess.run(
         [str(script), *args, "--examples", "5"],
         capture_output=True,
@@ -40,7 +40,7 @@ def test_the_installed_command_runs() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1].startswith("OK: no replay problem in 1 operation (")
     bad = subprocess.run(
-        [str(script), "replay", "--path", TESTS, "replay_handlers:effect_first", "--tool", "b"],
+        [str(script), "replay", "--path", EXAMPLES, "replay_handlers:effect_first", "--tool", "b"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -92,7 +92,7 @@ def test_discovery_lists_tools_prompts_and_resources(capsys: pytest.CaptureFixtu
 def test_a_bad_handler_fails_with_its_report(capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(
         [
-            *("replay", "--path", TESTS, "replay_handlers:growing_state", "--tool", "book_vm"),
+            *("replay", "--path", EXAMPLES, "replay_handlers:growing_state", "--tool", "book_vm"),
             *("--tool", "again", "--max-state-bytes", "300", "--max-rounds", "3"),
         ]
     )
@@ -103,14 +103,12 @@ def test_a_bad_handler_fails_with_its_report(capsys: pytest.CaptureFixture[str])
 
 
 def test_watch_and_unsealed_options(capsys: pytest.CaptureFixture[str]) -> None:
-    watched = ["replay", "--path", TESTS, "replay_handlers:mail_first", "--tool", "t"]
+    watched = ["replay", "--path", EXAMPLES, "replay_handlers:mail_first", "--tool", "t"]
     assert cli.main([*watched, "--watch", "replay_handlers:send_mail"]) == 1
     assert "[effect-before-ask]" in capsys.readouterr().out
-    assert cli.main(["replay", "--path", TESTS, "replay_handlers:good", "--tool", "t"]) == 0
-    assert (
-        cli.main(["replay", "--path", TESTS, "replay_handlers:good", "--tool", "t", "--unsealed"])
-        == 1
-    )
+    good = ["replay", "--path", EXAMPLES, "replay_handlers:good", "--tool", "t"]
+    assert cli.main(good) == 0
+    assert cli.main([*good, "--unsealed"]) == 1
     assert "the server connection refused the answer" in capsys.readouterr().out
 
 
@@ -135,13 +133,13 @@ def test_bad_targets_end_with_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as info:
-        cli.main([argv[0], "--path", TESTS, *argv[1:]])
+        cli.main([argv[0], "--path", EXAMPLES, *argv[1:]])
     assert info.value.code == 2
     assert message in capsys.readouterr().err
 
 
 def test_a_handler_that_lists_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["replay", "--path", TESTS, "replay_handlers:good"]) == 2
+    assert cli.main(["replay", "--path", EXAMPLES, "replay_handlers:good"]) == 2
     assert "lists no tools, prompts or resources" in capsys.readouterr().out
 
 
@@ -151,7 +149,7 @@ def test_server_needs_a_url_or_a_handler(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_server_checks_a_handler_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["server", "--path", TESTS, "--handler", "testing_servers:handler"]
+    argv = ["server", "--path", str(ROOT / "tests"), "--handler", "testing_servers:handler"]
     argv += ["--config", "testing_servers:config()", "--tool", "greet:mrtr", "--examples", "3"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out

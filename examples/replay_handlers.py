@@ -1,5 +1,6 @@
-"""Handlers for the replay checker's tests and docs: one written right, and one with each
-replay mistake (``docs/replay.md`` shows what the checker says about each).
+"""Handlers for the replay checker's guide and tests: one written right, and one for each
+replay mistake (``docs/replay.md`` shows what ``mrtr-check replay`` says about each;
+``examples/testing/replay_mistakes.py`` prints it).
 
 Every handler serves one tool, ``book_vm`` (arguments ``{"size": ...}``): it asks the user to
 confirm, then "creates a VM" (an effect) and completes.
