@@ -92,6 +92,9 @@ class Outcome:
     payload: Any = None
     token: str | None = None
     effects: tuple[str, ...] = ()
+    #: The handler answered, but the server connection refused the answer (``payload`` says
+    #: why); otherwise an ``exception`` is the handler's own.
+    refused: bool = False
 
     def fingerprint(self) -> str:
         """Everything a re-run must reproduce (the token differs: it holds a fresh id)."""
@@ -211,7 +214,7 @@ class Runner:
                 conn.respond(event.request_id, raw)
             except (LocalProtocolError, TypeError, ValueError) as exc:
                 text = f"the server connection refused the answer: {exc}"
-                return Outcome("exception", payload=text, effects=tuple(effects))
+                return Outcome("exception", payload=text, effects=tuple(effects), refused=True)
         response: dict[str, Any] = {}
         for item in conn.outgoing():
             if isinstance(item, OutgoingResponse):
@@ -220,12 +223,9 @@ class Runner:
 
 
 def _exception_text(exc: Exception) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    if frames:
-        last = frames[-1]
-        where = f" ({last.filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{last.lineno})"
-    return f"{type(exc).__name__}: {exc}{where}"
+    last = traceback.extract_tb(exc.__traceback__)[-1]  # raised, so it has a frame
+    file = last.filename.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{type(exc).__name__}: {exc} ({file}:{last.lineno})"
 
 
 def _outcome(raw: Any, response: Mapping[str, Any], effects: tuple[str, ...]) -> Outcome:
