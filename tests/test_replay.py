@@ -478,3 +478,20 @@ def test_first_difference_names_the_path() -> None:
     assert first_difference({"a": 1, "b": 2}, {"a": 1}) == "b disappears (was 2)"
     assert first_difference({"a": [1, "x"]}, {"a": [1, "y"]}) == "at a[1]: 'x' then 'y'"
     assert first_difference([1], [1, 2]) == "[1] then [1,2]"
+
+
+async def expiring(request: m.RequestReceived, ctx: RequestContext) -> Any:
+    """Asks for a name, then a confirmation; a retry a day after the first round is refused."""
+    state = request.request_state if isinstance(request.request_state, dict) else None
+    if state is None:
+        return m.InputRequiredResult({"name": h.NAME}, {"asked_at": ctx.now()})
+    if ctx.now() - state["asked_at"] > 86400:
+        return m.JsonRpcError.invalid_params("this booking expired")
+    if request.input_responses.elicitation_action("confirm") is None:
+        return m.InputRequiredResult({"confirm": h.CONFIRM}, state)
+    return h.done("ok")
+
+
+def test_a_flow_may_expire_when_the_clock_moves() -> None:
+    # Round 2 asks; moved three days on, it fails instead: not a determinism problem.
+    assert check_replay(expiring, BOOK).rounds == 3

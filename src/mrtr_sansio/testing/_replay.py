@@ -173,7 +173,8 @@ class _Flow:
         if again.fingerprint() != out.fingerprint():
             raise self.fail("determinism", n, None, _differs("run again unchanged", out, again))
         moved = self.runner.run(message, clock + _SHIFT, 1)
-        if moved.asked() != out.asked():
+        # Only two runs that both ask can disagree on keys: a flow may well expire in 3 days.
+        if out.kind == moved.kind == "ask" and moved.asked() != out.asked():
             raise self.fail(
                 "determinism",
                 n,

@@ -24,8 +24,8 @@ __all__ = [
 #: Every property the replay checker checks, with the rule it enforces.
 REPLAY_CHECKS: dict[str, str] = {
     "determinism": "the same request, answers and state give the same questions, state, "
-    "result and effects when the round runs again; with the clock and random ids varied, the "
-    "same question keys",
+    "result and effects when the round runs again; with the clock and random ids varied, a "
+    "round that asks asks under the same keys",
     "convergence": "answered in full, the handler completes within the round cap: a round "
     "that only asks questions never asked before (or returns state alone) counts against it",
     "reasked-key": "an answered question is not asked again as though no answer had come "
