@@ -23,6 +23,7 @@ from mrtr_sansio.testing import (
     strategies,
     tool,
 )
+from mrtr_sansio.testing._replay_report import WIDTH, unwrap
 from testing_servers import OPERATIONS
 from testing_servers import config as sealed_config
 from testing_servers import handler as model_test_handler
@@ -52,7 +53,7 @@ def test_a_correct_handler_passes_and_reports_its_state_per_round() -> None:
     rounds = dict(report.largest_state)
     assert rounds[1] == len('{"asked_at":1800000061.5}')
     assert rounds[2] > rounds[1]  # the name joined the state
-    text = report.text().splitlines()
+    text = unwrap(report.text()).splitlines()
     flows = report.flows
     assert (
         text[0] == f"OK: 1 operation, {flows} flows, no replay problem found (7 properties checked)"
@@ -73,7 +74,7 @@ def test_the_model_servers_handler_passes_too() -> None:
 def test_determinism_a_random_id_in_a_question() -> None:
     error = caught(h.random_question)
     assert (error.check, error.round, error.key) == ("determinism", 1, None)
-    first = str(error).splitlines()[0]
+    first = unwrap(str(error)).splitlines()[0]
     pattern = re.escape(HEAD.format(check="determinism", where="round 1")) + (
         r"run again unchanged, the questions differ: at confirm\.params\.message: "
         r"'Create VM \(order [0-9a-f]{8}\)\?' then 'Create VM \(order [0-9a-f]{8}\)\?'"
@@ -83,7 +84,7 @@ def test_determinism_a_random_id_in_a_question() -> None:
 
 def test_determinism_a_key_made_from_the_clock() -> None:
     error = caught(h.clock_key)
-    assert str(error) == "\n".join(
+    assert unwrap(str(error)) == "\n".join(
         [
             HEAD.format(check="determinism", where="round 1")
             + "run again with the clock moved by 3 days and other random ids, the round asks "
@@ -98,7 +99,8 @@ def test_determinism_a_key_made_from_the_clock() -> None:
 
 def test_convergence_a_new_question_every_round() -> None:
     error = caught(h.endless, max_rounds=3)
-    assert str(error) == "\n".join(
+    assert max(len(line) for line in str(error).splitlines()) <= WIDTH  # folded
+    assert unwrap(str(error)) == "\n".join(
         [
             HEAD.format(check="convergence", where="round 4")
             + "every question was answered, yet the handler still asks after 4 rounds, 4 of "
@@ -127,7 +129,7 @@ def test_convergence_the_default_cap_is_the_legacy_shims() -> None:
 
 def test_convergence_an_answered_key_asked_again() -> None:
     error = caught(h.wrong_key)
-    assert str(error) == "\n".join(
+    assert unwrap(str(error)) == "\n".join(
         [
             HEAD.format(check="reasked-key", where="round 2, key 'name'")
             + "'name' was answered in round 1 ('name' accept {\"name\":\"\"}) and is asked "
@@ -145,7 +147,7 @@ def test_convergence_an_answered_key_asked_again() -> None:
 
 def test_effects_a_declared_effect_before_the_last_ask() -> None:
     error = caught(h.effect_first)
-    assert str(error) == "\n".join(
+    assert unwrap(str(error)) == "\n".join(
         [
             HEAD.format(check="effect-before-ask", where="round 1, key 'name'")
             + "the round made the effect create_vm(size=small) and then asks for 'name'; it "
@@ -164,13 +166,13 @@ def test_effects_a_watched_function_before_the_last_ask() -> None:
     check_replay(h.mail_first, BOOK)  # not watched: nothing to see
     del h.OUTBOX[:]
     error = caught(h.mail_first, watch=["replay_handlers:send_mail"])
-    assert str(error).splitlines()[0] == (
+    assert unwrap(str(error)).splitlines()[0] == (
         HEAD.format(check="effect-before-ask", where="round 1, key 'confirm'")
         + "the round made the effect replay_handlers:send_mail(arg0=ops@example.com) and then "
         "asks for 'confirm'; it runs again when the answers come, and so does the effect"
     )
     assert (
-        str(error).splitlines()[4]
+        unwrap(str(error)).splitlines()[4]
         == "      effects: replay_handlers:send_mail(arg0=ops@example.com)"
     )
     assert h.send_mail is original  # put back after each run
@@ -180,7 +182,7 @@ def test_effects_a_watched_function_before_the_last_ask() -> None:
 
 def test_stable_keys_a_key_that_counts_rounds() -> None:
     error = caught(h.round_key)
-    assert str(error) == "\n".join(
+    assert unwrap(str(error)) == "\n".join(
         [
             HEAD.format(check="stable-keys", where="round 2, key 'name-2'")
             + "the question round 1 asked as 'name-1' is asked again as 'name-2'; the answer "
@@ -205,7 +207,9 @@ def test_bounded_state_at_and_past_the_limit() -> None:
     error = caught(h.growing_state, max_state_bytes=largest - 1)
     assert (error.check, error.round) == ("bounded-state", 3)
     sizes = dict(report.largest_state)
-    assert str(error).splitlines()[0] == HEAD.format(check="bounded-state", where="round 3") + (
+    assert unwrap(str(error)).splitlines()[0] == HEAD.format(
+        check="bounded-state", where="round 3"
+    ) + (
         f"the state is {largest} bytes, over the limit of {largest - 1} (largest so far per "
         f"round: 1: {sizes[1]}, 2: {sizes[2]}, 3: {largest})"
     )
@@ -215,7 +219,7 @@ def test_actions_an_exception_on_decline() -> None:
     error = caught(h.decline_crash)
     line = line_of('content["ok"]')
     where = f"replay_handlers.py:{line}"
-    assert str(error) == "\n".join(
+    assert unwrap(str(error)) == "\n".join(
         [
             HEAD.format(check="actions-handled", where="round 2, key 'confirm'")
             + f"the handler raised TypeError: 'NoneType' object is not subscriptable ({where}) "
@@ -233,7 +237,7 @@ def test_actions_an_exception_on_decline() -> None:
 
 def test_actions_a_declined_question_asked_again() -> None:
     error = caught(h.decline_again)
-    assert str(error).splitlines()[0] == HEAD.format(
+    assert unwrap(str(error)).splitlines()[0] == HEAD.format(
         check="actions-handled", where="round 2, key 'confirm'"
     ) + (
         "'confirm' (form 'Create the VM?') is asked again after the answer 'confirm' decline, "

@@ -3,6 +3,7 @@ the summary of a clean run (see :mod:`._replay`)."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ __all__ = [
     "describe_question",
     "first_difference",
     "plural",
+    "unwrap",
+    "wrap",
 ]
 
 #: Every property the replay checker checks, with the rule it enforces.
@@ -40,6 +43,36 @@ REPLAY_CHECKS: dict[str, str] = {
     "form, decline, cancel, a sampled message, a roots list) ends in a question, a result or "
     "a clean JSON-RPC error: never an exception, never the declined question again",
 }
+
+
+#: Report lines are folded to this width (terminals, and code blocks in the docs).
+WIDTH = 96
+
+
+def wrap(line: str) -> str:
+    """``line`` folded to :data:`WIDTH`, continued 4 spaces deeper than it starts."""
+    indent = " " * (len(line) - len(line.lstrip(" ")))
+    return textwrap.fill(
+        line,
+        WIDTH,
+        subsequent_indent=indent + "    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def unwrap(text: str) -> str:
+    """A report with each folded line joined again (what :func:`wrap` folded)."""
+    out: list[str] = []
+    depth = -1
+    for line in text.splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        if out and indent == depth + 4:
+            out[-1] += " " + line.lstrip(" ")
+        else:
+            out.append(line)
+            depth = indent
+    return "\n".join(out)
 
 
 def plural(n: int, what: str) -> str:
@@ -164,7 +197,7 @@ class ReplayViolationError(AssertionError):
         ]
         for entry in self.transcript:
             lines.extend(f"    {line}" for line in entry.lines())
-        super().__init__("\n".join(lines))
+        super().__init__("\n".join(wrap(line) for line in lines))
 
 
 @attrs.frozen
@@ -185,13 +218,12 @@ class ReplayReport:
     def text(self) -> str:
         """The report as the ``mrtr-check replay`` command prints it."""
         states = ", ".join(f"round {r}: {n} B" for r, n in self.largest_state) or "none"
-        return "\n".join(
-            [
-                f"OK: {plural(len(self.operations), 'operation')}, "
-                f"{plural(self.flows, 'flow')}, no replay problem found "
-                f"({len(REPLAY_CHECKS)} properties checked)",
-                f"  longest flow: {self.rounds} rounds",
-                f"  largest state per round: {states}",
-                f"  flows ended with answers refused again and again: {self.gave_up}",
-            ]
-        )
+        lines = [
+            f"OK: {plural(len(self.operations), 'operation')}, "
+            f"{plural(self.flows, 'flow')}, no replay problem found "
+            f"({len(REPLAY_CHECKS)} properties checked)",
+            f"  longest flow: {self.rounds} rounds",
+            f"  largest state per round: {states}",
+            f"  flows ended with answers refused again and again: {self.gave_up}",
+        ]
+        return "\n".join(wrap(line) for line in lines)

@@ -37,7 +37,7 @@ from ._inprocess import in_process_server
 from ._model import Server, check_server
 from ._operations import ModelConfig, Operation, prompt, resource, tool
 from ._replay import PHASES, check_replay
-from ._replay_report import ReplayViolationError, plural
+from ._replay_report import ReplayViolationError, plural, wrap
 from ._replay_run import Runner, resolve
 from .http import http_endpoint
 
@@ -267,7 +267,7 @@ def replay_command(args: argparse.Namespace) -> int:
         shown = f", largest state per round (bytes): {states}" if states else ", no state"
         refused = f", {plural(report.gave_up, 'flow')} ended refused" if report.gave_up else ""
         flows, rounds = plural(report.flows, "flow"), plural(report.rounds, "round")
-        print(f"ok  {name}: {flows}, up to {rounds}{shown}{refused}")
+        print(wrap(f"ok  {name}: {flows}, up to {rounds}{shown}{refused}"))
     took = time.monotonic() - started
     if failed:
         print(
