@@ -160,8 +160,9 @@ class _Flow:
         clock = _BASE + n * _STEP
         if out.kind == "exception":
             acts = [k for k, a in answers.items() if a.get("action") in ("decline", "cancel")]
-            given_ = "; ".join(describe_answer(k, answers[k]) for k in acts or list(answers))
-            after = f" after the answer {given_}" if given_ else ""
+            blamed = acts or list(answers)
+            given_ = "; ".join(describe_answer(k, answers[k]) for k in blamed)
+            after = f" after the answer{'s' if len(blamed) > 1 else ''} {given_}" if blamed else ""
             what = out.payload if out.refused else f"the handler raised {out.payload}"
             raise self.fail(
                 "actions-handled",
