@@ -644,6 +644,8 @@ class Everything:
         return self._confirm(request, "state verified")
 
     def _confirm(self, request: m.RequestReceived, done: str) -> HandlerResult:
+        if declined(request, "confirm"):
+            return result(text("Not confirmed: nothing done."))
         content = request.input_responses.accepted_content("confirm")
         if request.request_state != "awaiting-confirmation" or content is None:
             ask = m.elicit_form("Please confirm to continue", CONFIRM_FORM)
@@ -661,6 +663,8 @@ class Everything:
     ) -> HandlerResult:
         # Answers collected in earlier rounds ride in the (sealed) state; only what is still
         # missing is asked for again.
+        if declined(request, "user_name"):
+            return result(text("No name given: nobody to greet."))
         state = request.request_state if isinstance(request.request_state, dict) else {}
         got: dict[str, Any] = dict(state.get("got", {}))
         responses = request.input_responses
@@ -686,6 +690,8 @@ class Everything:
     async def mrtr_multi_round(
         self, request: m.RequestReceived, ctx: RequestContext
     ) -> HandlerResult:
+        if declined(request, "user_name") or declined(request, "favorite_color"):
+            return result(text("Nothing to remember: an answer was declined."))
         state = request.request_state if isinstance(request.request_state, dict) else {}
         name = state.get("name")
         if not isinstance(name, str):
@@ -704,6 +710,8 @@ class Everything:
     async def mrtr_capabilities(
         self, request: m.RequestReceived, ctx: RequestContext
     ) -> HandlerResult:
+        if declined(request, "user_name"):
+            return result(text("No name given."))
         responses = request.input_responses
         name = answered_string(request, "user_name", "name") or responses.sampled_text(
             "suggest_name"
@@ -908,6 +916,8 @@ class Everything:
 
     @prompt("test_input_required_result_prompt", "A prompt that first asks for context")
     async def mrtr_prompt(self, request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
+        if declined(request, "user_context"):
+            return {"messages": user(text("No context given."))}
         context = answered_string(request, "user_context", "context")
         if context is None:
             ask = m.elicit_form("What context should the prompt use?", CONTEXT_FORM)

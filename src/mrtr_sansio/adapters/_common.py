@@ -56,9 +56,11 @@ class _Context(Generic[SleepT]):
 
     ``flush`` is called after anything is queued on the connection, so that the adapter writes
     it out at once (progress and log messages must reach the client while the handler runs).
+    ``effects`` receives each :meth:`effect` the handler declares (the replay checker passes
+    one; served, effects are only logged).
     """
 
-    __slots__ = ("_conn", "_flush", "_sleep", "request")
+    __slots__ = ("_conn", "_effects", "_flush", "_sleep", "request")
 
     def __init__(
         self,
@@ -66,10 +68,13 @@ class _Context(Generic[SleepT]):
         request: RequestReceived,
         flush: Callable[[], None],
         sleep: SleepT,
+        *,
+        effects: Callable[[str, Mapping[str, Any]], None] | None = None,
     ) -> None:
         self._conn = conn
         self._flush = flush
         self._sleep = sleep
+        self._effects = effects
         self.request = request
 
     @property
@@ -80,6 +85,34 @@ class _Context(Generic[SleepT]):
     def flush(self) -> None:
         """Hand whatever the connection has queued to the transport now."""
         self._flush()
+
+    def now(self) -> float:
+        """The server's wall clock in seconds (``ServerConfig.clock``).
+
+        Read time here rather than from ``time``: the server injects its clock, and the replay
+        checker varies it to find questions that change from one run of a round to the next.
+        """
+        return self._conn.config.clock()
+
+    def token_hex(self, nbytes: int = 16) -> str:
+        """``nbytes`` random bytes as hex, from the server's source (``ServerConfig.token_hex``).
+
+        Like :meth:`now`, injected: the replay checker varies it between runs of a round.
+        """
+        return self._conn.config.token_hex(nbytes)
+
+    def effect(self, name: str, /, **details: Any) -> None:
+        """Declare a change this run makes to the world (a VM created, a mail sent, a charge).
+
+        A handler re-runs from the top on every round, so an effect made in a round that then
+        asks for input happens again on the next round. Served, this only logs at DEBUG; under
+        the replay checker (:func:`mrtr_sansio.testing.check_replay`) it is recorded and such a
+        round is reported.
+        """
+        if self._effects is not None:
+            self._effects(name, details)
+        else:
+            log.debug("effect %s %r for %s", name, details, self.request.request_id)
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification related to this request (dropped once it has been answered)."""
