@@ -28,9 +28,11 @@ import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from typing_extensions import Unpack
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at run time
+    from typing_extensions import Unpack
+
 
 from mrtr_sansio import (
     ClientConfig,

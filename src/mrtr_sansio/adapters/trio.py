@@ -30,10 +30,17 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import trio
-from typing_extensions import Unpack
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at run time
+    from typing_extensions import Unpack
+
+from mrtr_sansio._extras import raise_missing_extra
+
+try:
+    import trio
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, __name__, "trio")
 
 from mrtr_sansio import (
     ClientConfig,
