@@ -7,8 +7,8 @@ builds its answers on every call with its own library's types (ours: ``InputRequ
 and a result mapping; the SDK's: ``InputRequiredResult`` and ``CallToolResult`` models). Both
 sides produce the same two responses; the script checks that before measuring.
 
-Paths (``mcp`` pinned in the ``bench`` extra; nothing is configured away from its defaults,
-logging is disabled for both sides):
+Paths (``mcp`` pinned in the ``bench`` dependency group; nothing is configured away from its
+defaults, logging is disabled for both sides):
 
 * **engine**, ours: one long-lived ``ServerConnection`` (stdlib codec), as on a stdio stream:
   ``receive_data(line)`` -> ``next_event()`` -> handler -> ``respond()`` -> ``data_to_send()``.

@@ -85,11 +85,22 @@ def test_the_embedded_handler_re_asks_and_takes_declines() -> None:
 def test_lifecycle_markers_give_the_diagram_and_every_transition(name: str) -> None:
     lifecycle = LIFECYCLES[name]
     text = hook.expand("lifecycle", name)
-    assert text.startswith("```mermaid\n" + lifecycle.mermaid() + "\n```\n")
+    numbered = len(lifecycle.table) > hook.SPELT_OUT_TRANSITIONS
+    diagram = lifecycle.mermaid(numbered=numbered, left_to_right=not numbered)
+    assert text.startswith("```mermaid\n" + diagram + "\n```\n")
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == len(lifecycle.table) + 1  # the header
-    for (state, trigger), target in lifecycle.table.items():
-        assert f"| {state.value} | {trigger.value} | {target.value} |" in rows
+    for row, ((state, trigger), target) in enumerate(lifecycle.table.items(), start=1):
+        assert f"| {row} | {state.value} | {trigger.value} | {target.value} |" in rows
+
+
+def test_large_lifecycles_are_drawn_with_row_numbers_and_small_ones_spelt_out() -> None:
+    assert "<br>" not in hook.expand("lifecycle", "legacy-shim")
+    assert "RUNNING --> FAILED : 4, 7" in hook.expand("lifecycle", "legacy-shim")
+    assert "rows of the table below" in hook.expand("lifecycle", "client-call")
+    small = hook.expand("lifecycle", "modern-request")
+    assert "RECEIVED --> COMPLETE : result sent" in small
+    assert "rows of the table below" not in small
 
 
 def test_mermaid_labels_hold_no_character_that_breaks_the_diagram() -> None:

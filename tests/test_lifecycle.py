@@ -160,6 +160,26 @@ def test_mermaid_draws_every_state_and_joins_the_triggers_of_one_arrow() -> None
     assert "    A --> B : go<br>stay\n" in both.mermaid()
 
 
+def test_a_numbered_mermaid_labels_arrows_with_table_rows_and_may_run_left_to_right() -> None:
+    lc: Lifecycle[_S, _T] = Lifecycle(
+        "toy", "Toy", _S.A, [_S.B], {(_S.A, _T.STAY): _S.A, (_S.A, _T.GO): _S.B}
+    )
+    assert lc.mermaid(numbered=True, left_to_right=True) == (
+        "stateDiagram-v2\n"
+        "    direction LR\n"
+        '    state "start" as A\n'
+        '    state "end" as B\n'
+        "    [*] --> A\n"
+        "    A --> A : 1\n"
+        "    A --> B : 2\n"
+        "    B --> [*]"
+    )
+    both: Lifecycle[_S, _T] = Lifecycle(
+        "toy", "Toy", _S.A, [_S.B], {(_S.A, _T.GO): _S.B, (_S.A, _T.STAY): _S.B}
+    )
+    assert "    A --> B : 1, 2\n" in both.mermaid(numbered=True)
+
+
 @pytest.mark.parametrize(
     ("terminal", "table", "problem"),
     [

@@ -8,7 +8,8 @@ A page asks for them with a marker on a line of its own:
   ``ServerConfig``, ``ClientConfig``) with their defaults and the ``#:`` comments above them;
 * ``<!-- output: PATH ARGS... -->`` — what the example script at ``PATH`` (from the repository
   root) prints, run with this interpreter and ``ARGS`` (``{python}`` in them is this
-  interpreter too); the examples only talk to processes they start.
+  interpreter too); the examples only talk to processes they start. The page shows this
+  interpreter as ``python`` and paths relative to the repository, not the build machine's.
 
 An unknown name or a failing script fails the build, so a page cannot silently lose its table.
 The functions are plain (no MkDocs import) so that ``tests/test_docs.py`` checks them without a
@@ -62,29 +63,45 @@ def output_markdown(command: str) -> str:
     run = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
         raise RuntimeError(f"{command} failed ({run.returncode}):\n{run.stderr}")
-    return f"```text\n{run.stdout.rstrip()}\n```"
+    return f"```text\n{machine_neutral(run.stdout.rstrip())}\n```"
+
+
+def machine_neutral(text: str) -> str:
+    """``text`` with this interpreter written ``python`` and the repository's absolute path
+    dropped, so that a page does not show where it was built."""
+    return text.replace(sys.executable, "python").replace(f"{ROOT}/", "").replace(str(ROOT), ".")
+
+
+#: A lifecycle with more transitions than this is drawn with row numbers for labels: spelt out,
+#: its labels would be shrunk past reading to fit the page (the shim's and the client's).
+SPELT_OUT_TRANSITIONS = 8
 
 
 def lifecycle_markdown(name: str) -> str:
-    """The diagram of one lifecycle, then its transitions as a table (readable offline)."""
+    """The diagram of one lifecycle, then its transitions as a numbered table (readable offline).
+
+    A small diagram runs left to right with its triggers spelt out; a large one runs top to
+    bottom with row numbers on its arrows, which keeps it legible at the page's width."""
     if name not in LIFECYCLES:
         raise KeyError(f"unknown lifecycle {name!r}: one of {', '.join(LIFECYCLES)}")
     lifecycle = LIFECYCLES[name]
+    numbered = len(lifecycle.table) > SPELT_OUT_TRANSITIONS
     rows = [
-        f"| {state.value} | {trigger.value} | {target.value} |"
-        for (state, trigger), target in lifecycle.table.items()
+        f"| {row} | {state.value} | {trigger.value} | {target.value} |"
+        for row, ((state, trigger), target) in enumerate(lifecycle.table.items(), start=1)
     ]
     terminal = ", ".join(s.value for s in type(lifecycle.initial) if s in lifecycle.terminal)
+    legend = " Each arrow is labelled with the rows of the table below that take it." * numbered
     return "\n".join(
         [
             "```mermaid",
-            lifecycle.mermaid(),
+            lifecycle.mermaid(numbered=numbered, left_to_right=not numbered),
             "```",
             "",
-            f"Starts in **{lifecycle.initial.value}**; ends in {terminal}.",
+            f"Starts in **{lifecycle.initial.value}**; ends in {terminal}.{legend}",
             "",
-            "| from | on | to |",
-            "| --- | --- | --- |",
+            "| # | from | on | to |",
+            "| --: | --- | --- | --- |",
             *rows,
         ]
     )

@@ -12,12 +12,12 @@ import asyncio
 import logging
 import sys
 
+# --8<-- [start:handler]
 from mrtr_sansio import InputRequiredResult, RequestReceived, ServerConfig, elicit_form
 from mrtr_sansio.adapters import HandlerResult, RequestContext
 from mrtr_sansio.adapters.anyio import serve_stdio
 
 CONFIG = ServerConfig(server_info={"name": "echo", "version": "1.0.0"}, capabilities={"tools": {}})
-# --8<-- [start:handler]
 GREET = {
     "name": "greet",
     "description": "Asks for your name, then greets you.",

@@ -124,18 +124,23 @@ class Lifecycle(Generic[S, T]):
             f"{state.name} on {trigger.name}"
         )
 
-    def mermaid(self) -> str:
+    def mermaid(self, *, numbered: bool = False, left_to_right: bool = False) -> str:
         """The table as a Mermaid ``stateDiagram-v2``: one arrow per pair of states that a
-        declared transition joins, labelled with every trigger that takes it."""
+        declared transition joins, labelled with every trigger that takes it, or with
+        ``numbered`` with the triggers' 1-based rows in :attr:`table` (a large diagram shrunk
+        to a page's width keeps its labels legible that way; the table spells them out)."""
         lines = ["stateDiagram-v2"]
+        if left_to_right:
+            lines.append("    direction LR")
         for state in type(self.initial):
             lines.append(f'    state "{state.value}" as {state.name}')
         lines.append(f"    [*] --> {self.initial.name}")
         arrows: dict[tuple[S, S], list[str]] = {}
-        for (state, trigger), target in self.table.items():
-            arrows.setdefault((state, target), []).append(trigger.value)
+        for row, ((state, trigger), target) in enumerate(self.table.items(), start=1):
+            arrows.setdefault((state, target), []).append(str(row) if numbered else trigger.value)
         for (state, target), labels in arrows.items():
-            lines.append(f"    {state.name} --> {target.name} : {'<br>'.join(labels)}")
+            joined = ", ".join(labels) if numbered else "<br>".join(labels)
+            lines.append(f"    {state.name} --> {target.name} : {joined}")
         for state in type(self.initial):
             if state in self.terminal:
                 lines.append(f"    {state.name} --> [*]")

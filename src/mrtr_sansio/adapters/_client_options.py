@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypedDict
 
 import attrs
-from typing_extensions import TypedDict
 
 from mrtr_sansio import ClientConfig, InputNeeded
 

@@ -34,12 +34,19 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import anyio
-import anyio.abc
-from anyio.streams.stapled import MultiListener, StapledByteStream
-from typing_extensions import Unpack
+from mrtr_sansio._extras import raise_missing_extra
+
+try:
+    import anyio
+    import anyio.abc
+    from anyio.streams.stapled import MultiListener, StapledByteStream
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, __name__, "anyio")
+
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at run time
+    from typing_extensions import Unpack
 
 from mrtr_sansio import (
     Call,

@@ -31,9 +31,14 @@ from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, M
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
-from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mrtr_sansio._extras import raise_missing_extra
+
+try:
+    import anyio
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, __name__, "server")
 
 from mrtr_sansio import (
     INTERNAL_ERROR,

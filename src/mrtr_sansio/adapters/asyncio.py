@@ -13,11 +13,19 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
-import anyio
-import anyio.abc
-import anyio.lowlevel
-from typing_extensions import Unpack
+from mrtr_sansio._extras import raise_missing_extra
+
+try:
+    import anyio
+    import anyio.abc
+    import anyio.lowlevel
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, __name__, "anyio")
+
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at run time
+    from typing_extensions import Unpack
 
 from mrtr_sansio import ClientConfig, ServerConfig
 

@@ -35,11 +35,18 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-import httpx
-from typing_extensions import Unpack
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at run time
+    from typing_extensions import Unpack
+
+from mrtr_sansio._extras import raise_missing_extra
+
+try:
+    import anyio
+    import httpx
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, __name__, "http")
 
 from mrtr_sansio import (
     HEADER_MISMATCH,

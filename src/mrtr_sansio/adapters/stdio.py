@@ -35,9 +35,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import IO, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
-from typing_extensions import Unpack
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at run time
+    from typing_extensions import Unpack
+
 
 from mrtr_sansio import (
     ClientConfig,

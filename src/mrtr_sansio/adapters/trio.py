@@ -11,12 +11,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import anyio
-import anyio.abc
-import trio
-from typing_extensions import Unpack
+from mrtr_sansio._extras import raise_missing_extra
+
+try:
+    import anyio
+    import anyio.abc
+    import trio
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, __name__, "trio")
+
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at run time
+    from typing_extensions import Unpack
 
 from mrtr_sansio import ClientConfig, ServerConfig
 

@@ -14,6 +14,13 @@
 Never imported by ``import mrtr_sansio``.
 """
 
+from mrtr_sansio._extras import raise_missing_extra
+
+try:
+    import hypothesis  # noqa: F401  (every strategy and the model below are built on it)
+except ModuleNotFoundError as exc:
+    raise_missing_extra(exc, __name__, "testing")
+
 from . import strategies
 from ._checks import CHECKS, SpecViolationError
 from ._inprocess import InProcessServer, in_process_server, run_to_completion
