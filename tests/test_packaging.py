@@ -53,16 +53,9 @@ def test_an_optional_part_without_its_extra_names_the_extra(
     )
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        "mrtr_sansio",
-        "mrtr_sansio.adapters.stdio",
-        "mrtr_sansio.adapters.anyio",
-        "mrtr_sansio.adapters.asyncio",
-    ],
-)
-def test_the_core_and_the_adapters_import_without_typing_extensions(module: str) -> None:
+# (anyio itself needs typing-extensions, so the async adapters are not in this list)
+@pytest.mark.parametrize("module", ["mrtr_sansio", "mrtr_sansio.adapters.stdio"])
+def test_the_core_and_the_stdlib_adapter_import_without_typing_extensions(module: str) -> None:
     run = _import_without(module, "typing_extensions")
     assert run.returncode == 0, run.stderr
 
