@@ -16,6 +16,7 @@ import attrs
 from ._codec import JsonCodec, default_codec
 from ._envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS
 from ._state import StateProtector
+from .tasks._settings import TaskSettings
 
 __all__ = ["ClientConfig", "Limits", "ServerConfig"]
 
@@ -123,6 +124,8 @@ class ServerConfig:
     param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] = attrs.field(
         factory=dict, converter=_plain_dict
     )
+    #: The tasks extension (``mrtr_sansio.tasks.TaskSettings``); None: no tasks offered.
+    tasks: TaskSettings | None = None
 
 
 @attrs.frozen

@@ -2,7 +2,8 @@
 
 Modern HTTP requests mirror parts of the body in headers: ``MCP-Protocol-Version`` must equal the
 envelope's version, ``Mcp-Method`` the method, and ``Mcp-Name`` the tool or prompt name or the
-resource URI (on ``tools/call``, ``prompts/get``, ``resources/read``). Values that are not plain
+resource URI (on ``tools/call``, ``prompts/get``, ``resources/read``) or the task id (on
+``tasks/get``, ``tasks/update``, ``tasks/cancel``). Values that are not plain
 header-safe ASCII travel as ``=?base64?<base64 of UTF-8>?=``. Any violation is -32020 with
 HTTP status 400. Tool arguments a tool marks with ``x-mcp-header`` are mirrored too, in
 ``Mcp-Param-{Name}`` headers (see :mod:`._param_headers`).
@@ -20,7 +21,15 @@ from ._errors import HEADER_MISMATCH, JsonRpcError, RemoteProtocolError
 
 __all__ = ["HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
-_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_FIELD = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # SEP-2663 "Streamable HTTP: Routing Headers": the task a request is about.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 
 @attrs.frozen

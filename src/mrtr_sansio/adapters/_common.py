@@ -37,6 +37,7 @@ from mrtr_sansio import (
     RoundsExhausted,
     ServerConnection,
 )
+from mrtr_sansio.tasks import RunAsTask
 
 __all__ = [
     "BlockingHandler",
@@ -53,8 +54,9 @@ __all__ = [
 
 log = logging.getLogger("mrtr_sansio.adapters")
 
-#: What a handler returns: a result mapping, an input request, or an error.
-HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcError
+#: What a handler returns: a result mapping, an input request, an error, or (tasks
+#: extension, when ``request.can_create_task``) :class:`~mrtr_sansio.tasks.RunAsTask`.
+HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcError | RunAsTask
 
 #: Bytes asked of the transport per read.
 READ_SIZE = 64 * 1024
@@ -315,6 +317,10 @@ class StreamServer(TimedDriver[ServerConnection]):
         """
         conn = self.conn
         rid = request.request_id
+        if request.task_id is not None:  # a task's run: its outcome goes to the task store
+            settle_task(conn, request, result)
+            self.route()
+            return
         try:
             conn.respond(rid, result)
         except (LocalProtocolError, TypeError) as exc:
@@ -322,6 +328,17 @@ class StreamServer(TimedDriver[ServerConnection]):
             with contextlib.suppress(LocalProtocolError):  # unless it awaits no answer now
                 conn.respond(rid, JsonRpcError.internal())
         self.route()  # a state-only round on the legacy wire replays at once
+
+
+def settle_task(conn: ServerConnection, request: RequestReceived, result: HandlerResult) -> None:
+    """Record what a task's run returned; an outcome the task machine refuses fails the task
+    with -32603 (logged), as a refused answer does for a request."""
+    try:
+        conn.settle_task(request, result)
+    except (LocalProtocolError, TypeError) as exc:
+        log.error("handler for task %r returned an invalid outcome: %s", request.task_id, exc)
+        with contextlib.suppress(LocalProtocolError):
+            conn.settle_task(request, JsonRpcError.internal())
 
 
 def _log_event(event: object) -> None:
