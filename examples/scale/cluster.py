@@ -141,13 +141,16 @@ def start_server(
     keys_file: Path | None,
     ttl: float,
     timeout: float = 20.0,
+    extra: Sequence[str] = (),
 ) -> Server:
-    """Start ``examples/http/server.py`` on a free loopback port and wait until it listens."""
+    """Start ``examples/http/server.py`` on a free loopback port and wait until it listens;
+    ``extra`` are more of its options (``--tasks-db PATH``)."""
     port = free_port()
     log = workdir / f"{name}.log"
     argv = [sys.executable, str(SERVER_SCRIPT), "--port", str(port), "--state-ttl", str(ttl)]
     if keys_file is not None:
         argv += ["--state-keys-file", str(keys_file)]
+    argv += list(extra)
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
     server = Server(port, proc, log)
