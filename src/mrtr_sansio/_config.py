@@ -161,3 +161,9 @@ class ClientConfig:
     #: ``CallCompleted`` (those of extensions the client declares, e.g. ``"task"``); any
     #: other value is an invalid response.
     extra_result_types: frozenset[str] = attrs.field(default=frozenset(), converter=_str_frozenset)
+    #: Tasks extension (declared by ``capabilities={"extensions": {"io.modelcontextprotocol/
+    #: tasks": {}}}``): seconds between ``tasks/get`` polls when the server suggests no
+    #: ``pollIntervalMs``.
+    task_poll_interval: float = attrs.field(default=1.0, validator=_positive_number)
+    #: The longest wait between polls, whatever ``pollIntervalMs`` the server suggests.
+    max_task_poll_interval: float = attrs.field(default=30.0, validator=_positive_number)

@@ -21,7 +21,8 @@ from ._errors import HEADER_MISMATCH, JsonRpcError, RemoteProtocolError
 
 __all__ = ["HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
-_NAME_FIELD = {
+#: The body field each method mirrors in ``Mcp-Name`` (client and server read this one map).
+NAME_FIELDS = {
     "tools/call": "name",
     "prompts/get": "name",
     "resources/read": "uri",
@@ -117,7 +118,7 @@ def check_headers(
             f"body value '{method}'",
             request_id,
         )
-    field = _NAME_FIELD.get(method)
+    field = NAME_FIELDS.get(method)
     if field is None:
         return
     body_name = params.get(field) if params is not None else None

@@ -18,7 +18,15 @@ from ._machine import EXPIRED, NOT_FOUND, TASK_METHOD, TaskLimitError, TaskMachi
 from ._settings import TaskSettings
 from ._store import InMemoryTaskStore, TaskStore
 from ._table import TASK, TaskStatus, TaskTrigger
-from ._values import EXTENSION, RunAsTask, Task, TaskCancelled, TaskSupport, iso_time
+from ._values import (
+    EXTENSION,
+    RunAsTask,
+    Task,
+    TaskCancelled,
+    TaskStarted,
+    TaskSupport,
+    iso_time,
+)
 
 __all__ = [
     "EXPIRED",
@@ -33,6 +41,7 @@ __all__ = [
     "TaskLimitError",
     "TaskMachine",
     "TaskSettings",
+    "TaskStarted",
     "TaskStatus",
     "TaskStore",
     "TaskSupport",

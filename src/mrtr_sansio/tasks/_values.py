@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from mrtr_sansio._events import TASKS_EXTENSION, Event
+from mrtr_sansio._events import TASKS_EXTENSION, Call, Event
 
 from ._table import TaskStatus
 
@@ -25,6 +25,7 @@ __all__ = [
     "RunAsTask",
     "Task",
     "TaskCancelled",
+    "TaskStarted",
     "TaskSupport",
     "iso_time",
 ]
@@ -63,6 +64,16 @@ class TaskCancelled(Event):
     """The client cancelled the task ``task_id`` (``tasks/cancel``): stop its run if one is
     going on in this process; its result would be dropped anyway."""
 
+    task_id: str
+
+
+@attrs.frozen
+class TaskStarted(Event):
+    """Client side: the server made ``call`` the task ``task_id`` (``CreateTaskResult``). The
+    connection polls it from now on; keep the id to resume it after a restart
+    (``ClientConnection.resume_task``)."""
+
+    call: Call
     task_id: str
 
 
