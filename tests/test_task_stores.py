@@ -1,10 +1,13 @@
-"""Task stores: the :class:`TaskStore` contract for every store we ship, SQLite shared by two
-connections, and tasks that outlive the server process that created them (a real
-``examples/http/server.py`` killed mid-task and started again on the same SQLite file).
+"""Task stores: the :class:`TaskStore` contract for every store we ship (in memory, SQLite,
+and Redis on a real redis-server), stores shared by two connections, and tasks that outlive
+the server process that created them (a real ``examples/http/server.py`` killed mid-task and
+started again on the same SQLite file).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -13,10 +16,11 @@ from typing import Any
 
 import httpx
 import pytest
+from attrs import evolve as attrs_evolve
 from scale import cluster
 
 import mrtr_sansio as m
-from mrtr_sansio.adapters.stores import SqliteTaskStore
+from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
 from mrtr_sansio.tasks import (
     EXTENSION,
     InMemoryTaskStore,
@@ -43,10 +47,34 @@ def record(task_id: str = "t", owner: str | None = "alice", revision: int = 0) -
     )
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of our own on loopback for the whole run (skipped where Debian's
+    redis-server is not installed; .ci/run installs it before the tests)."""
+    if cluster.find_redis() is None:
+        pytest.skip(cluster.REDIS_MISSING)
+    url, proc = cluster.start_redis(tmp_path_factory.mktemp("redis"))
+    yield url
+    cluster.stop(proc)
+
+
+_prefixes = itertools.count()
+
+
+def redis_store(url: str) -> RedisTaskStore:
+    """A store under a prefix no other test uses."""
+    return RedisTaskStore.from_url(url, prefix=f"test{next(_prefixes)}:{os.getpid()}:")
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TaskStore]:
     if request.param == "memory":
         yield InMemoryTaskStore()
+        return
+    if request.param == "redis":
+        redis = redis_store(request.getfixturevalue("redis_url"))
+        yield redis
+        redis.close()
         return
     sqlite = SqliteTaskStore(tmp_path / "tasks.db")
     yield sqlite
@@ -98,6 +126,33 @@ def test_two_sqlite_connections_share_records(tmp_path: Path) -> None:
     finally:
         one.close()
         two.close()
+
+
+def test_two_redis_clients_share_records(redis_url: str) -> None:
+    one = redis_store(redis_url)
+    two = RedisTaskStore.from_url(redis_url, prefix=one._prefix)
+    try:
+        assert one.create(record())
+        assert two.get("t") == record()
+        assert two.replace(record(revision=1), 0)
+        assert not one.replace(record(revision=1), 0)
+    finally:
+        one.close()
+        two.close()
+
+
+def test_redis_records_expire_a_minute_after_their_ttl(redis_url: str) -> None:
+    store = redis_store(redis_url)
+    try:
+        store.create(record())  # ttl_ms=1000
+        store.create(attrs_evolve(record("forever"), ttl_ms=None))
+        left = store._redis.pttl(store._prefix + "t")
+        assert 60_000 < left <= 61_000
+        assert store._redis.pttl(store._prefix + "forever") == -1  # no expiry
+        store._redis.delete(store._prefix + "t")  # as if Redis expired it
+        assert store.count("alice") == 1  # the stale id is dropped from the owner's set
+    finally:
+        store.close()
 
 
 def test_two_server_configs_over_one_sqlite_file_see_one_task(tmp_path: Path) -> None:

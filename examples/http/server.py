@@ -12,8 +12,9 @@ restart (a :class:`mrtr_sansio.SwappableStateProtector`); an unreadable file kee
 
 Tasks (extension ``io.modelcontextprotocol/tasks``) are kept in memory, or with
 ``--tasks-db PATH`` in a SQLite file that survives restarts and may be shared by the processes
-of one machine; ``--task-lease SECONDS`` fails a task whose run stopped renewing its lease
-(a process that died mid-task).
+of one machine, or with ``--tasks-redis URL`` in Redis, shared by processes on any machine
+(the ``tasks-redis`` extra); ``--task-lease SECONDS`` fails a task whose run stopped renewing
+its lease (a process that died mid-task).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ import uvicorn
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import LOCAL_HOSTS, McpHttpApp
-from mrtr_sansio.adapters.stores import SqliteTaskStore
+from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
+from mrtr_sansio.tasks import TaskStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures import Everything, server_config
@@ -87,6 +89,7 @@ def build_app(
     allowed_hosts: Sequence[str] = LOCAL_HOSTS,
     ttl: float = 600.0,
     tasks_db: str | None = None,
+    tasks_redis: str | None = None,
     task_lease: float | None = None,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
@@ -102,7 +105,11 @@ def build_app(
     else:
         ring = m.RequestStateSecurity(keys, codec=codec, audience=audience, ttl=ttl)
         sealing = m.SwappableStateProtector(ring)
-    store = SqliteTaskStore(tasks_db) if tasks_db is not None else None
+    store: TaskStore | None = None
+    if tasks_db is not None:
+        store = SqliteTaskStore(tasks_db)
+    elif tasks_redis is not None:
+        store = RedisTaskStore.from_url(tasks_redis)
     config = server_config(request_state=sealing, task_store=store, task_lease=task_lease)
     return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts)
 
@@ -159,7 +166,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="how long a sealed requestState stays valid (default 600)",
     )
-    parser.add_argument("--tasks-db", metavar="PATH", help="keep tasks in this SQLite file")
+    tasks = parser.add_mutually_exclusive_group()
+    tasks.add_argument("--tasks-db", metavar="PATH", help="keep tasks in this SQLite file")
+    tasks.add_argument("--tasks-redis", metavar="URL", help="keep tasks in this Redis")
     parser.add_argument(
         "--task-lease",
         type=float,
@@ -182,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             allowed_hosts=[*LOCAL_HOSTS, *args.allow_host],
             ttl=args.state_ttl,
             tasks_db=args.tasks_db,
+            tasks_redis=args.tasks_redis,
             task_lease=args.task_lease,
         )
     except (ValueError, OSError, ImportError) as exc:
