@@ -1046,3 +1046,20 @@ def test_in_memory_store_compare_and_swap() -> None:
     store.delete("t")
     assert store.get("t") is None
     assert not store.replace(newer, 1)
+
+
+def test_progress_and_log_messages_must_not_be_sent_on_a_task_listen_stream() -> None:
+    conn = m.ServerConnection(Server(done).config)
+    listen = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": ["a"]}, "_meta": meta(TASK_CAPS)},
+    }
+    conn.receive_message(listen)
+    conn.next_event()
+    conn.acknowledge(1)
+    conn.outgoing()
+    conn.notify("notifications/progress", {"progressToken": 1, "progress": 5}, 1)
+    conn.notify("notifications/message", {"level": "error", "data": "x"}, 1)
+    assert conn.outgoing() == []

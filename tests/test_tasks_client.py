@@ -132,11 +132,14 @@ def test_a_malformed_create_task_result_is_invalid(result: Any, reason: str) -> 
     assert reason in failed.error.message
 
 
-def _scripted(*answers: dict[str, Any]) -> tuple[m.ClientConnection, Clock, list[m.Event]]:
+def _scripted(
+    *answers: dict[str, Any], caps: Any = None
+) -> tuple[m.ClientConnection, Clock, list[m.Event]]:
     """A client whose tools/call became task ``t``, answered by ``answers`` in turn (each a
     ``tasks/get`` result, or ``{"error": ...}``); the events of the whole exchange."""
     clock = Clock(0.0)
-    conn = m.ClientConnection(m.ClientConfig(capabilities=TASK_CAPS, clock=clock))
+    capabilities = TASK_CAPS if caps is None else caps
+    conn = m.ClientConnection(m.ClientConfig(capabilities=capabilities, clock=clock))
     conn.call("tools/call", {"name": "work"})
     conn.outgoing()
     created = {"resultType": "task", "taskId": "t", "status": "working"}
@@ -346,3 +349,32 @@ def test_http_headers_of_task_requests_name_the_task() -> None:
 def test_extension_constant_matches_the_capability_the_server_checks() -> None:
     assert TASK_CAPS["extensions"] == {EXTENSION: {}}
     assert RunAsTask() == RunAsTask(None, None)
+
+
+def test_client_must_be_prepared_for_a_plain_result_on_a_task_eligible_request() -> None:
+    peer = Peer(Server(done))  # declares the extension; the server answers synchronously
+    peer.conn.call("tools/call", {"name": "work"})
+    (completed,) = peer.pump()
+    assert isinstance(completed, m.CallCompleted)
+    assert completed.result["content"] == [{"type": "text", "text": "done"}]
+
+
+def test_client_must_treat_task_input_requests_as_the_standalone_requests() -> None:
+    # The same InputNeeded as for an MRTR round, and the same capability rule: a request the
+    # client did not declare support for is an invalid response, not something to show.
+    sampling = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+    no_sampling: dict[str, Any] = {"elicitation": {}, "extensions": {EXTENSION: {}}}
+    _conn, _clock, events = _scripted(
+        task("input_required", inputRequests={"s": sampling}), caps=no_sampling
+    )
+    failed = events[-1]
+    assert isinstance(failed, m.CallFailed)
+    assert failed.local
+    ask = {
+        "method": "elicitation/create",
+        "params": {"message": "?", "requestedSchema": {"type": "object", "properties": {}}},
+    }
+    _conn, _clock, events = _scripted(task("input_required", inputRequests={"e": ask}))
+    needed = events[-1]
+    assert isinstance(needed, m.InputNeeded)
+    assert (needed.key, needed.method, dict(needed.params)) == ("e", ask["method"], ask["params"])
