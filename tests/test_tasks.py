@@ -1063,3 +1063,23 @@ def test_progress_and_log_messages_must_not_be_sent_on_a_task_listen_stream() ->
     conn.notify("notifications/progress", {"progressToken": 1, "progress": 5}, 1)
     conn.notify("notifications/message", {"level": "error", "data": "x"}, 1)
     assert conn.outgoing() == []
+
+
+def test_stream_servers_run_tasks_and_stop_a_cancelled_run() -> None:
+    from mrtr_sansio.adapters import StreamServer
+
+    server = Server(as_task(done))
+    conn = m.ServerConnection(server.config)
+    started: list[m.RequestReceived] = []
+    cancelled: list[Any] = []
+    driver = StreamServer(conn, started.append, cancelled.append)
+    driver.receive(json.dumps(call(1)).encode() + b"\n")
+    (front,) = started
+    driver.answer(front, as_task(done)(front))
+    run = started[-1]
+    assert run.task_id is not None
+    conn.outgoing()
+    driver.receive(json.dumps(task_request(2, "tasks/cancel", run.task_id)).encode() + b"\n")
+    assert cancelled == [run.task_id]
+    driver.answer(run, done(run))  # the run ends anyway: its result is dropped
+    assert get(server, run.task_id)["result"]["status"] == "cancelled"

@@ -37,7 +37,7 @@ from mrtr_sansio import (
     RoundsExhausted,
     ServerConnection,
 )
-from mrtr_sansio.tasks import RunAsTask
+from mrtr_sansio.tasks import RunAsTask, TaskCancelled
 
 __all__ = [
     "BlockingHandler",
@@ -269,9 +269,10 @@ class StreamServer(TimedDriver[ServerConnection]):
     """The IO-free half of a stream server loop around one :class:`ServerConnection`.
 
     The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it calls
-    ``start(request)`` for each request to run (first rounds and legacy-shim replays alike) and
-    ``cancel(request_id)`` for each request the client cancelled. It keeps the connection's
-    timer as :class:`TimedDriver` says.
+    ``start(request)`` for each request to run (first rounds, legacy-shim replays and task runs
+    alike) and ``cancel(request_id)`` for each request the client cancelled (and each task,
+    by its id, cancelled with ``tasks/cancel``). It keeps the connection's timer as
+    :class:`TimedDriver` says.
     """
 
     __slots__ = ("_cancel", "_start")
@@ -301,6 +302,8 @@ class StreamServer(TimedDriver[ServerConnection]):
                 self._start(event)
             elif type(event) is RequestCancelled:
                 self._cancel(event.request_id)
+            elif type(event) is TaskCancelled:  # a task's run is started under its task id
+                self._cancel(event.task_id)
             elif event is NEED_DATA:
                 return
             elif type(event) is ConnectionClosed:
