@@ -598,7 +598,7 @@ def test_input_request_keys_must_be_unique_for_the_task_lifetime() -> None:
 
     def ask_twice(request: m.RequestReceived) -> Any:
         rounds.append(dict(request.input_responses))
-        if len(rounds) < 3:
+        if len(rounds) < 4:
             return m.InputRequiredResult(
                 {"name": m.elicit_form(f"Round {len(rounds)}", FORM_SCHEMA)}
             )
@@ -607,17 +607,17 @@ def test_input_request_keys_must_be_unique_for_the_task_lifetime() -> None:
     server = Server(as_task(ask_twice))
     task_id = create(server)
     keys = []
-    for i in range(2):
+    for i in range(3):
         waiting = get(server, task_id)["result"]
         (key,) = waiting["inputRequests"]
         keys.append(key)
         server.send(task_request(2, "tasks/update", task_id, inputResponses={key: accept(str(i))}))
-    assert keys == ["name", "name.2"]
-    assert rounds == [{}, {"name": accept("0")}, {"name": accept("1")}]
+    assert keys == ["name", "name.2", "name.3"]
+    assert rounds == [{}, {"name": accept("0")}, {"name": accept("1")}, {"name": accept("2")}]
     # An answer under a key already answered is not taken again.
     stored = server.store.get(task_id)
     assert stored is not None
-    assert stored.issued == ("name", "name.2")
+    assert stored.issued == ("name", "name.2", "name.3")
 
 
 # --- tasks/cancel ---------------------------------------------------------------------------------
@@ -1083,3 +1083,30 @@ def test_stream_servers_run_tasks_and_stop_a_cancelled_run() -> None:
     assert cancelled == [run.task_id]
     driver.answer(run, done(run))  # the run ends anyway: its result is dropped
     assert get(server, run.task_id)["result"]["status"] == "cancelled"
+
+
+class _Contended(InMemoryTaskStore):
+    """A store where another writer always got there first."""
+
+    def replace(self, task: Task, revision: int) -> bool:
+        return False
+
+
+def test_a_store_that_keeps_changing_is_an_internal_error_not_a_traceback() -> None:
+    store = _Contended()
+    server = Server(as_task(done), store=store)
+    task_id = create(server, run=False)
+    response = server.send(task_request(2, "tasks/cancel", task_id))
+    assert response["error"]["code"] == -32603
+    assert "kept changing" in response["error"]["message"]
+
+
+def test_the_machine_treats_a_non_string_id_as_unknown() -> None:
+    machine = m.ServerConnection(Server(done).config)._tasks
+    assert machine is not None
+    assert machine.find(5, None) == "Task not found"
+
+
+def test_renew_task_without_task_settings_is_a_local_error() -> None:
+    with pytest.raises(m.LocalProtocolError, match="renew_task needs"):
+        m.ServerConnection(m.ServerConfig()).renew_task("t")

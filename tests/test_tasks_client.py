@@ -136,7 +136,8 @@ def _scripted(
     *answers: dict[str, Any], caps: Any = None
 ) -> tuple[m.ClientConnection, Clock, list[m.Event]]:
     """A client whose tools/call became task ``t``, answered by ``answers`` in turn (each a
-    ``tasks/get`` result, or ``{"error": ...}``); the events of the whole exchange."""
+    ``tasks/get`` result, or ``{"error": ...}`` alone for a JSON-RPC error); the events of the
+    whole exchange."""
     clock = Clock(0.0)
     capabilities = TASK_CAPS if caps is None else caps
     conn = m.ClientConnection(m.ClientConfig(capabilities=capabilities, clock=clock))
@@ -153,7 +154,7 @@ def _scripted(
         (item,) = conn.outgoing()
         assert item.message["method"] == "tasks/get"
         rid = item.message["id"]
-        if "error" in answer:
+        if set(answer) == {"error"}:  # a JSON-RPC error, not a failed task
             conn.receive_message({"jsonrpc": "2.0", "id": rid, "error": answer["error"]})
         else:
             conn.receive_message({"jsonrpc": "2.0", "id": rid, "result": answer})
