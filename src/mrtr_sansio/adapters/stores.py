@@ -58,6 +58,7 @@ class SqliteTaskStore:
             self._db.close()
 
     def create(self, task: Task) -> bool:
+        """Insert the record; False when the id is taken (``INSERT OR IGNORE``)."""
         with self._lock:
             cursor = self._db.execute(
                 "INSERT OR IGNORE INTO mrtr_tasks (task_id, owner, revision, record) "
@@ -67,6 +68,7 @@ class SqliteTaskStore:
         return cursor.rowcount == 1
 
     def get(self, task_id: str) -> Task | None:
+        """The record under ``task_id``, or None."""
         with self._lock:
             row = self._db.execute(
                 "SELECT record FROM mrtr_tasks WHERE task_id = ?", (task_id,)
@@ -74,6 +76,7 @@ class SqliteTaskStore:
         return None if row is None else Task.from_record(json.loads(row[0]))
 
     def replace(self, task: Task, revision: int) -> bool:
+        """Update the record if its stored revision is ``revision`` (one ``UPDATE``)."""
         with self._lock:
             cursor = self._db.execute(
                 "UPDATE mrtr_tasks SET revision = ?, record = ? WHERE task_id = ? AND revision = ?",
@@ -82,10 +85,12 @@ class SqliteTaskStore:
         return cursor.rowcount == 1
 
     def delete(self, task_id: str) -> None:
+        """Delete the record, if any."""
         with self._lock:
             self._db.execute("DELETE FROM mrtr_tasks WHERE task_id = ?", (task_id,))
 
     def count(self, owner: str | None) -> int:
+        """Records whose owner is ``owner`` (an indexed ``COUNT``)."""
         with self._lock:
             row = self._db.execute(
                 "SELECT COUNT(*) FROM mrtr_tasks WHERE owner IS ?", (owner,)
@@ -161,6 +166,7 @@ class RedisTaskStore:
         self._redis.close()
 
     def create(self, task: Task) -> bool:
+        """Add the record and its id to the owner's set unless the id exists (one script)."""
         owner = _NO_OWNER if task.owner is None else task.owner
         expiry = "" if task.ttl_ms is None else str(task.ttl_ms + _GRACE_MS)
         keys = [self._prefix + task.task_id, self._owners + owner]
@@ -168,17 +174,21 @@ class RedisTaskStore:
         return int(self._create(keys=keys, args=args)) == 1
 
     def get(self, task_id: str) -> Task | None:
+        """The record under ``task_id``, or None."""
         raw = self._redis.hget(self._prefix + task_id, "rec")
         return None if raw is None else Task.from_record(json.loads(raw))
 
     def replace(self, task: Task, revision: int) -> bool:
+        """Write the record if its stored revision is ``revision`` (one script)."""
         keys = [self._prefix + task.task_id]
         args = [revision, task.revision, _dumps(task)]
         return int(self._replace(keys=keys, args=args)) == 1
 
     def delete(self, task_id: str) -> None:
+        """Delete the record and its id from its owner's set (one script)."""
         self._delete(keys=[self._prefix + task_id, self._owners], args=[task_id])
 
     def count(self, owner: str | None) -> int:
+        """Ids in the owner's set, dropping those whose record Redis expired (one script)."""
         name = self._owners + (_NO_OWNER if owner is None else owner)
         return int(self._count(keys=[name], args=[self._prefix]))

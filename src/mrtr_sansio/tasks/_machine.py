@@ -34,8 +34,9 @@ __all__ = ["EXPIRED", "NOT_FOUND", "TASK_METHOD", "TaskLimitError", "TaskMachine
 #: The one method a task may augment today (SEP-2663 "Supported Methods").
 TASK_METHOD = "tools/call"
 
-#: Why a task cannot be read: unknown (or another principal's), and expired.
+#: Why a task cannot be read: unknown, or another principal's (the same answer for both).
 NOT_FOUND = "Task not found"
+#: Why a task cannot be read: its TTL has passed (it is deleted on that read).
 EXPIRED = "Task has expired"
 #: Attempts of a read-compute-write cycle before giving up (another writer kept winning).
 _CAS_ATTEMPTS = 16

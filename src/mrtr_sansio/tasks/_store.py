@@ -48,15 +48,18 @@ class InMemoryTaskStore:
         return len(self._tasks)
 
     def create(self, task: Task) -> bool:
+        """Add ``task`` to the dict unless its id is there."""
         if task.task_id in self._tasks:
             return False
         self._tasks[task.task_id] = task
         return True
 
     def get(self, task_id: str) -> Task | None:
+        """The record under ``task_id``, or None."""
         return self._tasks.get(task_id)
 
     def replace(self, task: Task, revision: int) -> bool:
+        """Swap in ``task`` if the stored revision is ``revision``."""
         current = self._tasks.get(task.task_id)
         if current is None or current.revision != revision:
             return False
@@ -64,7 +67,9 @@ class InMemoryTaskStore:
         return True
 
     def delete(self, task_id: str) -> None:
+        """Drop the record, if any."""
         self._tasks.pop(task_id, None)
 
     def count(self, owner: str | None) -> int:
+        """Records whose owner is ``owner`` (a scan of this process's dict)."""
         return sum(1 for t in self._tasks.values() if t.owner == owner)
