@@ -15,7 +15,7 @@ from fixtures import Everything, server_config
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import McpHttpApp
-from mrtr_sansio.tasks import EXTENSION
+from mrtr_sansio.tasks import EXTENSION, InMemoryTaskStore
 
 pytestmark = pytest.mark.anyio
 
@@ -165,3 +165,27 @@ async def test_a_mismatched_mcp_name_is_400_32020(client: Client, method: str) -
         await request.response.done.wait()
     assert request.response.status == 400
     assert request.response.json()["error"]["code"] == -32020
+
+
+async def test_a_cancel_through_another_process_stops_the_run_at_its_next_lease_renewal() -> None:
+    # Two apps over one store stand for two processes; the run goes on in the first.
+    store = InMemoryTaskStore()
+    apps = [
+        McpHttpApp(Everything().handle, server_config(task_store=store, task_lease=0.3))
+        for _ in range(2)
+    ]
+    async with anyio.create_task_group() as tg:
+        first, second = Client(apps[0], tg), Client(apps[1], tg)
+        call = {"name": "slow_compute", "arguments": {"seconds": 60}}
+        worker = start(first, body(1, "tools/call", call))
+        with anyio.fail_after(5):
+            await worker.response.done.wait()
+        task_id = worker.response.messages()[0]["result"]["taskId"]
+        await anyio.sleep(0.35)  # past one lease: renewed, so still working
+        assert (await get(second, task_id))["status"] == "working"
+        ack = await answer(second, body(2, "tasks/cancel", {"taskId": task_id}))
+        assert ack["result"]["resultType"] == "complete"
+        with anyio.fail_after(2):
+            await worker.finished.wait()  # stopped by its renewal, not after a minute
+        assert (await get(first, task_id))["status"] == "cancelled"
+        tg.cancel_scope.cancel()
