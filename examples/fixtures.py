@@ -510,7 +510,7 @@ class Everything:
         honored = {
             k: v
             for k, v in wanted.items()
-            if k in ("toolsListChanged", "promptsListChanged", "resourceSubscriptions")
+            if k in ("toolsListChanged", "promptsListChanged", "resourceSubscriptions", "taskIds")
         }
         return await self.hub.listen(ctx, honored)
 

@@ -1110,3 +1110,17 @@ def test_the_machine_treats_a_non_string_id_as_unknown() -> None:
 def test_renew_task_without_task_settings_is_a_local_error() -> None:
     with pytest.raises(m.LocalProtocolError, match="renew_task needs"):
         m.ServerConnection(m.ServerConfig()).renew_task("t")
+
+
+def test_detailed_task_is_what_tasks_get_shows_that_caller() -> None:
+    server = Server(as_task(ask_name))
+    task_id = create(server, principal="alice")
+    conn = m.ServerConnection(server.config)
+    shown = get(server, task_id, principal="alice")["result"]
+    detail = conn.detailed_task(task_id, "alice")
+    assert detail is not None
+    assert {**detail, "resultType": "complete"} == {k: v for k, v in shown.items() if k != "_meta"}
+    assert conn.detailed_task(task_id, "mallory") is None
+    assert conn.detailed_task("nope", "alice") is None
+    with pytest.raises(m.LocalProtocolError, match="detailed_task needs"):
+        m.ServerConnection(m.ServerConfig()).detailed_task(task_id)

@@ -315,6 +315,15 @@ class ServerConnection(Connection):
         if rerun is not None:
             self._events.append(rerun)
 
+    def detailed_task(self, task_id: str, principal: str | None = None) -> dict[str, Any] | None:
+        """The ``DetailedTask`` of ``task_id`` as ``tasks/get`` would give it to ``principal``
+        (the params of a ``notifications/tasks``), or None when that caller may not read it
+        (unknown, another principal's, expired)."""
+        if self._tasks is None:
+            raise LocalProtocolError("detailed_task needs the tasks extension (ServerConfig.tasks)")
+        found = self._tasks.find(task_id, principal)
+        return None if isinstance(found, str) else found.detailed()
+
     def renew_task(self, task_id: str) -> bool:
         """Extend the lease of a task's run going on in this process (call it more often than
         ``TaskSettings.lease_seconds``); False when the task is no longer running (cancelled,

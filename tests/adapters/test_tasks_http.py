@@ -189,3 +189,32 @@ async def test_a_cancel_through_another_process_stops_the_run_at_its_next_lease_
             await worker.finished.wait()  # stopped by its renewal, not after a minute
         assert (await get(first, task_id))["status"] == "cancelled"
         tg.cancel_scope.cancel()
+
+
+async def test_a_listen_stream_gets_notifications_tasks_for_its_own_tasks(client: Client) -> None:
+    created = (await call(client, 1, "confirm_delete", {"filename": "n.txt"}))["result"]
+    task_id = created["taskId"]
+    listen = body(2, "subscriptions/listen", {"notifications": {"taskIds": [task_id, "other"]}})
+    stream = start(client, listen)
+    with anyio.fail_after(5):
+        ack = await stream.response.next_message()
+        assert ack is not None
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["notifications"] == {"taskIds": [task_id]}  # not "other"
+        seen: list[dict[str, Any]] = []
+        while not seen or seen[-1]["status"] != "input_required":
+            note = await stream.response.next_message()
+            assert note is not None
+            assert note["method"] == "notifications/tasks"
+            assert note["params"]["_meta"][m.SUBSCRIPTION_ID] == 2
+            seen.append(note["params"])
+        update = {"taskId": task_id, "inputResponses": {"confirm": {"action": "accept",
+                  "content": {"confirm": True}}}}  # fmt: skip
+        await answer(client, body(3, "tasks/update", update))
+        while seen[-1]["status"] != "completed":
+            note = await stream.response.next_message()
+            assert note is not None
+            seen.append(note["params"])
+    assert seen[-1]["result"]["content"][0]["text"] == "Deleted n.txt."
+    assert all(params["taskId"] == task_id for params in seen)
+    stream.disconnect()
