@@ -27,6 +27,7 @@ import attrs
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import HandlerResult, RequestContext, SubscriptionHub
+from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskSettings, TaskStore
 
 __all__ = ["CAPABILITIES", "SERVER_INFO", "Everything", "server_config"]
 
@@ -47,15 +48,27 @@ INSTRUCTIONS = (
 )
 
 
-def server_config(**options: Any) -> m.ServerConfig:
+def server_config(
+    *,
+    task_store: TaskStore | None = None,
+    task_lease: float | None = None,
+    **options: Any,
+) -> m.ServerConfig:
     """The :class:`~mrtr_sansio.ServerConfig` the fixtures are written for (``options`` add to
-    or override it, e.g. ``request_state=...``)."""
+    or override it, e.g. ``request_state=...``). Tasks are kept in ``task_store`` (in memory
+    when None); ``task_lease`` is ``TaskSettings.lease_seconds``."""
     settings: dict[str, Any] = {
         "server_info": SERVER_INFO,
         "capabilities": CAPABILITIES,
         "instructions": INSTRUCTIONS,
         # Tools whose arguments are mirrored in Mcp-Param-* headers, checked on HTTP.
         "param_headers": m.param_headers_for(t.listing() for t in _TOOLS),
+        # The tasks extension: the tools that may run as tasks (see "tasks" below).
+        "tasks": TaskSettings(
+            store=task_store if task_store is not None else InMemoryTaskStore(),
+            tools={t.name: t.task_support for t in _TOOLS if t.task_support is not None},
+            lease_seconds=task_lease,
+        ),
     }
     settings.update(options)
     return m.ServerConfig(**settings)
@@ -127,13 +140,18 @@ class Tool:
     description: str
     input_schema: Mapping[str, Any]
     run: _Run
+    #: ``"optional"`` or ``"required"`` for a tool that may run as a task (tasks extension).
+    task_support: str | None = None
 
     def listing(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
             "inputSchema": self.input_schema,
         }
+        if self.task_support is not None:
+            out["execution"] = {"taskSupport": self.task_support}
+        return out
 
 
 @attrs.frozen
@@ -157,12 +175,16 @@ _PROMPTS: list[Prompt] = []
 
 
 def tool(
-    name: str, description: str, input_schema: Mapping[str, Any] = NO_ARGUMENTS
+    name: str,
+    description: str,
+    input_schema: Mapping[str, Any] = NO_ARGUMENTS,
+    *,
+    task_support: str | None = None,
 ) -> Callable[[_Fn], _Fn]:
     """Register the decorated method as a tool (listed in definition order)."""
 
     def register(fn: _Fn) -> _Fn:
-        _TOOLS.append(Tool(name, description, input_schema, fn))
+        _TOOLS.append(Tool(name, description, input_schema, fn, task_support))
         return fn
 
     return register
@@ -488,7 +510,7 @@ class Everything:
         honored = {
             k: v
             for k, v in wanted.items()
-            if k in ("toolsListChanged", "promptsListChanged", "resourceSubscriptions")
+            if k in ("toolsListChanged", "promptsListChanged", "resourceSubscriptions", "taskIds")
         }
         return await self.hub.listen(ctx, honored)
 
@@ -594,6 +616,116 @@ class Everything:
         if not isinstance(region, str) or not isinstance(query, str):
             return tool_error("region and query must be strings")
         return result(text(f"Ran {query!r} in {region}."))
+
+    # --- tasks (extension io.modelcontextprotocol/tasks, SEP-2663) ----------------------------
+    # Each is one handler for three modes: synchronous (a client without the extension, or
+    # the legacy wire), MRTR rounds, and a task. A handler makes its request a task by
+    # returning RunAsTask when request.can_create_task; the server then runs it again as the
+    # task, and what it asks for there parks the task in input_required.
+
+    @tool("greet", "Says hello; never a task", schema(("name",), name=STRING))
+    async def greet(self, request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
+        name = request.arguments.get("name")
+        return result(text(f"Hello, {name if isinstance(name, str) else 'stranger'}!"))
+
+    @tool(
+        "slow_compute",
+        "Waits `seconds` (at most 300) and answers; a task when the client allows",
+        schema(seconds={"type": "number"}, label=STRING),
+        task_support="optional",
+    )
+    async def slow_compute(self, request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
+        seconds = request.arguments.get("seconds", 1)
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+            return tool_error("seconds must be a non-negative number")
+        seconds = min(float(seconds), 300.0)
+        if request.can_create_task and seconds > 0:  # instant work stays synchronous
+            return RunAsTask(status_message="Computing")
+        await ctx.sleep(seconds)
+        label = request.arguments.get("label", "")
+        return result(text(f"Computed {label} in {seconds:g}s."))
+
+    @tool(
+        "failing_job",
+        "Runs only as a task; ends in a tool error after about a second",
+        task_support="required",
+    )
+    async def failing_job(self, request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
+        if request.can_create_task:
+            return RunAsTask()
+        await ctx.sleep(1.0)
+        return tool_error("The job failed (on purpose).")
+
+    @tool(
+        "protocol_error_job",
+        "A task that ends in a JSON-RPC error (status failed)",
+        task_support="optional",
+    )
+    async def protocol_error_job(
+        self, request: m.RequestReceived, ctx: RequestContext
+    ) -> HandlerResult:
+        if request.can_create_task:
+            return RunAsTask()
+        await ctx.sleep(0.2)
+        return m.JsonRpcError.internal("The job broke down (on purpose).")
+
+    @tool(
+        "confirm_delete",
+        "Asks to confirm before 'deleting' a file (key confirm)",
+        schema(("filename",), filename=STRING),
+        task_support="optional",
+    )
+    async def confirm_delete(
+        self, request: m.RequestReceived, ctx: RequestContext
+    ) -> HandlerResult:
+        filename = request.arguments.get("filename")
+        if not isinstance(filename, str):
+            return tool_error("filename must be a string")
+        if request.can_create_task:
+            return RunAsTask(status_message="Waiting to ask")
+        content = request.input_responses.accepted_content("confirm")
+        if declined(request, "confirm"):
+            return result(text(f"Kept {filename}."))
+        if content is None:
+            form = schema(("confirm",), confirm={"type": "boolean", "title": "Delete it?"})
+            return m.InputRequiredResult({"confirm": m.elicit_form(f"Delete {filename}?", form)})
+        done = "Deleted" if content.get("confirm") is True else "Kept"
+        return result(text(f"{done} {filename}."))
+
+    @tool(
+        "multi_input",
+        "Asks two questions at once (keys name and confirm)",
+        task_support="optional",
+    )
+    async def multi_input(self, request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
+        if request.can_create_task:
+            return RunAsTask()
+        responses = request.input_responses
+        got = {key for key in ("name", "confirm") if responses.accepted_content(key) is not None}
+        missing = {
+            key: m.elicit_form(question, CONFIRM_FORM if key == "confirm" else NAME_FORM)
+            for key, question in (("name", "Your name?"), ("confirm", "Go ahead?"))
+            if key not in got
+        }
+        if missing:
+            return m.InputRequiredResult(missing)
+        return result(text(f"Both answered: {sorted(got)}"))
+
+    @tool(
+        "test_tool_with_task",
+        "Asks the user's name by MRTR (key user_name), then runs as a task",
+        task_support="required",
+    )
+    async def tool_with_task(
+        self, request: m.RequestReceived, ctx: RequestContext
+    ) -> HandlerResult:
+        name = answered_string(request, "user_name", "name")
+        if name is None:  # before the task: an MRTR round on the original request
+            return m.InputRequiredResult({"user_name": ask_name()})
+        if request.can_create_task:
+            return RunAsTask()
+        await ctx.sleep(0.1)
+        return result(text(f"Hello, {name}, from a task!"))
 
     # --- tools that need the client's input (MRTR-style, served on both wires) -------------
 

@@ -664,7 +664,90 @@ def call_handshake_failed_while_queued(_taken: dict[str, Taken]) -> Taken:
     return [(C.SENDING, K.QUEUED), (C.QUEUED, K.HANDSHAKE_FAILED)]
 
 
+TASKS = {**CAPS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def _task_client() -> tuple[ClientConnection, Clock]:
+    """A client whose tools/call has just become task ``t`` (CreateTaskResult answered)."""
+    clock = Clock()
+    conn = client(capabilities=TASKS, clock=clock)
+    conn.call("tools/call", TOOL)
+    (item,) = conn.outgoing()
+    created = {"resultType": "task", "taskId": "t", "status": "working"}
+    conn.receive_message({"jsonrpc": "2.0", "id": item.message["id"], "result": created})
+    return conn, clock
+
+
+def _poll(conn: ClientConnection, clock: Clock, status: str, **fields: Any) -> None:
+    deadline = conn.next_deadline()
+    assert deadline is not None
+    clock.now = deadline
+    conn.handle_timer(deadline)
+    (item,) = conn.outgoing()
+    answer = {"resultType": "complete", "taskId": "t", "status": status, **fields}
+    conn.receive_message({"jsonrpc": "2.0", "id": item.message["id"], "result": answer})
+
+
+def _events(conn: ClientConnection) -> list[Any]:
+    out = []
+    while (event := conn.next_event()) is not NEED_DATA:
+        out.append(event)
+    return out
+
+
+def call_task_polled_answered_and_completed(_taken: dict[str, Taken]) -> Taken:
+    conn, clock = _task_client()
+    _poll(conn, clock, "working")
+    _poll(conn, clock, "input_required", inputRequests={"a": FORM, "b": FORM})
+    first, second = [e for e in _events(conn) if isinstance(e, InputNeeded)]
+    conn.fulfil(first, ACCEPT)
+    conn.fulfil(second, ACCEPT)
+    (update,) = conn.outgoing()
+    assert update.message["method"] == "tasks/update"
+    ack = {"resultType": "complete"}
+    conn.receive_message({"jsonrpc": "2.0", "id": update.message["id"], "result": ack})
+    _poll(conn, clock, "completed", result=DONE)
+    assert _events(conn)[-1].result == DONE
+    return [
+        (C.SENDING, K.SENT),
+        (C.AWAITING_ANSWER, K.TASK_CREATED),
+        (C.TASK_WAITING, K.POLL),
+        (C.AWAITING_ANSWER, K.TASK_WORKING),
+        (C.TASK_WAITING, K.POLL),
+        (C.AWAITING_ANSWER, K.TASK_INPUT_REQUESTS),
+        (C.TASK_INPUT, K.ANSWERED),
+        (C.TASK_INPUT, K.TASK_UPDATE),
+        (C.AWAITING_ANSWER, K.TASK_WORKING),
+        (C.TASK_WAITING, K.POLL),
+        (C.AWAITING_ANSWER, K.COMPLETE),
+    ]
+
+
+def call_task_cancelled_or_closed_while_waiting_or_answering(_taken: dict[str, Taken]) -> Taken:
+    expected: Taken = []
+    for answering in (False, True):
+        for ending in ("cancel", "close"):
+            conn, clock = _task_client()
+            expected += [(C.SENDING, K.SENT), (C.AWAITING_ANSWER, K.TASK_CREATED)]
+            phase = C.TASK_WAITING
+            if answering:
+                _poll(conn, clock, "input_required", inputRequests={"a": FORM})
+                expected += [(C.TASK_WAITING, K.POLL), (C.AWAITING_ANSWER, K.TASK_INPUT_REQUESTS)]
+                phase = C.TASK_INPUT
+            if ending == "cancel":
+                (started, *_rest) = _events(conn)
+                assert conn.cancel(started.call)
+                assert [i.message["method"] for i in conn.outgoing()] == ["tasks/cancel"]
+                expected.append((phase, K.CANCELLED))
+            else:
+                conn.receive_data(b"")
+                expected.append((phase, K.CLOSED))
+    return expected
+
+
 CALL_RUNS = [
+    call_task_polled_answered_and_completed,
+    call_task_cancelled_or_closed_while_waiting_or_answering,
     call_modern_round_trip,
     call_state_only_backoff_then_error,
     call_invalid_response_and_round_cap,

@@ -30,6 +30,8 @@ NAMESPACES = [
     "mrtr_sansio.adapters.trio",
     "mrtr_sansio.adapters.asgi",
     "mrtr_sansio.adapters.http",
+    "mrtr_sansio.adapters.stores",
+    "mrtr_sansio.tasks",
     "mrtr_sansio.testing",
 ]
 #: Names whose documentation is the package's own (``__version__`` is a version string).

@@ -9,6 +9,12 @@ or URL-safe) of at least 32 random bytes; the first key seals, every key unseals
 ring. Without either, a random key is made for this process only. ``kill -HUP`` makes the
 server read its key file again and seal and unseal with the new ring from then on, without a
 restart (a :class:`mrtr_sansio.SwappableStateProtector`); an unreadable file keeps the old ring.
+
+Tasks (extension ``io.modelcontextprotocol/tasks``) are kept in memory, or with
+``--tasks-db PATH`` in a SQLite file that survives restarts and may be shared by the processes
+of one machine, or with ``--tasks-redis URL`` in Redis, shared by processes on any machine
+(the ``tasks-redis`` extra); ``--task-lease SECONDS`` fails a task whose run stopped renewing
+its lease (a process that died mid-task).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ import uvicorn
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import LOCAL_HOSTS, McpHttpApp
+from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
+from mrtr_sansio.tasks import TaskStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures import Everything, server_config
@@ -80,6 +88,9 @@ def build_app(
     audience: str | None = None,
     allowed_hosts: Sequence[str] = LOCAL_HOSTS,
     ttl: float = 600.0,
+    tasks_db: str | None = None,
+    tasks_redis: str | None = None,
+    task_lease: float | None = None,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
@@ -94,7 +105,12 @@ def build_app(
     else:
         ring = m.RequestStateSecurity(keys, codec=codec, audience=audience, ttl=ttl)
         sealing = m.SwappableStateProtector(ring)
-    config = server_config(request_state=sealing)
+    store: TaskStore | None = None
+    if tasks_db is not None:
+        store = SqliteTaskStore(tasks_db)
+    elif tasks_redis is not None:
+        store = RedisTaskStore.from_url(tasks_redis)
+    config = server_config(request_state=sealing, task_store=store, task_lease=task_lease)
     return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts)
 
 
@@ -150,6 +166,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="how long a sealed requestState stays valid (default 600)",
     )
+    tasks = parser.add_mutually_exclusive_group()
+    tasks.add_argument("--tasks-db", metavar="PATH", help="keep tasks in this SQLite file")
+    tasks.add_argument("--tasks-redis", metavar="URL", help="keep tasks in this Redis")
+    parser.add_argument(
+        "--task-lease",
+        type=float,
+        metavar="SECONDS",
+        help="fail a task whose run has not renewed its lease for this long",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
 
@@ -165,6 +190,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             audience=args.audience,
             allowed_hosts=[*LOCAL_HOSTS, *args.allow_host],
             ttl=args.state_ttl,
+            tasks_db=args.tasks_db,
+            tasks_redis=args.tasks_redis,
+            task_lease=args.task_lease,
         )
     except (ValueError, OSError, ImportError) as exc:
         sys.exit(f"server.py: {exc}")

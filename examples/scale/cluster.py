@@ -31,8 +31,10 @@ __all__ = [
     "cluster",
     "cpu_seconds",
     "find_nginx",
+    "find_redis",
     "nginx_config",
     "rss_bytes",
+    "start_redis",
     "start_server",
     "stop",
     "write_ring",
@@ -45,6 +47,10 @@ NOT_RELOADED = "state key ring NOT reloaded"
 NGINX_MISSING = (
     "nginx is not installed. It comes from Debian's packages; as root: "
     "apt-get update && apt-get install -y nginx"
+)
+REDIS_MISSING = (
+    "redis-server is not installed. It comes from Debian's packages; as root: "
+    "apt-get update && apt-get install -y redis-server"
 )
 _TEMP_PATH_MODULES = ("proxy", "fastcgi", "uwsgi", "scgi")
 
@@ -141,13 +147,16 @@ def start_server(
     keys_file: Path | None,
     ttl: float,
     timeout: float = 20.0,
+    extra: Sequence[str] = (),
 ) -> Server:
-    """Start ``examples/http/server.py`` on a free loopback port and wait until it listens."""
+    """Start ``examples/http/server.py`` on a free loopback port and wait until it listens;
+    ``extra`` are more of its options (``--tasks-db PATH``)."""
     port = free_port()
     log = workdir / f"{name}.log"
     argv = [sys.executable, str(SERVER_SCRIPT), "--port", str(port), "--state-ttl", str(ttl)]
     if keys_file is not None:
         argv += ["--state-keys-file", str(keys_file)]
+    argv += list(extra)
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
     server = Server(port, proc, log)
@@ -168,6 +177,31 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def find_redis() -> str | None:
+    """The redis-server binary (Debian's package puts it in /usr/bin)."""
+    return shutil.which("redis-server") or shutil.which("redis-server", path="/usr/sbin:/usr/bin")
+
+
+def start_redis(workdir: Path, timeout: float = 20.0) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start a redis-server on a free loopback port, keeping nothing on disk (no snapshots, no
+    append-only file); its URL and process. Raises :class:`ClusterError` without redis-server."""
+    binary = find_redis()
+    if binary is None:
+        raise ClusterError(REDIS_MISSING)
+    port = free_port()
+    log = workdir / "redis.log"
+    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+            "no", "--dir", str(workdir), "--protected-mode", "yes"]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
+    try:
+        wait_listening(port, proc, log, timeout)
+    except BaseException:
+        stop(proc)
+        raise
+    return f"redis://127.0.0.1:{port}/0", proc
 
 
 def find_nginx() -> str | None:
@@ -278,14 +312,22 @@ class Cluster:
 
 @contextlib.contextmanager
 def cluster(
-    workdir: Path, processes: int, *, keys_file: Path | None, ttl: float, nginx: str
+    workdir: Path,
+    processes: int,
+    *,
+    keys_file: Path | None,
+    ttl: float,
+    nginx: str,
+    extra: Sequence[str] = (),
 ) -> Iterator[Cluster]:
-    """Start ``processes`` servers and nginx in front of them; stop them all on exit."""
+    """Start ``processes`` servers (``extra``: more of their options) and nginx in front of
+    them; stop them all on exit."""
     servers: list[Server] = []
     proxy: subprocess.Popen[bytes] | None = None
     try:
         for i in range(processes):
-            servers.append(start_server(workdir, f"server-{i + 1}", keys_file=keys_file, ttl=ttl))
+            name = f"server-{i + 1}"
+            servers.append(start_server(workdir, name, keys_file=keys_file, ttl=ttl, extra=extra))
         proxy, port = start_nginx(nginx, workdir / "nginx", [s.address for s in servers])
         yield Cluster(f"http://127.0.0.1:{port}/mcp", servers, proxy)
     finally:

@@ -51,6 +51,7 @@ from ._events import (
     OutgoingRequest,
     RoundsExhausted,
     UnexpectedResponse,
+    declares_tasks,
 )
 from ._jsonrpc import (
     REQUEST,
@@ -62,6 +63,10 @@ from ._jsonrpc import (
 )
 from ._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS
+from .tasks._client import read_task
+from .tasks._machine import TASK_METHOD
+from .tasks._table import TaskStatus
+from .tasks._values import TaskStarted
 
 __all__ = ["ClientConnection"]
 
@@ -85,6 +90,11 @@ _ANSWERED = CLIENT_CALL.moves(CallTrigger.ANSWERED)
 _CANCELLED = CLIENT_CALL.moves(CallTrigger.CANCELLED)
 _CLOSED = CLIENT_CALL.moves(CallTrigger.CLOSED)
 _HANDSHAKE_FAILED = CLIENT_CALL.moves(CallTrigger.HANDSHAKE_FAILED)
+_TASK_CREATED = CLIENT_CALL.moves(CallTrigger.TASK_CREATED)
+_POLL = CLIENT_CALL.moves(CallTrigger.POLL)
+_TASK_WORKING = CLIENT_CALL.moves(CallTrigger.TASK_WORKING)
+_TASK_INPUT_REQUESTS = CLIENT_CALL.moves(CallTrigger.TASK_INPUT_REQUESTS)
+_TASK_UPDATE = CLIENT_CALL.moves(CallTrigger.TASK_UPDATE)
 
 
 class _CallState:
@@ -104,6 +114,10 @@ class _CallState:
         "phase",
         "round",
         "state",
+        "task_id",
+        "task_leg",
+        "task_poll",
+        "task_seen",
     )
 
     def __init__(self, call: Call, backoff: float) -> None:
@@ -118,6 +132,10 @@ class _CallState:
         self.state: str | None = None  # requestState of this round, echoed on the retry
         self.backoff = backoff  # delay before the next state-only retry
         self.open_requests = 0  # legacy: server requests linked to this call, unanswered
+        self.task_id: str | None = None  # tasks extension: the task this call became
+        self.task_leg: str | None = None  # tasks/get or tasks/update, while one is in flight
+        self.task_poll: int | None = None  # the server's last pollIntervalMs
+        self.task_seen: set[str] = set()  # task inputRequests keys already surfaced
 
 
 class ClientConnection(Connection):
@@ -140,6 +158,7 @@ class ClientConnection(Connection):
         #: The configuration this connection runs with.
         self.config = config
         self._caps = config.capabilities
+        self._tasks = declares_tasks(config.capabilities)
         self._clock = config.clock
         self._next_id = 0
         self._next_call = 0
@@ -244,7 +263,10 @@ class ClientConnection(Connection):
         answers = st.answers
         answers[key] = answer  # type: ignore[index]
         if len(answers) == len(st.asked):
-            self._send_retry(st)
+            if st.task_id is not None:
+                self._send_task_leg(st, "tasks/update", _TASK_UPDATE)
+            else:
+                self._send_retry(st)
         else:
             st.phase = _ANSWERED[st.phase]
         return True
@@ -272,8 +294,34 @@ class ClientConnection(Connection):
         self._abandon(st, reason, _CANCELLED)
         return True
 
+    def resume_task(self, task_id: str) -> Call:
+        """Follow the task ``task_id`` (from a :class:`~mrtr_sansio.tasks.TaskStarted` of an
+        earlier connection, say after a restart) as a new ``tools/call`` call: it is polled,
+        its input requests surface as :class:`InputNeeded`, and it ends with the tool's result.
+        Needs the modern wire and the tasks extension in ``ClientConfig.capabilities``."""
+        if type(task_id) is not str or not task_id:
+            raise TypeError("task_id: must be a non-empty string")
+        if not (self._ready and self.era is Era.MODERN and self._tasks):
+            raise LocalProtocolError(
+                "resume_task needs the modern wire and the tasks extension in the capabilities"
+            )
+        call = Call(self._next_call, TASK_METHOD, {})
+        st = _CallState(call, self.config.retry_backoff)
+        st.task_id = task_id
+        self._send_task_leg(st, "tasks/get", _SENT)
+        self._next_call += 1
+        self._calls[call.call_id] = st
+        return call
+
     def _abandon(self, st: _CallState, reason: str | None, moves: Moves) -> None:
-        """End a call on our side (``moves``: why), cancelling its request in flight."""
+        """End a call on our side (``moves``: why), cancelling its request in flight (and its
+        task, with ``tasks/cancel``, whose answer is ignored)."""
+        if st.task_id is not None and moves is _CANCELLED:
+            rid = self._new_id()
+            body = {"taskId": st.task_id, "_meta": dict(self._envelope)}
+            msg = request_message(rid, "tasks/cancel", body)
+            self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
+            self._ignore(rid)
         st.phase = moves[st.phase]
         if st.leg is not None:
             params: dict[str, Any] = {"requestId": st.leg}
@@ -320,7 +368,11 @@ class ClientConnection(Connection):
         timers = self._timers
         for call_id in [cid for cid, due in timers.items() if due <= now]:
             del timers[call_id]
-            self._send_leg(self._calls[call_id], _RETRY)
+            st = self._calls[call_id]
+            if st.task_id is not None:
+                self._send_task_leg(st, "tasks/get", _POLL)
+            else:
+                self._send_leg(st, _RETRY)
 
     def http_headers(
         self,
@@ -465,6 +517,29 @@ class ClientConnection(Connection):
         self._legs[rid] = st
         self._out.append((OutgoingRequest, data, msg, None, rid))
 
+    def _send_task_leg(self, st: _CallState, method: str, moves: Moves) -> None:
+        """Send ``tasks/get``, or ``tasks/update`` with this round's answers, for the task."""
+        params: dict[str, Any] = {"taskId": st.task_id}
+        if method == "tasks/update":
+            params["inputResponses"] = st.answers
+        params["_meta"] = dict(self._envelope)
+        rid = self._new_id()
+        msg = request_message(rid, method, params)
+        data = self._encode(msg)
+        st.phase = moves[st.phase]
+        st.leg = rid
+        st.task_leg = method
+        self._legs[rid] = st
+        self._out.append((OutgoingRequest, data, msg, None, rid))
+
+    def _poll_later(self, st: _CallState, moves: Moves) -> None:
+        """Wait ``pollIntervalMs`` (bounded by the config) before the next ``tasks/get``."""
+        st.phase = moves[st.phase]
+        config = self.config
+        ms = st.task_poll
+        delay = config.task_poll_interval if ms is None else ms / 1000
+        self._timers[st.call.call_id] = self._clock() + min(delay, config.max_task_poll_interval)
+
     def _send_retry(self, st: _CallState) -> None:
         """Every key of the round is answered: retry. If an answer cannot be serialized, it is
         taken back (its event is pending again) and the error names its key."""
@@ -542,6 +617,9 @@ class ClientConnection(Connection):
             self._events.append(UnexpectedResponse(rid, msg))
 
     def _on_leg_response(self, st: _CallState, msg: dict[str, Any]) -> None:
+        if st.task_id is not None:
+            self._on_task_leg(st, msg)
+            return
         if "error" in msg:
             error = JsonRpcError.from_wire(msg["error"])
             self._end(st, CallFailed(st.call, error), _ERROR)
@@ -558,6 +636,11 @@ class ClientConnection(Connection):
                 self._fail_invalid(st, f"input_required result on {st.call.method}")
             else:
                 self._on_input_required(st, result)
+        elif kind == "task" and self._tasks and self.era is Era.MODERN:
+            if st.call.method != TASK_METHOD:
+                self._fail_invalid(st, f"CreateTaskResult on {st.call.method}")
+            else:
+                self._on_task_created(st, result)
         elif (
             kind == "complete"
             or self.era is not Era.MODERN
@@ -594,6 +677,80 @@ class ClientConnection(Connection):
             event = InputNeeded(call, key, method, params, st.round)
             asked[key] = event
             events.append(event)
+
+    def _on_task_created(self, st: _CallState, result: dict[str, Any]) -> None:
+        try:
+            view = read_task(result, None)
+        except InvalidResponseError as exc:
+            self._fail_invalid(st, str(exc))
+            return
+        st.task_id = view.task_id
+        st.task_poll = view.poll_interval_ms
+        self._events.append(TaskStarted(st.call, view.task_id))
+        self._poll_later(st, _TASK_CREATED)
+
+    def _on_task_leg(self, st: _CallState, msg: dict[str, Any]) -> None:
+        """The answer to a ``tasks/get`` or ``tasks/update`` of the call's task."""
+        if "error" in msg:
+            self._end(st, CallFailed(st.call, JsonRpcError.from_wire(msg["error"])), _ERROR)
+            return
+        result = msg["result"]
+        if type(result) is not dict or result.get("resultType", "complete") != "complete":
+            self._fail_invalid(st, f"{st.task_leg} must answer a complete result object")
+            return
+        if st.task_leg == "tasks/update":
+            self._poll_later(st, _TASK_WORKING)
+            return
+        try:
+            view = read_task(result, st.task_id)
+        except InvalidResponseError as exc:
+            self._fail_invalid(st, str(exc))
+            return
+        if view.poll_interval_ms is not None:
+            st.task_poll = view.poll_interval_ms
+        status = view.status
+        call = st.call
+        if status is TaskStatus.COMPLETED:
+            assert view.result is not None
+            self._end(st, CallCompleted(call, view.result), _COMPLETE)
+        elif status is TaskStatus.FAILED:
+            assert view.error is not None
+            self._end(st, CallFailed(call, view.error), _ERROR)
+        elif status is TaskStatus.CANCELLED:
+            error = JsonRpcError(INTERNAL_ERROR, "The task was cancelled")
+            self._end(st, CallFailed(call, error), _ERROR)
+        elif status is TaskStatus.INPUT_REQUIRED:
+            self._on_task_input(st, view.input_requests or {}, result)
+        else:
+            self._poll_later(st, _TASK_WORKING)
+
+    def _on_task_input(
+        self, st: _CallState, requests: Mapping[str, Any], result: dict[str, Any]
+    ) -> None:
+        """Surface the task's input requests not surfaced before (keys are unique for the
+        task's lifetime, so a key seen once is never asked again)."""
+        try:
+            embedded, _ = read_input_required({"inputRequests": requests}, self._caps, self._limits)
+        except InvalidResponseError as exc:
+            self._fail_invalid(st, str(exc))
+            return
+        new = [r for r in embedded if r[0] not in st.task_seen]
+        if not new:
+            self._poll_later(st, _TASK_WORKING)
+            return
+        if st.round >= self.config.max_rounds:
+            self._end(st, RoundsExhausted(st.call, st.round, result), _ROUND_CAP)
+            return
+        st.round += 1
+        st.answers = {}
+        asked: dict[str, InputNeeded] = {}
+        st.asked = asked
+        st.phase = _TASK_INPUT_REQUESTS[st.phase]
+        for key, method, params in new:
+            st.task_seen.add(key)
+            event = InputNeeded(st.call, key, method, params, st.round)
+            asked[key] = event
+            self._events.append(event)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:

@@ -1,8 +1,9 @@
 """The headers a Streamable HTTP transport sets on each POST of the client (DIGEST §1.2).
 
 Modern: ``MCP-Protocol-Version`` on every message, ``Mcp-Method`` on requests, ``Mcp-Name`` on
-``tools/call``/``prompts/get``/``resources/read``, and the ``Mcp-Param-*`` headers of a tool's
-``x-mcp-header`` arguments; values that are not plain header-safe ASCII are base64-wrapped.
+``tools/call``/``prompts/get``/``resources/read`` (the task id on ``tasks/*``), and the
+``Mcp-Param-*`` headers of a tool's ``x-mcp-header`` arguments; values that are not plain
+header-safe ASCII are base64-wrapped.
 Legacy: ``MCP-Protocol-Version`` with the negotiated version once ``initialize`` is answered.
 """
 
@@ -12,12 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._envelope import PROTOCOL_VERSION
-from ._http import encode_header_value
+from ._http import NAME_FIELDS, encode_header_value
 from ._param_headers import _header_text
 
 __all__ = ["request_headers"]
-
-_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 def request_headers(
@@ -36,7 +35,7 @@ def request_headers(
         return {"MCP-Protocol-Version": negotiated}
     assert isinstance(params, Mapping)
     headers = {"MCP-Protocol-Version": version, "Mcp-Method": encode_header_value(method)}
-    field = _NAME_FIELD.get(method)
+    field = NAME_FIELDS.get(method)
     if field is None:
         return headers
     name = params.get(field)

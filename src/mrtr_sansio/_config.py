@@ -16,6 +16,7 @@ import attrs
 from ._codec import JsonCodec, default_codec
 from ._envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS
 from ._state import StateProtector
+from .tasks._settings import TaskSettings
 
 __all__ = ["ClientConfig", "Limits", "ServerConfig"]
 
@@ -123,6 +124,8 @@ class ServerConfig:
     param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] = attrs.field(
         factory=dict, converter=_plain_dict
     )
+    #: The tasks extension (``mrtr_sansio.tasks.TaskSettings``); None: no tasks offered.
+    tasks: TaskSettings | None = None
 
 
 @attrs.frozen
@@ -158,3 +161,9 @@ class ClientConfig:
     #: ``CallCompleted`` (those of extensions the client declares, e.g. ``"task"``); any
     #: other value is an invalid response.
     extra_result_types: frozenset[str] = attrs.field(default=frozenset(), converter=_str_frozenset)
+    #: Tasks extension (declared by ``capabilities={"extensions": {"io.modelcontextprotocol/
+    #: tasks": {}}}``): seconds between ``tasks/get`` polls when the server suggests no
+    #: ``pollIntervalMs``.
+    task_poll_interval: float = attrs.field(default=1.0, validator=_positive_number)
+    #: The longest wait between polls, whatever ``pollIntervalMs`` the server suggests.
+    max_task_poll_interval: float = attrs.field(default=30.0, validator=_positive_number)

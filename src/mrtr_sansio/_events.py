@@ -20,6 +20,16 @@ from ._errors import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
 from ._mrtr import NO_RESPONSES, InputRequiredResult, InputResponses
 from ._session import LegacySession
 
+#: The tasks extension's identifier (SEP-2663).
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def declares_tasks(capabilities: Any) -> bool:
+    """Whether client capabilities carry ``extensions["io.modelcontextprotocol/tasks"]``."""
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+
+
 __all__ = [
     "NEED_DATA",
     "Call",
@@ -83,7 +93,8 @@ class RequestReceived(Event):
     legacy one. ``request_state`` is the state the handler wrote (unsealed when the server seals
     state); ``round`` counts attempts at the same operation, starting at 1, and is None when it
     cannot be known (a modern retry whose state does not carry it). ``principal`` is the
-    authenticated caller the transport or application supplied.
+    authenticated caller the transport or application supplied. ``task_id`` is set when the
+    handler runs as a task (tasks extension): answer it with ``ServerConnection.settle_task``.
     """
 
     request_id: str | int
@@ -93,6 +104,7 @@ class RequestReceived(Event):
     request_state: Any = None
     round: int | None = 1
     principal: str | None = None
+    task_id: str | None = None
 
     @classmethod
     def _modern(
@@ -115,6 +127,7 @@ class RequestReceived(Event):
         fields["request_state"] = request_state
         fields["round"] = round
         fields["principal"] = principal
+        fields["task_id"] = None
         return self
 
     @property
@@ -139,6 +152,22 @@ class RequestReceived(Event):
             caps: Mapping[str, Any] = self.params["_meta"][CLIENT_CAPABILITIES]
             return caps
         return session.client_capabilities
+
+    @property
+    def tasks_declared(self) -> bool:
+        """Whether this request's client capabilities carry the tasks extension."""
+        return declares_tasks(self.client_capabilities)
+
+    @property
+    def can_create_task(self) -> bool:
+        """Whether the handler may answer :class:`~mrtr_sansio.tasks.RunAsTask`: a modern
+        ``tools/call`` whose client declared the tasks extension, not already a task's run."""
+        return (
+            self.task_id is None
+            and self.session is None
+            and self.method == "tools/call"
+            and self.tasks_declared
+        )
 
     @property
     def client_info(self) -> Mapping[str, Any] | None:

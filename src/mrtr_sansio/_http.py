@@ -2,7 +2,8 @@
 
 Modern HTTP requests mirror parts of the body in headers: ``MCP-Protocol-Version`` must equal the
 envelope's version, ``Mcp-Method`` the method, and ``Mcp-Name`` the tool or prompt name or the
-resource URI (on ``tools/call``, ``prompts/get``, ``resources/read``). Values that are not plain
+resource URI (on ``tools/call``, ``prompts/get``, ``resources/read``) or the task id (on
+``tasks/get``, ``tasks/update``, ``tasks/cancel``). Values that are not plain
 header-safe ASCII travel as ``=?base64?<base64 of UTF-8>?=``. Any violation is -32020 with
 HTTP status 400. Tool arguments a tool marks with ``x-mcp-header`` are mirrored too, in
 ``Mcp-Param-{Name}`` headers (see :mod:`._param_headers`).
@@ -26,7 +27,16 @@ from ._errors import HEADER_MISMATCH, JsonRpcError, RemoteProtocolError
 
 __all__ = ["HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
-_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: The body field each method mirrors in ``Mcp-Name`` (client and server read this one map).
+NAME_FIELDS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # SEP-2663 "Streamable HTTP: Routing Headers": the task a request is about.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 #: Visible ASCII, space and horizontal tab: what a plain mirror-header value may hold.
 FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 _PARAM_PREFIX = "mcp-param-"
@@ -177,7 +187,7 @@ def check_headers(
             f"body value '{method}'",
             request_id,
         )
-    field = _NAME_FIELD.get(method)
+    field = NAME_FIELDS.get(method)
     if field is None:
         return
     body_name = params.get(field) if params is not None else None

@@ -284,6 +284,8 @@ class CallPhase(_Member):
     GATHERING_INPUT = "modern, answering inputRequests"
     BACKING_OFF = "modern, state-only backoff"
     ANSWERING_SERVER = "legacy, answering server requests"
+    TASK_WAITING = "task, waiting to poll tasks/get"
+    TASK_INPUT = "task, answering its inputRequests"
     COMPLETE = "complete"
     FAILED = "failed"
     ROUNDS_EXHAUSTED = "rounds exhausted"
@@ -309,6 +311,11 @@ class CallTrigger(_Member):
     LAST_ANSWERED = "last server request answered or withdrawn"
     CANCELLED = "cancel(call)"
     CLOSED = "stream closed"
+    TASK_CREATED = "CreateTaskResult"
+    POLL = "tasks/get sent"
+    TASK_WORKING = "task working, or tasks/update acknowledged"
+    TASK_INPUT_REQUESTS = "task input_required with new inputRequests"
+    TASK_UPDATE = "tasks/update sent"
 
 
 _CALL_ENDINGS = {
@@ -350,6 +357,15 @@ CLIENT_CALL: Lifecycle[CallPhase, CallTrigger] = Lifecycle(
         (CallPhase.ANSWERING_SERVER, CallTrigger.LAST_ANSWERED): CallPhase.AWAITING_ANSWER,
         **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_OUTCOMES.items()},
         **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_ENDINGS.items()},
+        # The tasks extension: a tools/call answered CreateTaskResult, then polled.
+        (CallPhase.AWAITING_ANSWER, CallTrigger.TASK_CREATED): CallPhase.TASK_WAITING,
+        (CallPhase.AWAITING_ANSWER, CallTrigger.TASK_WORKING): CallPhase.TASK_WAITING,
+        (CallPhase.AWAITING_ANSWER, CallTrigger.TASK_INPUT_REQUESTS): CallPhase.TASK_INPUT,
+        (CallPhase.TASK_WAITING, CallTrigger.POLL): CallPhase.AWAITING_ANSWER,
+        **{(CallPhase.TASK_WAITING, t): end for t, end in _CALL_ENDINGS.items()},
+        (CallPhase.TASK_INPUT, CallTrigger.ANSWERED): CallPhase.TASK_INPUT,
+        (CallPhase.TASK_INPUT, CallTrigger.TASK_UPDATE): CallPhase.AWAITING_ANSWER,
+        **{(CallPhase.TASK_INPUT, t): end for t, end in _CALL_ENDINGS.items()},
     },
 )
 

@@ -53,6 +53,7 @@ from ._events import (
     RequestCancelled,
     RequestReceived,
     Respond,
+    declares_tasks,
 )
 from ._http import HttpRequestFacts, check_headers
 from ._jsonrpc import (
@@ -71,6 +72,15 @@ from ._server_state import StateGate
 from ._session import LegacySession
 from ._shim import LegacyShim
 from ._subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
+from .tasks._machine import TaskLimitError, TaskMachine
+from .tasks._server import (
+    TASK_REQUESTS,
+    answer_task_request,
+    missing_tasks,
+    required_task_error,
+)
+from .tasks._values import EXTENSION as TASKS_EXTENSION
+from .tasks._values import RunAsTask
 
 __all__ = ["ServerConnection"]
 
@@ -124,6 +134,14 @@ class ServerConnection(Connection):
         self._session: LegacySession | None = None
         self._shim = LegacyShim(self)
         self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
+        tasks = config.tasks
+        self._tasks = (
+            None
+            if tasks is None
+            else TaskMachine(
+                tasks, config.clock, config.token_hex, config.limits.max_input_requests
+            )
+        )
 
     # --- public API -------------------------------------------------------------------------
 
@@ -164,9 +182,10 @@ class ServerConnection(Connection):
     def respond(
         self,
         request_id: str | int,
-        result: Mapping[str, Any] | InputRequiredResult | JsonRpcError,
+        result: Mapping[str, Any] | InputRequiredResult | JsonRpcError | RunAsTask,
     ) -> None:
-        """Answer a request with a result mapping, an :class:`InputRequiredResult`, or an error.
+        """Answer a request with a result mapping, an :class:`InputRequiredResult`, or an error
+        (or, tasks extension, a :class:`~mrtr_sansio.tasks.RunAsTask`).
 
         Raises :class:`LocalProtocolError` for an id that awaits no answer, and for
         ``input_required`` on a method that does not allow it (the request stays open).
@@ -198,9 +217,12 @@ class ServerConnection(Connection):
                 self._respond_input_required(event, *_input_required(result))
             else:
                 self._respond_complete(event, result)
+        elif isinstance(result, RunAsTask):
+            self._respond_task(event, result)
         else:
             raise TypeError(
-                "result must be a mapping, an InputRequiredResult or a JsonRpcError, not "
+                "result must be a mapping, an InputRequiredResult, a RunAsTask or a JsonRpcError, "
+                "not "
                 f"{type(result).__name__}"
             )
 
@@ -272,7 +294,44 @@ class ServerConnection(Connection):
         }
         if config.instructions is not None:
             result["instructions"] = config.instructions
+        if config.tasks is not None:
+            capabilities = result["capabilities"]
+            extensions = capabilities.get("extensions")
+            extensions = dict(extensions) if isinstance(extensions, Mapping) else {}
+            extensions.setdefault(TASKS_EXTENSION, {})
+            capabilities["extensions"] = extensions
         return result
+
+    def settle_task(
+        self,
+        request: RequestReceived,
+        result: Mapping[str, Any] | InputRequiredResult | JsonRpcError | RunAsTask,
+    ) -> None:
+        """Record what a task's run of the handler returned (``request.task_id`` set): the
+        task completes, fails, or waits for input; a state-only answer queues the next run
+        as a :class:`RequestReceived`. A task cancelled meanwhile drops the result."""
+        if self._tasks is None or request.task_id is None:
+            raise LocalProtocolError(f"{request.request_id!r} is not a task's run")
+        rerun = self._tasks.settle(request.task_id, result)
+        if rerun is not None:
+            self._events.append(rerun)
+
+    def detailed_task(self, task_id: str, principal: str | None = None) -> dict[str, Any] | None:
+        """The ``DetailedTask`` of ``task_id`` as ``tasks/get`` would give it to ``principal``
+        (the params of a ``notifications/tasks``), or None when that caller may not read it
+        (unknown, another principal's, expired)."""
+        if self._tasks is None:
+            raise LocalProtocolError("detailed_task needs the tasks extension (ServerConfig.tasks)")
+        found = self._tasks.find(task_id, principal)
+        return None if isinstance(found, str) else found.detailed()
+
+    def renew_task(self, task_id: str) -> bool:
+        """Extend the lease of a task's run going on in this process (call it more often than
+        ``TaskSettings.lease_seconds``); False when the task is no longer running (cancelled,
+        failed, gone): stop the run."""
+        if self._tasks is None:
+            raise LocalProtocolError("renew_task needs the tasks extension (ServerConfig.tasks)")
+        return self._tasks.renew(task_id)
 
     def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
@@ -374,13 +433,44 @@ class ServerConnection(Connection):
             )
         state: Any = None
         round_: int | None = 1
+        tasks = self._tasks
         if method in MRTR_METHODS:
+            if tasks is not None and method == "tools/call":
+                caps = meta.get(CLIENT_CAPABILITIES)  # type: ignore[union-attr]
+                refused = required_task_error(tasks, rid, params, caps, legacy=False)
+                if refused is not None:
+                    raise refused
             if "inputResponses" in params or "requestState" in params:
                 state, round_ = self._state.read(rid, method, params, principal)
         elif method in LEGACY_ONLY_METHODS:
             raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
-        elif method == LISTEN and type(params.get("notifications")) is not dict:
-            raise invalid(rid, "subscriptions/listen: notifications must be an object")
+        elif method == LISTEN:
+            wanted = params.get("notifications")
+            if type(wanted) is not dict:
+                raise invalid(rid, "subscriptions/listen: notifications must be an object")
+            if (
+                tasks is not None
+                and "taskIds" in wanted
+                and not declares_tasks(
+                    meta.get(CLIENT_CAPABILITIES)  # type: ignore[union-attr]
+                )
+            ):
+                raise missing_tasks(rid)
+        elif method in TASK_REQUESTS and tasks is not None:
+            result = answer_task_request(
+                tasks,
+                rid,
+                method,
+                params,
+                meta.get(CLIENT_CAPABILITIES),  # type: ignore[union-attr]
+                principal,
+                self._limits.max_input_responses,
+                self._events,
+            )
+            event = RequestReceived._modern(rid, method, params, None, None, principal)
+            inflight[rid] = event
+            self._respond_complete(event, result)
+            return
         event = RequestReceived._modern(rid, method, params, state, round_, principal)
         inflight[rid] = event
         if method == "server/discover" and config.answer_discovery:
@@ -415,6 +505,10 @@ class ServerConnection(Connection):
         if method == "initialize" and self.config.legacy_versions:
             legacy.on_initialize(self, rid, params)
         elif self._session is not None:
+            if self._tasks is not None and method == "tools/call":
+                refused = required_task_error(self._tasks, rid, params, None, legacy=True)
+                if refused is not None:
+                    raise refused
             legacy.on_request(self, rid, method, params, principal)
         elif method == "initialize":
             raise RemoteProtocolError(
@@ -567,6 +661,28 @@ class ServerConnection(Connection):
         elif info is not None:
             wire["_meta"] = {SERVER_INFO: info}
         self._emit(OutgoingInputRequired, event.request_id, wire)
+
+    def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
+        """Make ``event`` a task: store it, answer ``CreateTaskResult``, queue its first run."""
+        tasks = self._tasks
+        if tasks is None:
+            raise LocalProtocolError("RunAsTask needs the tasks extension (ServerConfig.tasks)")
+        if not event.can_create_task:
+            raise LocalProtocolError(
+                f"{event.method} {event.request_id!r} cannot become a task "
+                "(answer RunAsTask only when request.can_create_task)"
+            )
+        if tasks.settings.support(event.name).value == "forbidden":
+            raise LocalProtocolError(
+                f"tool {event.name!r} may not run as a task (TaskSettings.tools)"
+            )
+        try:
+            task, first_run = tasks.create(event, run)
+        except TaskLimitError as exc:
+            self._respond_error(event, JsonRpcError.internal(str(exc)))
+            return
+        self._respond_complete(event, task.create_result())
+        self._events.append(first_run)
 
     # --- used by the legacy shim ------------------------------------------------------------
 

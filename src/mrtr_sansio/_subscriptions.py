@@ -32,6 +32,10 @@ def allowed_on_stream(
     key = _FILTER_KEYS.get(method)
     if key is not None:
         return wanted.get(key) is True
+    if method == "notifications/tasks":  # SEP-2663: per task, by notifications.taskIds
+        ids = wanted.get("taskIds")
+        task_id = params.get("taskId") if params is not None else None
+        return isinstance(ids, list) and isinstance(task_id, str) and task_id in ids
     if method == "notifications/resources/updated":
         uris = wanted.get("resourceSubscriptions")
         uri = params.get("uri") if params is not None else None

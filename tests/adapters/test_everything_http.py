@@ -149,6 +149,7 @@ async def test_discover_declares_what_the_fixtures_implement(client: Client) -> 
         "resources": {"subscribe": True},
         "logging": {},
         "completions": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
     }
 
 

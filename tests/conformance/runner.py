@@ -12,7 +12,8 @@ prints a summary. It exits 1 when any leg fails:
 * any FAILURE check, unless ``expected-failures.txt`` lists it (an entry that no longer fails
   is an error too, so the file stays true);
 * any WARNING in a scenario held to zero warnings: the 14 ``input-required-result-*``
-  scenarios, and every scenario of the ``mrtr`` and ``legacy-shim`` legs;
+  scenarios, the ``tasks-*`` scenarios (tasks extension), and every scenario of the ``mrtr``
+  and ``legacy-shim`` legs;
 * a non-zero harness exit (``--requirements`` exits 1 when a scored scenario fails), or a
   scenario the harness should have run that left no results.
 """
@@ -43,6 +44,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 HARNESS_VERSION = "0.2.0-alpha.12"
 MRTR_PREFIX = "input-required-result-"
+#: The tasks extension's scenarios (SEP-2663), held to zero warnings like the MRTR ones.
+TASKS_PREFIX = "tasks-"
 MRTR_COUNT = 14
 #: The 2025-11-25 scenarios that pass only through the legacy shim (MRTR-style handlers).
 SHIM_SCENARIOS = (
@@ -196,7 +199,7 @@ def judge_leg(
     problems = [f"no results for {s}" for s in wanted if s not in scenarios]
     for scenario in scenarios.values():
         problems.extend(f"{scenario.name}: FAILURE {i}: {msg}" for i, msg in scenario.failures)
-        if strict or scenario.name.startswith(MRTR_PREFIX):
+        if strict or scenario.name.startswith((MRTR_PREFIX, TASKS_PREFIX)):
             problems.extend(f"{scenario.name}: WARNING {i}: {msg}" for i, msg in scenario.warnings)
     for label, code in runs:
         if code == 0:

@@ -27,6 +27,7 @@ from mrtr_sansio import (
     RequestReceived,
     ServerConnection,
 )
+from mrtr_sansio.tasks import RunAsTask
 
 __all__ = [
     "BlockingHandler",
@@ -41,8 +42,9 @@ __all__ = [
 
 log = logging.getLogger("mrtr_sansio.adapters")
 
-#: What a handler returns: a result mapping, an input request, or an error.
-HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcError
+#: What a handler returns: a result mapping, an input request, an error, or (tasks
+#: extension, when ``request.can_create_task``) :class:`~mrtr_sansio.tasks.RunAsTask`.
+HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcError | RunAsTask
 
 #: Bytes asked of the transport per read.
 READ_SIZE = 64 * 1024
@@ -217,15 +219,35 @@ class SubscriptionHub:
         honored: Mapping[str, Any] | None = None,
         *,
         idle_poll: float = 3600.0,
+        task_poll: float = 0.25,
     ) -> HandlerResult:
-        """Acknowledge the subscription and keep the stream open until it is cancelled."""
-        ctx.connection.acknowledge(ctx.request.request_id, honored)
+        """Acknowledge the subscription and keep the stream open until it is cancelled.
+
+        ``taskIds`` in the filter (tasks extension): only the caller's own tasks are honored
+        (the acknowledgement lists them), and each is read from the task store every
+        ``task_poll`` seconds; every change goes out as ``notifications/tasks`` with the task
+        as ``tasks/get`` shows it, until the task is terminal. Reading the store makes it work
+        whichever process changes the task.
+        """
+        conn = ctx.connection
+        request = ctx.request
+        wanted = dict(request.params["notifications"] if honored is None else honored)
+        watched: dict[str, Any] = {}
+        ids = wanted.get("taskIds")
+        if isinstance(ids, list) and conn.config.tasks is not None:
+            own = [i for i in ids if type(i) is str and conn.detailed_task(i, request.principal)]
+            wanted["taskIds"] = own
+            watched = dict.fromkeys(own)
+            honored = wanted
+        conn.acknowledge(request.request_id, honored)
         ctx.flush()
         key = id(ctx)
         self._streams[key] = ctx
         try:
             while True:
-                await ctx.sleep(idle_poll)
+                if watched:
+                    _push_task_changes(ctx, watched)
+                await ctx.sleep(task_poll if watched else idle_poll)
         finally:
             del self._streams[key]
 
@@ -235,3 +257,19 @@ class SubscriptionHub:
         for ctx in streams:
             ctx.notify(method, params)
         return len(streams)
+
+
+_TERMINAL = ("completed", "failed", "cancelled")
+
+
+def _push_task_changes(ctx: RequestContext, watched: dict[str, Any]) -> None:
+    """Send ``notifications/tasks`` for each watched task that changed since last seen; stop
+    watching tasks that ended or can no longer be read."""
+    conn = ctx.connection
+    for task_id in list(watched):
+        detail = conn.detailed_task(task_id, ctx.request.principal)
+        if detail is not None and detail != watched[task_id]:
+            watched[task_id] = detail
+            ctx.notify("notifications/tasks", detail)
+        if detail is None or detail["status"] in _TERMINAL:
+            del watched[task_id]

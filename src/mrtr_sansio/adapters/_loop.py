@@ -40,6 +40,7 @@ from mrtr_sansio import (
     RoundsExhausted,
     ServerConnection,
 )
+from mrtr_sansio.tasks import TaskCancelled
 
 from ._client_errors import (
     CallFailedError,
@@ -58,7 +59,7 @@ from ._client_options import (
 )
 from ._common import HandlerResult, log
 
-__all__ = ["ClientDriver", "StreamServer", "TimedDriver", "answer"]
+__all__ = ["ClientDriver", "StreamServer", "TimedDriver", "answer", "settle_task"]
 
 
 def answer(conn: ServerConnection, request: RequestReceived, result: HandlerResult) -> None:
@@ -68,8 +69,12 @@ def answer(conn: ServerConnection, request: RequestReceived, result: HandlerResu
     An answer the connection refuses (``input_required`` on a method that does not allow it, a
     result that is not JSON, a value that is no answer at all) becomes -32603 and is logged; an
     answer to a request that awaits none any more (the client cancelled it meanwhile) is
-    dropped. The caller then writes what the connection queued.
+    dropped. A task's run (``request.task_id`` set) settles its task instead
+    (:func:`settle_task`). The caller then writes what the connection queued.
     """
+    if request.task_id is not None:
+        settle_task(conn, request, result)
+        return
     rid = request.request_id
     try:
         conn.respond(rid, result)
@@ -77,6 +82,17 @@ def answer(conn: ServerConnection, request: RequestReceived, result: HandlerResu
         log.error("handler for %s %r returned an invalid answer: %s", request.method, rid, exc)
         with contextlib.suppress(LocalProtocolError):  # unless it awaits no answer now
             conn.respond(rid, JsonRpcError.internal())
+
+
+def settle_task(conn: ServerConnection, request: RequestReceived, result: HandlerResult) -> None:
+    """Record what a task's run returned; an outcome the task machine refuses fails the task
+    with -32603 (logged), as a refused answer does for a request."""
+    try:
+        conn.settle_task(request, result)
+    except (LocalProtocolError, TypeError) as exc:
+        log.error("handler for task %r returned an invalid outcome: %s", request.task_id, exc)
+        with contextlib.suppress(LocalProtocolError):
+            conn.settle_task(request, JsonRpcError.internal())
 
 
 ConnT = TypeVar("ConnT", ServerConnection, ClientConnection)
@@ -130,9 +146,10 @@ class StreamServer(TimedDriver[ServerConnection]):
     """The IO-free half of a stream server loop around one :class:`ServerConnection`.
 
     The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it calls
-    ``start(request)`` for each request to run (first rounds and legacy-shim replays alike) and
-    ``cancel(request_id)`` for each request the client cancelled. It keeps the connection's
-    timer as :class:`TimedDriver` says.
+    ``start(request)`` for each request to run (first rounds, legacy-shim replays and task runs
+    alike) and ``cancel(request_id)`` for each request the client cancelled (and each task,
+    by its id, cancelled with ``tasks/cancel``). It keeps the connection's timer as
+    :class:`TimedDriver` says.
     """
 
     __slots__ = ("_cancel", "_start")
@@ -162,6 +179,8 @@ class StreamServer(TimedDriver[ServerConnection]):
                 self._start(event)
             elif type(event) is RequestCancelled:
                 self._cancel(event.request_id)
+            elif type(event) is TaskCancelled:  # a task's run is started under its task id
+                self._cancel(event.task_id)
             elif event is NEED_DATA:
                 return
             elif type(event) is ConnectionClosed:

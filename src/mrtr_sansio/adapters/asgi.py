@@ -54,8 +54,10 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio.tasks import TaskCancelled
 
 from ._common import Handler, RequestContext, call_handler
+from ._loop import answer
 
 __all__ = ["McpHttpApp"]
 
@@ -119,12 +121,16 @@ class _Exchange:
 class _Peer:
     """A connection plus the exchanges currently answering on it (one POST, or a session)."""
 
-    __slots__ = ("conn", "exchanges", "session_id")
+    __slots__ = ("conn", "exchanges", "session_id", "task_cancels", "task_runs")
 
     def __init__(self, conn: ServerConnection, session_id: str | None = None) -> None:
         self.conn = conn
         self.session_id = session_id
         self.exchanges: dict[Any, _Exchange] = {}
+        #: Runs of tasks (tasks extension) to do once the POST is answered, and task ids
+        #: the client cancelled.
+        self.task_runs: list[RequestReceived] = []
+        self.task_cancels: list[str] = []
 
     def pump(self) -> tuple[list[RequestReceived], list[Outgoing]]:
         """Route what the connection produced: outgoing items and replays to their exchanges.
@@ -145,6 +151,9 @@ class _Peer:
                 unrouted.append(item)
         for event in conn.events():
             if type(event) is RequestReceived:
+                if event.task_id is not None:
+                    self.task_runs.append(event)
+                    continue
                 exchange = self.exchanges.get(event.request_id)
                 if exchange is None:
                     fresh.append(event)
@@ -154,6 +163,8 @@ class _Peer:
                 exchange = self.exchanges.get(event.request_id)
                 if exchange is not None:
                     exchange.put(event)
+            elif type(event) is TaskCancelled:
+                self.task_cancels.append(event.task_id)
             else:
                 log.debug("event: %r", event)
         return fresh, unrouted
@@ -199,6 +210,8 @@ class McpHttpApp:
         self.legacy = legacy
         self._principal = principal
         self._sessions: dict[str, _Peer] = {}
+        # Task runs going on in this process, to stop on tasks/cancel.
+        self._task_scopes: dict[str, anyio.CancelScope] = {}
 
     # --- ASGI entry -------------------------------------------------------------------------
 
@@ -308,6 +321,7 @@ class McpHttpApp:
         fresh, unrouted = peer.pump()
         if fresh:
             await self._serve(peer, fresh[0], receive, send, extra)
+            await self._run_tasks(peer)
             return
         for item in unrouted:
             if isinstance(item, OutgoingResponse):
@@ -315,6 +329,7 @@ class McpHttpApp:
                 # (both eras: 400 for a request the server cannot accept, 404 unknown method).
                 status = item.http_status if isinstance(item, OutgoingError) else 200
                 await _json(send, status, item.data, extra)
+                await self._run_tasks(peer)
                 return
             log.debug("no stream for %r", item.message)
         await send({"type": "http.response.start", "status": 202, "headers": []})
@@ -466,6 +481,39 @@ class McpHttpApp:
         finally:
             peer.flush()
 
+    # --- tasks (extension) ------------------------------------------------------------------
+
+    async def _run_tasks(self, peer: _Peer) -> None:
+        """After the response: stop the runs the client cancelled, then run the tasks this
+        POST created or resumed (their outcome goes to the task store, not to this client)."""
+        for cancelled in peer.task_cancels:
+            running = self._task_scopes.get(cancelled)
+            if running is not None:
+                running.cancel()
+        peer.task_cancels.clear()
+        settings = peer.conn.config.tasks
+        lease = None if settings is None else settings.lease_seconds
+        while peer.task_runs:
+            event = peer.task_runs.pop(0)
+            task_id = event.task_id
+            assert task_id is not None
+            ctx = RequestContext(peer.conn, event, peer.flush, anyio.sleep)
+            with anyio.CancelScope() as scope:
+                self._task_scopes[task_id] = scope
+                try:
+                    if lease is None:
+                        result = await call_handler(self.handler, ctx)
+                    else:
+                        async with anyio.create_task_group() as tg:
+                            tg.start_soon(_keep_lease, peer.conn, task_id, lease / 3, scope)
+                            result = await call_handler(self.handler, ctx)
+                            tg.cancel_scope.cancel()
+                finally:
+                    del self._task_scopes[task_id]
+            if not scope.cancelled_caught:
+                answer(peer.conn, event, result)  # a task run: settles the task
+            peer.flush()
+
     # --- sessions ---------------------------------------------------------------------------
 
     async def _delete(self, headers: Mapping[str, str], send: Send) -> None:
@@ -521,6 +569,18 @@ class _Resume:
                     value = running.send(sent)
                 except StopIteration:
                     return
+
+
+async def _keep_lease(
+    conn: ServerConnection, task_id: str, every: float, run: anyio.CancelScope
+) -> None:
+    """Renew a task run's lease every ``every`` seconds; stop the run when the task is no
+    longer running (cancelled or failed, possibly through another process)."""
+    while True:
+        await anyio.sleep(every)
+        if not conn.renew_task(task_id):
+            run.cancel()
+            return
 
 
 async def _watch_disconnect(receive: Receive, gone: anyio.Event, tg: TaskGroup) -> None:

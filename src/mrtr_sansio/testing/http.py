@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mrtr_sansio import PROTOCOL_VERSION, encode_header_value
+from mrtr_sansio._http import NAME_FIELDS
 
 from ._checks import SpecViolationError
 
 __all__ = ["HttpEndpoint", "expected_status", "http_endpoint", "parse_sse"]
 
-_NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _BAD_REQUEST = frozenset({-32700, -32600, -32602, -32020, -32021, -32022})
 
 
@@ -97,7 +97,7 @@ class HttpEndpoint:
             headers["MCP-Protocol-Version"] = encode_header_value(version)
         if isinstance(method, str):
             headers["Mcp-Method"] = encode_header_value(method)
-            name = params.get(_NAME_FIELD.get(method, ""))
+            name = params.get(NAME_FIELDS.get(method, ""))
             if isinstance(name, str):
                 headers["Mcp-Name"] = encode_header_value(name)
                 if method == "tools/call":

@@ -1,0 +1,50 @@
+"""The tasks extension (``io.modelcontextprotocol/tasks``, SEP-2663) for the server role.
+
+Configure it with ``ServerConfig(tasks=TaskSettings(tools={"slow": "optional"}))``. A handler
+becomes a task by returning :class:`RunAsTask` when ``request.can_create_task``; the server
+answers ``CreateTaskResult`` and hands the same handler a run of the task
+(``request.task_id`` set), which the adapter answers with ``ServerConnection.settle_task``.
+What the run returns is the task's outcome: a result (``completed``, ``isError`` included), a
+JSON-RPC error (``failed``), or an :class:`~mrtr_sansio.InputRequiredResult` (the task waits in
+``input_required`` until ``tasks/update`` answers, then the handler runs again).
+
+Records live in a :class:`TaskStore`: :class:`InMemoryTaskStore` here; SQLite in
+:mod:`mrtr_sansio.adapters.stores`.
+"""
+
+from __future__ import annotations
+
+from ._machine import EXPIRED, NOT_FOUND, TASK_METHOD, TaskLimitError, TaskMachine
+from ._settings import TaskSettings
+from ._store import InMemoryTaskStore, TaskStore
+from ._table import TASK, TaskStatus, TaskTrigger
+from ._values import (
+    EXTENSION,
+    RunAsTask,
+    Task,
+    TaskCancelled,
+    TaskStarted,
+    TaskSupport,
+    iso_time,
+)
+
+__all__ = [
+    "EXPIRED",
+    "EXTENSION",
+    "NOT_FOUND",
+    "TASK",
+    "TASK_METHOD",
+    "InMemoryTaskStore",
+    "RunAsTask",
+    "Task",
+    "TaskCancelled",
+    "TaskLimitError",
+    "TaskMachine",
+    "TaskSettings",
+    "TaskStarted",
+    "TaskStatus",
+    "TaskStore",
+    "TaskSupport",
+    "TaskTrigger",
+    "iso_time",
+]

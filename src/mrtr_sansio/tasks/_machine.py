@@ -1,0 +1,382 @@
+"""The task machine: a pure part of the server role.
+
+It takes values in (a request, the client's answers, what a handler returned) and returns
+values out (a task record, the request for the handler's next run), reading and writing
+records only through the :class:`TaskStore` it was given. It never answers the wire itself:
+the server connection turns its outcomes into responses. Every status change goes through
+the table :data:`~mrtr_sansio.tasks._table.TASK`.
+
+One handler style for three modes: a task's run is a :class:`RequestReceived` like any other
+(``task_id`` set), with the creating request's arguments and, after a round of input, the
+client's answers under the handler's own keys. When the handler asks again
+(:class:`InputRequiredResult`) the task parks in ``input_required`` with task keys that are
+unique for its lifetime (a handler key reused in a later round gets a suffix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from mrtr_sansio._envelope import CLIENT_CAPABILITIES
+from mrtr_sansio._errors import INTERNAL_ERROR, JsonRpcError, LocalProtocolError
+from mrtr_sansio._events import RequestReceived
+from mrtr_sansio._mrtr import InputRequiredResult
+
+from ._settings import TaskSettings
+from ._table import TASK, TaskStatus, TaskTrigger
+from ._values import RunAsTask, Task
+
+__all__ = ["EXPIRED", "NOT_FOUND", "TASK_METHOD", "TaskLimitError", "TaskMachine"]
+
+#: The one method a task may augment today (SEP-2663 "Supported Methods").
+TASK_METHOD = "tools/call"
+
+#: Why a task cannot be read: unknown, or another principal's (the same answer for both).
+NOT_FOUND = "Task not found"
+#: Why a task cannot be read: its TTL has passed (it is deleted on that read).
+EXPIRED = "Task has expired"
+#: Attempts of a read-compute-write cycle before giving up (another writer kept winning).
+_CAS_ATTEMPTS = 16
+_MRTR_FIELDS = ("inputResponses", "requestState")
+
+
+class TaskLimitError(Exception):
+    """A task cannot be created: the principal holds ``max_tasks`` already."""
+
+
+class TaskMachine:
+    """Creates, reads, updates and settles tasks in ``settings.store``."""
+
+    __slots__ = ("_clock", "_max_input_requests", "_new_id", "settings", "store")
+
+    def __init__(
+        self,
+        settings: TaskSettings,
+        clock: Callable[[], float],
+        token_hex: Callable[[int], str],
+        max_input_requests: int,
+    ) -> None:
+        self.settings = settings
+        self.store = settings.store
+        self._clock = clock
+        self._new_id = token_hex
+        self._max_input_requests = max_input_requests
+
+    # --- creation -----------------------------------------------------------------------
+
+    def create(self, event: RequestReceived, run: RunAsTask) -> tuple[Task, RequestReceived]:
+        """Create the task for ``event`` (durably: the store has it when this returns) and
+        the request for its first run. Raises :class:`TaskLimitError`."""
+        settings = self.settings
+        store = self.store
+        if store.count(event.principal) >= settings.max_tasks:
+            raise TaskLimitError(f"Too many tasks (the limit is {settings.max_tasks})")
+        params = dict(event.params)
+        answers = params.get("inputResponses")
+        for name in _MRTR_FIELDS:
+            params.pop(name, None)
+        now = self._clock()
+        for _ in range(_CAS_ATTEMPTS):  # a 128-bit id collides only by a broken token source
+            task = Task(
+                task_id=self._new_id(16),
+                owner=event.principal,
+                status=TASK.initial,
+                created_at=now,
+                updated_at=now,
+                ttl_ms=settings.ttl_ms,
+                poll_interval_ms=settings.poll_interval_ms,
+                params=params,
+                state=run.state if run.state is not None else event.request_state,
+                round=event.round or 1,
+                status_message=run.status_message,
+                answers=answers if isinstance(answers, dict) else {},
+                lease_until=self._lease(now),
+            )
+            if store.create(task):
+                return task, self.run_request(task)
+        raise LocalProtocolError("the task id source keeps returning ids in use")
+
+    def run_request(self, task: Task) -> RequestReceived:
+        """The request a run of ``task`` hands the handler."""
+        params = dict(task.params)
+        if task.answers:
+            params["inputResponses"] = dict(task.answers)
+        return RequestReceived(
+            task.task_id,
+            TASK_METHOD,
+            params,
+            request_state=task.state,
+            round=task.round,
+            principal=task.owner,
+            task_id=task.task_id,
+        )
+
+    # --- the client's requests ------------------------------------------------------------
+
+    def find(self, task_id: Any, principal: str | None) -> Task | str:
+        """The task, or why it cannot be read (:data:`NOT_FOUND` also for another principal's
+        task, so that ids cannot be probed). An expired task is deleted; a run whose lease
+        ran out fails the task here."""
+        if type(task_id) is not str:
+            return NOT_FOUND
+        task = self.store.get(task_id)
+        if task is None or task.owner != principal:
+            return NOT_FOUND
+        now = self._clock()
+        if task.expired(now):
+            self.store.delete(task_id)
+            return EXPIRED
+        if task.lease_until is not None and now > task.lease_until and not _terminal(task):
+            failed = self._swap(task_id, lambda t: self._lease_expired(t, now))
+            return failed if failed is not None else NOT_FOUND
+        return task
+
+    def update(
+        self, task_id: Any, principal: str | None, responses: Mapping[str, Any]
+    ) -> tuple[Task | str, RequestReceived | None]:
+        """Apply ``tasks/update``: answers to outstanding keys are kept, others ignored. When
+        the last outstanding key is answered the task is working again and the request for
+        its next run is returned."""
+        found = self.find(task_id, principal)
+        if isinstance(found, str):
+            return found, None
+        resumed: list[bool] = []
+
+        def answer(task: Task) -> Task:
+            resumed.clear()
+            if task.status is not TaskStatus.INPUT_REQUIRED:
+                return task
+            taken = {k: v for k, v in responses.items() if k in task.outstanding}
+            if not taken:
+                return task
+            outstanding = {k: v for k, v in task.outstanding.items() if k not in taken}
+            answers = dict(task.answers)
+            for key, response in taken.items():
+                answers[task.outstanding[key]["key"]] = response
+            if outstanding:
+                return self._move(
+                    task, TaskTrigger.ANSWERED_SOME, outstanding=outstanding, answers=answers
+                )
+            resumed.append(True)
+            return self._move(
+                task,
+                TaskTrigger.ANSWERED,
+                outstanding={},
+                answers=answers,
+                round=task.round + 1,
+                status_message=None,
+                lease_until=self._lease(self._clock()),
+            )
+
+        task = self._swap(found.task_id, answer)
+        if task is None:
+            return NOT_FOUND, None
+        return task, (self.run_request(task) if resumed else None)
+
+    def cancel(self, task_id: Any, principal: str | None) -> tuple[Task | str, bool]:
+        """Apply ``tasks/cancel``: a task that is not terminal is cancelled now (True); a
+        terminal one is left as it is (cancelling is idempotent)."""
+        found = self.find(task_id, principal)
+        if isinstance(found, str):
+            return found, False
+        changed: list[bool] = []
+
+        def cancel(task: Task) -> Task:
+            changed.clear()
+            if _terminal(task):
+                return task
+            changed.append(True)
+            return self._move(
+                task,
+                TaskTrigger.CANCEL,
+                outstanding={},
+                status_message="Cancelled by the client",
+                lease_until=None,
+            )
+
+        task = self._swap(found.task_id, cancel)
+        return (task if task is not None else NOT_FOUND), bool(changed)
+
+    # --- the handler's answers ------------------------------------------------------------
+
+    def settle(self, task_id: str, result: Any) -> RequestReceived | None:
+        """Record what a run of the handler returned. Returns the request for another run
+        when the handler returned state only; a result for a task that is gone or terminal
+        (cancelled meanwhile) is dropped."""
+        rerun: list[bool] = []
+
+        def settle(task: Task) -> Task:
+            rerun.clear()
+            if _terminal(task):
+                return task
+            if task.status is not TaskStatus.WORKING:
+                raise LocalProtocolError(f"task {task_id!r} is not running a handler")
+            outcome = self._outcome(task, result)
+            if outcome.status is TaskStatus.WORKING:
+                rerun.append(True)
+            return outcome
+
+        task = self._swap(task_id, settle)
+        return self.run_request(task) if task is not None and rerun else None
+
+    def renew(self, task_id: str) -> bool:
+        """Extend the lease of a running task (a worker's heartbeat); False when the task is
+        gone or no longer running."""
+        if self.settings.lease_seconds is None:
+            return True
+        now = self._clock()
+
+        def renew(task: Task) -> Task:
+            if task.status is not TaskStatus.WORKING:
+                return task
+            return _evolve(task, lease_until=self._lease(now))
+
+        task = self._swap(task_id, renew)
+        return task is not None and task.status is TaskStatus.WORKING
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _outcome(self, task: Task, result: Any) -> Task:
+        if isinstance(result, JsonRpcError):
+            return self._fail(task, result)
+        if isinstance(result, RunAsTask):
+            return self._fail(task, JsonRpcError.internal("A task's run cannot become a task"))
+        if isinstance(result, Mapping) and result.get("resultType") == "input_required":
+            try:
+                result = InputRequiredResult.from_wire(result)
+            except (TypeError, ValueError) as exc:
+                return self._fail(task, JsonRpcError.internal(f"invalid input_required: {exc}"))
+        if isinstance(result, InputRequiredResult):
+            return self._ask(task, result)
+        if isinstance(result, Mapping):
+            out = {k: v for k, v in result.items() if k != "resultType"}
+            return self._move(
+                task, TaskTrigger.RESULT, result=out, answers={}, state=None, lease_until=None
+            )
+        raise TypeError(
+            "result must be a mapping, an InputRequiredResult or a JsonRpcError, not "
+            f"{type(result).__name__}"
+        )
+
+    def _ask(self, task: Task, ir: InputRequiredResult) -> Task:
+        if task.round >= self.settings.max_rounds:
+            return self._fail(
+                task,
+                JsonRpcError.internal(
+                    f"The task still needed input after {self.settings.max_rounds} rounds"
+                ),
+            )
+        requests = ir.input_requests
+        if not requests:  # state only: run again with the new state
+            return self._move(
+                task,
+                TaskTrigger.RERUN,
+                state=ir.request_state,
+                answers={},
+                round=task.round + 1,
+                lease_until=self._lease(self._clock()),
+            )
+        if len(requests) > self._max_input_requests:
+            return self._fail(
+                task,
+                JsonRpcError.internal(
+                    f"input_requests has more than {self._max_input_requests} entries"
+                ),
+            )
+        capabilities = _capabilities(task.params)
+        if not ir.allowed_by(capabilities):
+            return self._fail(task, JsonRpcError.missing_capability(ir.required_capabilities()))
+        issued = list(task.issued)
+        outstanding: dict[str, Any] = {}
+        for key, request in requests.items():
+            task_key = _fresh_key(key, issued)
+            issued.append(task_key)
+            outstanding[task_key] = {"key": key, "request": request.to_wire()}
+        return self._move(
+            task,
+            TaskTrigger.ASKED,
+            state=ir.request_state,
+            answers={},
+            outstanding=outstanding,
+            issued=tuple(issued),
+            lease_until=None,
+        )
+
+    def _fail(self, task: Task, error: JsonRpcError) -> Task:
+        return self._move(
+            task,
+            TaskTrigger.ERROR,
+            error=error.to_wire(),
+            status_message=error.message,
+            answers={},
+            state=None,
+            lease_until=None,
+        )
+
+    def _lease_expired(self, task: Task, now: float) -> Task:
+        if _terminal(task) or task.lease_until is None or now <= task.lease_until:
+            return task
+        error = JsonRpcError(INTERNAL_ERROR, "The worker running this task stopped")
+        return self._move(
+            task,
+            TaskTrigger.LEASE_EXPIRED,
+            error=error.to_wire(),
+            status_message="The worker running this task stopped before it finished",
+            outstanding={},
+            lease_until=None,
+        )
+
+    def _move(self, task: Task, trigger: TaskTrigger, **changes: Any) -> Task:
+        """The next record: the status the table gives, a new revision, the update time."""
+        return _evolve(task, status=TASK.step(task.status, trigger), **changes)
+
+    def _lease(self, now: float) -> float | None:
+        seconds = self.settings.lease_seconds
+        return None if seconds is None else now + seconds
+
+    def _swap(self, task_id: str, change: Callable[[Task], Task]) -> Task | None:
+        """Read, change and compare-and-swap ``task_id``; the stored record after it (the
+        unchanged one when ``change`` changed nothing), or None when the task is gone."""
+        store = self.store
+        for _ in range(_CAS_ATTEMPTS):
+            task = store.get(task_id)
+            if task is None:
+                return None
+            new = change(task)
+            if new is task:
+                return task
+            new = _stamped(new, self._clock(), task.revision + 1)
+            if store.replace(new, task.revision):
+                return new
+        raise LocalProtocolError(f"task {task_id!r}: the store kept changing under the update")
+
+
+def _evolve(task: Task, **changes: Any) -> Task:
+    return attrs.evolve(task, **changes)
+
+
+def _stamped(task: Task, now: float, revision: int) -> Task:
+    return attrs.evolve(task, updated_at=max(now, task.created_at), revision=revision)
+
+
+def _terminal(task: Task) -> bool:
+    return task.status in TASK.terminal
+
+
+def _capabilities(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = params.get("_meta")
+    caps = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, Mapping) else None
+    return caps if isinstance(caps, Mapping) else {}
+
+
+def _fresh_key(key: str, issued: list[str]) -> str:
+    """``key``, or ``key.N`` with the smallest N >= 2 not issued yet."""
+    if key not in issued:
+        return key
+    n = 2
+    while f"{key}.{n}" in issued:
+        n += 1
+    return f"{key}.{n}"

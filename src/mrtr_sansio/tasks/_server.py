@@ -1,0 +1,101 @@
+"""The server connection's task requests: ``tasks/get``, ``tasks/update``, ``tasks/cancel``
+and the task gates of ``tools/call`` and ``subscriptions/listen`` (pure: values in, a result
+or a :class:`RemoteProtocolError` out; the connection sends it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableSequence
+from typing import Any
+
+from mrtr_sansio._envelope import invalid
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._events import Event, declares_tasks
+
+from ._machine import TaskMachine
+from ._values import EXTENSION, TaskCancelled, TaskSupport
+
+__all__ = ["TASK_REQUESTS", "answer_task_request", "missing_tasks", "required_task_error"]
+
+#: The methods the extension adds; the connection answers them itself.
+TASK_REQUESTS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+#: ``requiredCapabilities`` of every -32021 the extension causes.
+REQUIRED: dict[str, Any] = {"extensions": {EXTENSION: {}}}
+
+
+def missing_tasks(rid: Any) -> RemoteProtocolError:
+    """-32021 naming the tasks extension (a non-declaring client asked for task things)."""
+    return RemoteProtocolError(
+        JsonRpcError.missing_capability(
+            REQUIRED, f"Missing required client capability: extensions.{EXTENSION}"
+        ),
+        rid,
+    )
+
+
+def required_task_error(
+    machine: TaskMachine, rid: Any, params: Mapping[str, Any], capabilities: Any, legacy: bool
+) -> RemoteProtocolError | None:
+    """The error for a ``tools/call`` of a task-required tool that cannot become a task:
+    -32021 on the modern wire (the client did not declare the extension), -32603 on the
+    legacy wire (2025-11-25 tasks are not wire-compatible with the extension)."""
+    name = params.get("name")
+    if machine.settings.support(name) is not TaskSupport.REQUIRED:
+        return None
+    if legacy:
+        return RemoteProtocolError(
+            JsonRpcError.internal(
+                f"Tool {name} runs only as a task, which needs protocol 2026-07-28 with the "
+                f"{EXTENSION} extension"
+            ),
+            rid,
+        )
+    if declares_tasks(capabilities):
+        return None
+    return missing_tasks(rid)
+
+
+def answer_task_request(
+    machine: TaskMachine,
+    rid: Any,
+    method: str,
+    params: Mapping[str, Any],
+    capabilities: Any,
+    principal: str | None,
+    max_responses: int,
+    events: MutableSequence[Event],
+) -> dict[str, Any]:
+    """The result of a ``tasks/*`` request; events for the application (a task's next run, a
+    cancellation) are appended to ``events``. Raises :class:`RemoteProtocolError`."""
+    if not declares_tasks(capabilities):
+        raise missing_tasks(rid)
+    task_id = params.get("taskId")
+    if type(task_id) is not str:
+        raise invalid(rid, f"{method}: taskId must be a string")
+    try:
+        if method == "tasks/get":
+            found = machine.find(task_id, principal)
+            if not isinstance(found, str):
+                return {"resultType": "complete", **found.detailed()}
+        elif method == "tasks/update":
+            responses = params.get("inputResponses")
+            if type(responses) is not dict:
+                raise invalid(rid, "tasks/update: inputResponses must be an object")
+            if len(responses) > max_responses:
+                raise invalid(rid, f"inputResponses has more than {max_responses} entries")
+            if not all(type(v) is dict for v in responses.values()):
+                raise invalid(rid, "each inputResponses value must be an object")
+            found, run = machine.update(task_id, principal, responses)
+            if run is not None:
+                events.append(run)
+        else:
+            found, cancelled = machine.cancel(task_id, principal)
+            if cancelled:
+                events.append(TaskCancelled(task_id))
+    except LocalProtocolError as exc:  # the store kept changing: not the client's fault
+        raise RemoteProtocolError(JsonRpcError.internal(str(exc)), rid) from None
+    if isinstance(found, str):
+        raise RemoteProtocolError(
+            JsonRpcError.invalid_params(f"Failed to retrieve task: {found}"), rid
+        )
+    return {"resultType": "complete"}

@@ -1,0 +1,75 @@
+"""The :class:`TaskStore` protocol and the in-memory store.
+
+A store keeps task records (:class:`Task`) by id. Writes are compare-and-swap on
+``revision`` so that several processes sharing one store (SQLite on one machine, Redis across
+machines; see ``mrtr_sansio.adapters.stores``) never overwrite each other's update: the task
+machine reads, computes the next record and retries when another writer got there first.
+A store does not interpret records; expiry, ownership and the status table are the machine's.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from ._values import Task
+
+__all__ = ["InMemoryTaskStore", "TaskStore"]
+
+
+@runtime_checkable
+class TaskStore(Protocol):
+    """Where task records live. Every method is synchronous and must be atomic."""
+
+    def create(self, task: Task) -> bool:
+        """Add a new record; False when its id exists already. When this returns, a
+        :meth:`get` for the id anywhere must see it (the spec's "durably created")."""
+
+    def get(self, task_id: str) -> Task | None:
+        """The record for ``task_id``, or None."""
+
+    def replace(self, task: Task, revision: int) -> bool:
+        """Write ``task`` if the stored record still has ``revision``; False otherwise (or
+        when the record is gone)."""
+
+    def delete(self, task_id: str) -> None:
+        """Forget a record (an expired task); no error when it is absent."""
+
+    def count(self, owner: str | None) -> int:
+        """How many records belong to ``owner`` (bounded by ``TaskSettings.max_tasks``)."""
+
+
+class InMemoryTaskStore:
+    """A :class:`TaskStore` in a dict: one process, gone with it (the default, and for tests)."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, Task] = {}
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def create(self, task: Task) -> bool:
+        """Add ``task`` to the dict unless its id is there."""
+        if task.task_id in self._tasks:
+            return False
+        self._tasks[task.task_id] = task
+        return True
+
+    def get(self, task_id: str) -> Task | None:
+        """The record under ``task_id``, or None."""
+        return self._tasks.get(task_id)
+
+    def replace(self, task: Task, revision: int) -> bool:
+        """Swap in ``task`` if the stored revision is ``revision``."""
+        current = self._tasks.get(task.task_id)
+        if current is None or current.revision != revision:
+            return False
+        self._tasks[task.task_id] = task
+        return True
+
+    def delete(self, task_id: str) -> None:
+        """Drop the record, if any."""
+        self._tasks.pop(task_id, None)
+
+    def count(self, owner: str | None) -> int:
+        """Records whose owner is ``owner`` (a scan of this process's dict)."""
+        return sum(1 for t in self._tasks.values() if t.owner == owner)

@@ -1,0 +1,190 @@
+"""Task values: the stored record of one task, what a handler returns to become one, and the
+wire shapes (``CreateTaskResult``, ``DetailedTask``) made from a record.
+
+A :class:`Task` is immutable; every change is a new record with ``revision + 1``, written
+back with a compare-and-swap (:meth:`TaskStore.replace`), so that several processes sharing a
+store never lose an update. Records hold only JSON values (:meth:`Task.to_record`), so that any
+store can keep them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from mrtr_sansio._events import TASKS_EXTENSION, Call, Event
+
+from ._table import TaskStatus
+
+__all__ = [
+    "EXTENSION",
+    "RunAsTask",
+    "Task",
+    "TaskCancelled",
+    "TaskStarted",
+    "TaskSupport",
+    "iso_time",
+]
+
+#: The extension identifier, in client and server capabilities' ``extensions``.
+EXTENSION = TASKS_EXTENSION
+
+
+class TaskSupport(enum.Enum):
+    """Whether a tool may run as a task (``execution.taskSupport`` in its listing)."""
+
+    #: Never a task (the default for every tool).
+    FORBIDDEN = "forbidden"
+    #: A task when the client declares the extension on that request, else synchronous.
+    OPTIONAL = "optional"
+    #: Only as a task: a client that does not declare the extension gets -32021.
+    REQUIRED = "required"
+
+
+@attrs.frozen
+class RunAsTask:
+    """What a handler returns to make its request a task (only when
+    ``request.can_create_task``): the server answers ``CreateTaskResult`` and runs the same
+    handler again as the task, with the same arguments, answers and state.
+
+    ``state`` replaces the request's state for that run when given (a JSON value);
+    ``status_message`` is the task's first ``statusMessage``.
+    """
+
+    state: Any = None
+    status_message: str | None = None
+
+
+@attrs.frozen
+class TaskCancelled(Event):
+    """The client cancelled the task ``task_id`` (``tasks/cancel``): stop its run if one is
+    going on in this process; its result would be dropped anyway."""
+
+    task_id: str
+
+
+@attrs.frozen
+class TaskStarted(Event):
+    """Client side: the server made ``call`` the task ``task_id`` (``CreateTaskResult``). The
+    connection polls it from now on; keep the id to resume it after a restart
+    (``ClientConnection.resume_task``)."""
+
+    call: Call
+    task_id: str
+
+
+def iso_time(seconds: float) -> str:
+    """ISO 8601 UTC with milliseconds, e.g. ``2026-07-28T10:30:00.000Z``."""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _frozen(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else dict(value)
+
+
+def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(value)
+
+
+@attrs.frozen
+class Task:
+    """One task's stored record.
+
+    ``params`` are the creating ``tools/call``'s params (envelope included, ``requestState``
+    removed); ``state`` and ``answers`` are what the next run of the handler gets as its
+    request state and ``inputResponses`` (by the handler's own keys). ``outstanding`` maps each
+    task key the client must answer to ``{"key": handler key, "request": InputRequest}``;
+    ``issued`` lists every task key ever sent, so that none is reused. ``lease_until`` is when
+    the process running the handler must have renewed its lease (None: no run going on).
+    """
+
+    task_id: str
+    owner: str | None
+    status: TaskStatus
+    created_at: float
+    updated_at: float
+    ttl_ms: int | None
+    poll_interval_ms: int | None
+    params: Mapping[str, Any] = attrs.field(converter=_plain)
+    state: Any = None
+    round: int = 1
+    status_message: str | None = None
+    outstanding: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain)
+    answers: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain)
+    issued: tuple[str, ...] = ()
+    result: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen)
+    error: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen)
+    revision: int = 0
+    lease_until: float | None = None
+
+    def expired(self, now: float) -> bool:
+        """Whether the TTL has passed (the task may then be discarded)."""
+        return self.ttl_ms is not None and (now - self.created_at) * 1000 >= self.ttl_ms
+
+    def _fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "taskId": self.task_id,
+            "status": self.status.value,
+            "createdAt": iso_time(self.created_at),
+            "lastUpdatedAt": iso_time(self.updated_at),
+            "ttlMs": self.ttl_ms,
+        }
+        if self.poll_interval_ms is not None:
+            out["pollIntervalMs"] = self.poll_interval_ms
+        if self.status_message is not None:
+            out["statusMessage"] = self.status_message
+        return out
+
+    def create_result(self) -> dict[str, Any]:
+        """The ``CreateTaskResult`` (``resultType: "task"``): the task's fields, nothing
+        status-specific, never ``requestState``."""
+        return {"resultType": "task", **self._fields()}
+
+    def detailed(self) -> dict[str, Any]:
+        """The ``DetailedTask`` of ``tasks/get`` and ``notifications/tasks``: the fields plus
+        ``inputRequests`` (input_required), ``result`` (completed) or ``error`` (failed)."""
+        out = self._fields()
+        status = self.status
+        if status is TaskStatus.INPUT_REQUIRED:
+            out["inputRequests"] = {k: v["request"] for k, v in self.outstanding.items()}
+        elif status is TaskStatus.COMPLETED:
+            out["result"] = self.result
+        elif status is TaskStatus.FAILED:
+            out["error"] = self.error
+        return out
+
+    def to_record(self) -> dict[str, Any]:
+        """The record as JSON values, for a store to keep."""
+        return {
+            "task_id": self.task_id,
+            "owner": self.owner,
+            "status": self.status.value,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "ttl_ms": self.ttl_ms,
+            "poll_interval_ms": self.poll_interval_ms,
+            "params": self.params,
+            "state": self.state,
+            "round": self.round,
+            "status_message": self.status_message,
+            "outstanding": self.outstanding,
+            "answers": self.answers,
+            "issued": list(self.issued),
+            "result": self.result,
+            "error": self.error,
+            "revision": self.revision,
+            "lease_until": self.lease_until,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Task:
+        """The inverse of :meth:`to_record`."""
+        fields = dict(record)
+        fields["status"] = TaskStatus(fields["status"])
+        fields["issued"] = tuple(fields["issued"])
+        return cls(**fields)
