@@ -9,6 +9,10 @@ or URL-safe) of at least 32 random bytes; the first key seals, every key unseals
 ring. Without either, a random key is made for this process only. ``kill -HUP`` makes the
 server read its key file again and seal and unseal with the new ring from then on, without a
 restart (a :class:`mrtr_sansio.SwappableStateProtector`); an unreadable file keeps the old ring.
+
+It is served by :func:`mrtr_sansio.adapters.serve.serve_http`: idle and slow connections are
+closed, connections are capped, ambiguous framing is refused, and uvicorn picks the loop
+(uvloop when installed). The legacy session caps and idle timeout are options too (``--help``).
 """
 
 from __future__ import annotations
@@ -22,14 +26,15 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import uvicorn
+import attrs
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import LOCAL_HOSTS, McpHttpApp
+from mrtr_sansio.adapters.serve import ServeOptions, http_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures import Everything, server_config
@@ -80,10 +85,12 @@ def build_app(
     audience: str | None = None,
     allowed_hosts: Sequence[str] = LOCAL_HOSTS,
     ttl: float = 600.0,
+    sessions: Mapping[str, Any] | None = None,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
-    :func:`reload_keys`.
+    :func:`reload_keys`. ``sessions`` sets ``ServerConfig`` session fields (``max_sessions``,
+    ``max_sessions_per_principal``, ``session_idle_timeout``).
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
@@ -94,7 +101,7 @@ def build_app(
     else:
         ring = m.RequestStateSecurity(keys, codec=codec, audience=audience, ttl=ttl)
         sealing = m.SwappableStateProtector(ring)
-    config = server_config(request_state=sealing)
+    config = attrs.evolve(server_config(request_state=sealing), **(sessions or {}))
     return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts)
 
 
@@ -150,8 +157,87 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="how long a sealed requestState stays valid (default 600)",
     )
+    sessions = parser.add_argument_group("legacy sessions")
+    defaults = m.ServerConfig()
+    sessions.add_argument(
+        "--max-sessions",
+        type=int,
+        default=defaults.max_sessions,
+        metavar="N",
+        help="sessions at once; the longest idle gives way (default %(default)s)",
+    )
+    sessions.add_argument(
+        "--max-sessions-per-principal",
+        type=int,
+        default=defaults.max_sessions_per_principal,
+        metavar="N",
+        help="sessions one principal may hold (default %(default)s)",
+    )
+    sessions.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        default=defaults.session_idle_timeout,
+        metavar="SECONDS",
+        help="an idle session ends after this (default %(default)s)",
+    )
+    connections = parser.add_argument_group("connections (serve_http)")
+    serve = ServeOptions()
+    connections.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=serve.keep_alive_timeout,
+        metavar="SECONDS",
+        help="close a connection idle this long (default %(default)s)",
+    )
+    connections.add_argument(
+        "--request-timeout",
+        type=float,
+        default=serve.request_timeout,
+        metavar="SECONDS",
+        help="close a connection whose request has not fully arrived by then (default %(default)s)",
+    )
+    connections.add_argument(
+        "--limit-concurrency",
+        type=int,
+        default=serve.limit_concurrency,
+        metavar="N",
+        help="connections and requests at once, 503 beyond; kept under the open-file limit "
+        "(default %(default)s)",
+    )
+    connections.add_argument(
+        "--backlog",
+        type=int,
+        default=serve.backlog,
+        metavar="N",
+        help="connections queued before accept (default %(default)s)",
+    )
+    connections.add_argument(
+        "--max-head-bytes",
+        type=int,
+        default=serve.max_head_bytes,
+        metavar="N",
+        help="largest request head, h11 parser (default %(default)s)",
+    )
+    connections.add_argument(
+        "--http",
+        choices=["auto", "h11", "httptools"],
+        default=serve.http,
+        help="HTTP parser; auto prefers httptools (default %(default)s)",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
+
+
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """The connection options given on the command line (ValueError for a bad value)."""
+    return ServeOptions(
+        keep_alive_timeout=args.keep_alive_timeout,
+        request_timeout=args.request_timeout,
+        limit_concurrency=args.limit_concurrency,
+        backlog=args.backlog,
+        max_head_bytes=args.max_head_bytes,
+        http=args.http,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -165,21 +251,26 @@ def main(argv: Sequence[str] | None = None) -> None:
             audience=args.audience,
             allowed_hosts=[*LOCAL_HOSTS, *args.allow_host],
             ttl=args.state_ttl,
+            sessions={
+                "max_sessions": args.max_sessions,
+                "max_sessions_per_principal": args.max_sessions_per_principal,
+                "session_idle_timeout": args.session_idle_timeout,
+            },
         )
+        options = serve_options(args)
     except (ValueError, OSError, ImportError) as exc:
         sys.exit(f"server.py: {exc}")
-    config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
-    )
-    asyncio.run(_serve(uvicorn.Server(config), app, args.state_keys_file))
+    server = http_server(app, args.host, args.port, options=options, log_level=args.log_level)
+    if args.state_keys_file is not None and hasattr(signal, "SIGHUP"):
+        reload = functools.partial(reload_keys, app, args.state_keys_file)
+        signal.signal(signal.SIGHUP, functools.partial(_later, reload))
+    server.run()  # no asyncio.run: uvicorn picks the loop (uvloop when installed)
 
 
-async def _serve(server: uvicorn.Server, app: McpHttpApp, keys_file: str | None) -> None:
-    """Run ``server``; SIGHUP reloads the key ring file (as a loop callback, between requests)."""
-    if keys_file is not None and hasattr(signal, "SIGHUP"):
-        reload = functools.partial(reload_keys, app, keys_file)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
-    await server.serve()
+def _later(callback: Any, _signum: int, _frame: object) -> None:
+    """A signal handler that runs ``callback`` as a loop callback, between requests, rather
+    than in the middle of whatever the interrupted code was doing."""
+    asyncio.get_running_loop().call_soon_threadsafe(callback)
 
 
 if __name__ == "__main__":

@@ -342,3 +342,53 @@ def test_limit_concurrency_stays_below_the_open_file_limit(
 
     monkeypatch.setattr(resource, "getrlimit", lambda _which: (soft, soft))
     assert serve_module._fit_to_file_limit(2048) == expected
+
+
+# --- the example server ------------------------------------------------------------------------
+
+
+def _example_server() -> Any:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "http" / "server.py"
+    spec = importlib.util.spec_from_file_location("example_http_server_serve", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_server_defaults_are_serve_https_and_the_configs() -> None:
+    example = _example_server()
+    args = example.parse_args(["--port", "1"])
+    assert example.serve_options(args) == ServeOptions()
+    app = example.build_app(None)
+    defaults = m.ServerConfig()
+    assert app.config.max_sessions == defaults.max_sessions
+    assert app.config.session_idle_timeout == defaults.session_idle_timeout
+
+
+def test_the_example_server_options_reach_the_app_and_the_server() -> None:
+    example = _example_server()
+    argv = ["--port", "1", "--keep-alive-timeout", "2.5", "--request-timeout", "7"]
+    argv += ["--limit-concurrency", "99", "--backlog", "5", "--max-head-bytes", "4096"]
+    argv += ["--http", "h11", "--max-sessions", "3", "--max-sessions-per-principal", "2"]
+    argv += ["--session-idle-timeout", "60"]
+    args = example.parse_args(argv)
+    expected = ServeOptions(
+        keep_alive_timeout=2.5,
+        request_timeout=7.0,
+        limit_concurrency=99,
+        backlog=5,
+        max_head_bytes=4096,
+        http="h11",
+    )
+    assert example.serve_options(args) == expected
+    sessions = {"max_sessions": 3, "max_sessions_per_principal": 2, "session_idle_timeout": 60.0}
+    config = example.build_app(None, sessions=sessions).config
+    assert (config.max_sessions, config.max_sessions_per_principal) == (3, 2)
+    assert config.session_idle_timeout == 60.0
+    with pytest.raises(ValueError, match="request_timeout"):
+        example.serve_options(example.parse_args(["--port", "1", "--request-timeout", "0"]))
