@@ -234,6 +234,29 @@ async def test_per_principal_cap_makes_her_own_oldest_give_way(tg: Any) -> None:
         assert (await client.send(LIST, kept)).status == 200
 
 
+async def test_one_principal_flooding_pushes_out_only_her_own_sessions(tg: Any) -> None:
+    app = make_app(max_sessions=8, max_sessions_per_principal=4)
+    client = Client(app, tg)
+    alice = await open_session(client, "alice")
+    for _ in range(40):  # bounded: 40 initializes from one principal
+        response = await client.send(initialize_body(), {"x-user": "mallory"})
+        assert response.status == 200
+    assert len(app._sessions) == 5  # four of hers, one of alice's
+    assert (await client.send(LIST, alice)).status == 200
+
+
+async def test_guessed_session_ids_find_nothing(tg: Any) -> None:
+    app = make_app()
+    client = Client(app, tg)
+    real = await open_session(client, "alice")
+    tried = [real["mcp-session-id"][:-1] + c for c in "0123456789abcdef"]
+    tried += ["", " ", "../", real["mcp-session-id"].upper(), real["mcp-session-id"] + "0"]
+    for guess in [t for t in tried if t != real["mcp-session-id"]]:
+        response = await client.send(LIST, {"mcp-session-id": guess, "x-user": "alice"})
+        assert response.status == 404, guess
+    assert len(app._sessions) == 1
+
+
 async def test_deleting_a_session_withdraws_its_pending_legs(tg: Any) -> None:
     app = make_app()
     client = Client(app, tg)
