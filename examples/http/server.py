@@ -187,14 +187,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=float,
         default=serve.keep_alive_timeout,
         metavar="SECONDS",
-        help="close a connection idle this long (default %(default)s)",
+        help="close a keep-alive connection idle this long between requests (default %(default)s)",
     )
     connections.add_argument(
         "--request-timeout",
         type=float,
         default=serve.request_timeout,
         metavar="SECONDS",
-        help="close a connection whose request has not fully arrived by then (default %(default)s)",
+        help="close a connection whose request has not fully arrived by then, silent ones "
+        "included (default %(default)s)",
     )
     connections.add_argument(
         "--limit-concurrency",

@@ -6,9 +6,10 @@ sends its request one byte at a time hold a connection as long as it likes, has 
 connections, and (with its pure-Python ``h11`` parser) runs a request smuggled behind
 ``Content-Length`` + ``Transfer-Encoding``. :func:`serve_http` closes those doors:
 
-* an idle connection (fresh, or between requests) is closed after ``keep_alive_timeout``;
+* a keep-alive connection idle between requests is closed after ``keep_alive_timeout``;
 * a request must arrive whole, head and body, within ``request_timeout`` of the connection
-  being ready for it, else the connection is closed;
+  being ready for it (opened, or done with the previous response), else the connection is
+  closed: this also closes a connection that never sends anything;
 * at most ``limit_concurrency`` connections and tasks at once (503 beyond), kept below the
   process's open-file limit so the accept loop never runs out of descriptors;
 * ``httptools`` (``uvicorn[standard]``) is preferred: it refuses ``Content-Length`` with
@@ -46,11 +47,11 @@ def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> Non
 class ServeOptions:
     """How :func:`serve_http` treats connections: every timeout and cap with a safe default."""
 
-    #: Seconds an idle connection is kept open: a fresh one that sent nothing yet, or a
-    #: keep-alive one between two requests.
+    #: Seconds a keep-alive connection may stay idle between two requests.
     keep_alive_timeout: float = attrs.field(default=5.0, validator=_positive)
     #: Seconds for a whole request (head and body) to arrive, counted from the moment the
-    #: connection is ready for it; a slower or half-sent request has its connection closed.
+    #: connection is ready for it (opened, or done with the previous response); a silent,
+    #: slow or half-sent request has its connection closed.
     request_timeout: float = attrs.field(default=30.0, validator=_positive)
     #: Connections plus running requests at once; beyond, uvicorn answers 503. Lowered to the
     #: process's open-file limit minus a headroom when that is smaller.
@@ -163,8 +164,11 @@ class _RequestDeadline:
     """Mixed into uvicorn's protocol classes: the timers uvicorn lacks.
 
     uvicorn arms its keep-alive timer only after a response and disarms it on the first byte
-    of the next request; this also arms it for a fresh connection, and adds a deadline for the
-    whole request to arrive, which bytes trickling in do not postpone.
+    of the next request, so a connection that sends nothing, or trickles bytes, is kept
+    forever. This adds a deadline for the whole request to arrive, from the moment the
+    connection is ready for it, which bytes trickling in do not postpone. (A fresh connection
+    gets this longer deadline rather than the keep-alive one: under a loaded loop a short timer
+    can fire before the first request, already sent, is read, and a POST is never resent.)
     """
 
     request_timeout: float
@@ -172,17 +176,11 @@ class _RequestDeadline:
     loop: Any
     transport: Any
     cycle: Any
-    timeout_keep_alive: float
-    timeout_keep_alive_task: Any
-    timeout_keep_alive_handler: Any
 
     _request_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)  # type: ignore[misc]
-        self.timeout_keep_alive_task = self.loop.call_later(
-            self.timeout_keep_alive, self.timeout_keep_alive_handler
-        )
         self._arm()
 
     def data_received(self, data: bytes) -> None:
