@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mrtr_sansio import ServerConfig
@@ -32,13 +34,17 @@ def test_defaults_are_documented_values() -> None:
     ],
 )
 def test_config_refuses_non_positive_bounds(field: str, bad: float) -> None:
+    values: dict[str, Any] = {field: bad}
     with pytest.raises(ValueError, match=rf"^{field}: must be a positive"):
-        ServerConfig(**{field: bad})
+        ServerConfig(**values)
 
 
 def test_a_session_belongs_to_its_principal() -> None:
     reg = registry()
     assert reg.open("s1", "alice's", "alice", 0.0) == Admission(True)
+    assert "s1" in reg
+    assert "s2" not in reg
+    assert list(reg) == ["s1"]
     assert reg.get("s1", "alice") == "alice's"
     assert reg.get("s1", "bob") is None
     assert reg.get("s1", None) is None  # an unauthenticated caller is someone else too

@@ -17,6 +17,7 @@ on time and asks :meth:`SessionRegistry.next_deadline` when to come back. The ru
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 import attrs
@@ -66,6 +67,14 @@ class SessionRegistry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __iter__(self) -> Iterator[str]:
+        """The ids of the live sessions, oldest first (a snapshot: closing while iterating is
+        fine)."""
+        return iter(list(self._entries))
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._entries
 
     def values(self) -> list[T]:
         """What every live session holds, oldest first."""
