@@ -20,7 +20,7 @@ import pytest
 
 import mrtr_sansio as m
 from mrtr_sansio._lifecycle import LIFECYCLES
-from mrtr_sansio.adapters.asgi import McpHttpApp
+from mrtr_sansio.adapters.serve import ServeOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -110,7 +110,7 @@ def test_mermaid_labels_hold_no_character_that_breaks_the_diagram() -> None:
             assert not set(member.value) & set(':;#"{}<>'), member
 
 
-@pytest.mark.parametrize("cls", [m.Limits, m.ServerConfig, m.ClientConfig])
+@pytest.mark.parametrize("cls", [m.Limits, m.ServerConfig, m.ClientConfig, ServeOptions])
 def test_config_markers_list_every_field_with_its_default_and_meaning(cls: type) -> None:
     text = hook.expand("config", cls.__name__)
     rows = text.splitlines()[2:]
@@ -231,10 +231,9 @@ def test_defaults_stated_in_the_limits_page_are_the_code_s() -> None:
     owners: dict[str, Any] = {
         "RequestStateSecurity": m.RequestStateSecurity,
         "MemoryReplayGuard": m.MemoryReplayGuard,
-        "McpHttpApp": McpHttpApp,
     }
     rows = _default_rows(_page("limits.md"))
-    assert len(rows) == 4
+    assert len(rows) == 3
     for owner, param, literal in rows:
         default = inspect.signature(owners[owner]).parameters[param].default
         assert _same(default, literal), (owner, param, literal, default)

@@ -29,6 +29,7 @@ NAMESPACES = [
     "mrtr_sansio.adapters.asyncio",
     "mrtr_sansio.adapters.trio",
     "mrtr_sansio.adapters.asgi",
+    "mrtr_sansio.adapters.serve",
     "mrtr_sansio.adapters.http",
     "mrtr_sansio.adapters.stores",
     "mrtr_sansio.tasks",

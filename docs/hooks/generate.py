@@ -5,7 +5,8 @@ A page asks for them with a marker on a line of its own:
 * ``<!-- lifecycle: NAME -->`` — the state diagram (Mermaid ``stateDiagram-v2``) and the
   transition table of ``mrtr_sansio._lifecycle.LIFECYCLES[NAME]``;
 * ``<!-- config: CLASS -->`` — the fields of ``mrtr_sansio.CLASS`` (``Limits``,
-  ``ServerConfig``, ``ClientConfig``) with their defaults and the ``#:`` comments above them;
+  ``ServerConfig``, ``ClientConfig``; ``ServeOptions`` from ``mrtr_sansio.adapters.serve``)
+  with their defaults and the ``#:`` comments above them;
 * ``<!-- output: PATH ARGS... -->`` — what the example script at ``PATH`` (from the repository
   root) prints, run with this interpreter and ``ARGS`` (``{python}`` in them is this
   interpreter too); the examples only talk to processes they start. The page shows this
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import importlib
 import inspect
 import re
 import shlex
@@ -36,7 +38,9 @@ from mrtr_sansio._lifecycle import LIFECYCLES
 
 MARKER = re.compile(r"^<!-- (lifecycle|config|output): (\S.*?) -->$", re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig")
+CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig", "ServeOptions")
+#: Configuration classes that live in an adapter module rather than the front door.
+ADAPTER_CONFIG = {"ServeOptions": "mrtr_sansio.adapters.serve"}
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -111,7 +115,8 @@ def config_markdown(name: str) -> str:
     """A table of the fields of a configuration class: name, default, what it means."""
     if name not in CONFIG_CLASSES:
         raise KeyError(f"unknown configuration class {name!r}: one of {', '.join(CONFIG_CLASSES)}")
-    cls = getattr(mrtr_sansio, name)
+    module = ADAPTER_CONFIG.get(name)
+    cls = getattr(mrtr_sansio if module is None else importlib.import_module(module), name)
     docs = field_comments(cls)
     rows = []
     for field in attrs.fields(cls):

@@ -15,6 +15,10 @@ Tasks (extension ``io.modelcontextprotocol/tasks``) are kept in memory, or with
 of one machine, or with ``--tasks-redis URL`` in Redis, shared by processes on any machine
 (the ``tasks-redis`` extra); ``--task-lease SECONDS`` fails a task whose run stopped renewing
 its lease (a process that died mid-task).
+
+It is served by :func:`mrtr_sansio.adapters.serve.serve_http`: idle and slow connections are
+closed, connections are capped, ambiguous framing is refused, and uvicorn picks the loop
+(uvloop when installed). The legacy session caps and idle timeout are options too (``--help``).
 """
 
 from __future__ import annotations
@@ -28,14 +32,15 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-import uvicorn
+import attrs
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import LOCAL_HOSTS, McpHttpApp
+from mrtr_sansio.adapters.serve import ServeOptions, http_server
 from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
 from mrtr_sansio.tasks import TaskStore
 
@@ -91,10 +96,12 @@ def build_app(
     tasks_db: str | None = None,
     tasks_redis: str | None = None,
     task_lease: float | None = None,
+    sessions: Mapping[str, Any] | None = None,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
-    :func:`reload_keys`.
+    :func:`reload_keys`. ``sessions`` sets ``ServerConfig`` session fields (``max_sessions``,
+    ``max_sessions_per_principal``, ``session_idle_timeout``).
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
@@ -111,6 +118,7 @@ def build_app(
     elif tasks_redis is not None:
         store = RedisTaskStore.from_url(tasks_redis)
     config = server_config(request_state=sealing, task_store=store, task_lease=task_lease)
+    config = attrs.evolve(server_config(request_state=sealing), **(sessions or {}))
     return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts)
 
 
@@ -175,8 +183,88 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="SECONDS",
         help="fail a task whose run has not renewed its lease for this long",
     )
+    sessions = parser.add_argument_group("legacy sessions")
+    defaults = m.ServerConfig()
+    sessions.add_argument(
+        "--max-sessions",
+        type=int,
+        default=defaults.max_sessions,
+        metavar="N",
+        help="sessions at once; the longest idle gives way (default %(default)s)",
+    )
+    sessions.add_argument(
+        "--max-sessions-per-principal",
+        type=int,
+        default=defaults.max_sessions_per_principal,
+        metavar="N",
+        help="sessions one principal may hold (default %(default)s)",
+    )
+    sessions.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        default=defaults.session_idle_timeout,
+        metavar="SECONDS",
+        help="an idle session ends after this (default %(default)s)",
+    )
+    connections = parser.add_argument_group("connections (serve_http)")
+    serve = ServeOptions()
+    connections.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=serve.keep_alive_timeout,
+        metavar="SECONDS",
+        help="close a keep-alive connection idle this long between requests (default %(default)s)",
+    )
+    connections.add_argument(
+        "--request-timeout",
+        type=float,
+        default=serve.request_timeout,
+        metavar="SECONDS",
+        help="close a connection whose request has not fully arrived by then, silent ones "
+        "included (default %(default)s)",
+    )
+    connections.add_argument(
+        "--limit-concurrency",
+        type=int,
+        default=serve.limit_concurrency,
+        metavar="N",
+        help="connections and requests at once, 503 beyond; kept under the open-file limit "
+        "(default %(default)s)",
+    )
+    connections.add_argument(
+        "--backlog",
+        type=int,
+        default=serve.backlog,
+        metavar="N",
+        help="connections queued before accept (default %(default)s)",
+    )
+    connections.add_argument(
+        "--max-head-bytes",
+        type=int,
+        default=serve.max_head_bytes,
+        metavar="N",
+        help="largest request head, h11 parser (default %(default)s)",
+    )
+    connections.add_argument(
+        "--http",
+        choices=["auto", "h11", "httptools"],
+        default=serve.http,
+        help="HTTP parser; auto prefers httptools (default %(default)s)",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
+
+
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """The connection options given on the command line (ValueError for a bad value)."""
+    return ServeOptions(
+        keep_alive_timeout=args.keep_alive_timeout,
+        request_timeout=args.request_timeout,
+        limit_concurrency=args.limit_concurrency,
+        backlog=args.backlog,
+        max_head_bytes=args.max_head_bytes,
+        http=args.http,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -193,21 +281,26 @@ def main(argv: Sequence[str] | None = None) -> None:
             tasks_db=args.tasks_db,
             tasks_redis=args.tasks_redis,
             task_lease=args.task_lease,
+            sessions={
+                "max_sessions": args.max_sessions,
+                "max_sessions_per_principal": args.max_sessions_per_principal,
+                "session_idle_timeout": args.session_idle_timeout,
+            },
         )
+        options = serve_options(args)
     except (ValueError, OSError, ImportError) as exc:
         sys.exit(f"server.py: {exc}")
-    config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
-    )
-    asyncio.run(_serve(uvicorn.Server(config), app, args.state_keys_file))
+    server = http_server(app, args.host, args.port, options=options, log_level=args.log_level)
+    if args.state_keys_file is not None and hasattr(signal, "SIGHUP"):
+        reload = functools.partial(reload_keys, app, args.state_keys_file)
+        signal.signal(signal.SIGHUP, functools.partial(_later, reload))
+    server.run()  # no asyncio.run: uvicorn picks the loop (uvloop when installed)
 
 
-async def _serve(server: uvicorn.Server, app: McpHttpApp, keys_file: str | None) -> None:
-    """Run ``server``; SIGHUP reloads the key ring file (as a loop callback, between requests)."""
-    if keys_file is not None and hasattr(signal, "SIGHUP"):
-        reload = functools.partial(reload_keys, app, keys_file)
-        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, reload)
-    await server.serve()
+def _later(callback: Any, _signum: int, _frame: object) -> None:
+    """A signal handler that runs ``callback`` as a loop callback, between requests, rather
+    than in the middle of whatever the interrupted code was doing."""
+    asyncio.get_running_loop().call_soon_threadsafe(callback)
 
 
 if __name__ == "__main__":

@@ -110,6 +110,17 @@ class ServerConfig:
     legacy_max_rounds: int = attrs.field(default=8, validator=_positive)
     #: Legacy shim: seconds a server-to-client request may wait for its answer.
     legacy_leg_timeout: float = attrs.field(default=600.0, validator=_positive_number)
+    #: Legacy HTTP sessions held at once by one server; when full, the session idle the
+    #: longest is ended to admit a new one, and ``initialize`` gets 503 only if none is idle.
+    max_sessions: int = attrs.field(default=1024, validator=_positive)
+    #: Legacy HTTP sessions one principal (the adapter's ``principal=``) may hold at once;
+    #: beyond, that principal's own longest-idle session is ended (503 if none is idle).
+    #: Anonymous sessions (principal None) are bounded by ``max_sessions`` alone.
+    max_sessions_per_principal: int = attrs.field(default=64, validator=_positive)
+    #: Legacy HTTP sessions: seconds a session with no open HTTP exchange is kept; then it
+    #: ends and its ``Mcp-Session-Id`` gets 404. A busy session is bounded by
+    #: ``legacy_leg_timeout`` and the server's HTTP timeouts instead.
+    session_idle_timeout: float = attrs.field(default=1800.0, validator=_positive_number)
     #: Bounds on what the client can make the connection hold or do.
     limits: Limits = attrs.field(factory=Limits)
     #: The JSON codec (``OrjsonCodec()`` with the ``fast`` extra is several times faster).

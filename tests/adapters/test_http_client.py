@@ -245,7 +245,7 @@ async def test_legacy_session_shim_legs_answered_and_deleted_on_close() -> None:
         assert list(app._sessions) == [session]
         result = await client.call_tool("book_trip", {"destination": "Lisbon", "guests": 2})
     assert texts(result) == BOOKED
-    assert app._sessions == {}  # DELETEd
+    assert len(app._sessions) == 0  # DELETEd
     assert methods(transport) == [
         "initialize",
         "notifications/initialized",
@@ -484,7 +484,7 @@ async def test_a_session_the_server_ended_raises_and_a_new_one_opens() -> None:
     app = everything_app()
     async with connected(app, "legacy") as (client, transport):
         first = client.session_id
-        app._sessions.clear()  # the server forgot the session
+        _forget_sessions(app)  # the server forgot the session
         with pytest.raises(SessionExpiredError) as expired:
             await client.call_tool("test_simple_text")
         assert expired.value.local
@@ -508,7 +508,7 @@ async def test_a_session_ended_while_answering_fails_the_open_call() -> None:
     app = everything_app()
 
     async def forget_then_answer(event: m.InputNeeded) -> Mapping[str, Any]:
-        app._sessions.clear()
+        _forget_sessions(app)
         return {"action": "accept", "content": {"name": "Ada"}}
 
     async with connected(app, "legacy", elicitation=forget_then_answer) as (client, _):
@@ -696,3 +696,9 @@ def test_the_default_http_client_expires_idle_connections_before_servers_do() ->
     from mrtr_sansio.adapters.http import DEFAULT_KEEPALIVE_EXPIRY
 
     assert 0 < DEFAULT_KEEPALIVE_EXPIRY < 5.0  # uvicorn's default keep-alive is 5 s
+
+
+def _forget_sessions(app: McpHttpApp) -> None:
+    """Make the server forget every session, as an expiry or a restart would."""
+    for session_id in app._sessions:
+        app._sessions.close(session_id)

@@ -8,16 +8,22 @@
   carry it (unknown id: 404) and share the session's connection; DELETE ends it. A request whose
   handler needs input gets an SSE response carrying the shim's server-to-client requests and then
   the final result; the client's answers arrive as POSTs answered 202.
+* Sessions belong to the principal that opened them: any other principal gets 404 for that
+  id. Idle sessions expire, and caps per principal and per server make the longest-idle session
+  give way (``ServerConfig.max_sessions``, ``max_sessions_per_principal``,
+  ``session_idle_timeout``; the rules are the core's ``SessionRegistry``).
 * ``Host`` and ``Origin`` must name an allowed host (DNS-rebinding protection: 421 / 403), GET
-  is 405. The body is size-limited: a declared ``Content-Length`` or the bytes read passing
-  ``Limits.max_message_bytes`` get 413 at once, and the connection is closed rather than the
-  rest drained (so is every refusal sent before the body was read). ``Host``, ``Origin``,
-  ``Content-Type`` and ``Mcp-Session-Id`` sent twice are 400; repeated MCP headers are the
-  core's -32020 (the headers reach it as the raw list).
+  is 405, a request with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400)
+  and its connection closed (request smuggling). The body is size-limited: a declared
+  ``Content-Length`` or the bytes read passing ``Limits.max_message_bytes`` get 413 at once,
+  and the connection is closed rather than the rest drained (so is every refusal sent before
+  the body was read). ``Host``, ``Origin``, ``Content-Type`` and ``Mcp-Session-Id`` sent twice
+  are 400; repeated MCP headers are the core's -32020 (the headers reach it as the raw list).
 * A request whose ``MCP-Protocol-Version`` names a modern version is served statelessly even
   when it carries ``Mcp-Session-Id`` (the 2026-07-28 transport says to ignore that header), so
   it is header-checked exactly as outside a session; a modern body sent inside a session with a
   legacy or no version header fails those checks in the core.
+* Mounted under a prefix, the app honours ``scope["root_path"]``.
 
 Runs under any ASGI server, on asyncio (uvicorn) or trio (hypercorn), through ``anyio``.
 """
@@ -26,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, MutableMapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,7 +50,6 @@ from mrtr_sansio import (
     Era,
     HttpRequestFacts,
     JsonRpcError,
-    LocalProtocolError,
     Outgoing,
     OutgoingError,
     OutgoingResponse,
@@ -54,6 +58,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio._session_registry import SessionRegistry
 from mrtr_sansio.tasks import TaskCancelled
 
 from ._common import Handler, RequestContext, call_handler
@@ -184,8 +189,10 @@ class McpHttpApp:
     ``handler`` answers every request the core passes up (see :mod:`mrtr_sansio.adapters`).
     ``allowed_hosts`` are host names accepted in ``Host`` and ``Origin`` (None disables the
     check: only do that behind a proxy that validates them). ``principal`` maps an ASGI scope to
-    the authenticated caller, bound into sealed request state. ``legacy=False`` makes a
-    modern-only server (no sessions; ``initialize`` is refused).
+    the authenticated caller, bound into sealed request state and owner of the legacy sessions
+    it opens. ``legacy=False`` makes a modern-only server (no sessions; ``initialize`` is
+    refused). Session caps and idle expiry come from ``config``; idle sessions are swept by a
+    task that runs while the server's lifespan does (and checked on every request anyway).
     """
 
     def __init__(
@@ -196,7 +203,6 @@ class McpHttpApp:
         path: str = "/mcp",
         allowed_hosts: Iterable[str] | None = LOCAL_HOSTS,
         legacy: bool = True,
-        max_sessions: int = 1024,
         principal: Callable[[Scope], str | None] | None = None,
     ) -> None:
         self.handler = handler
@@ -206,10 +212,13 @@ class McpHttpApp:
         self.path = path
         self.allowed_hosts = None if allowed_hosts is None else frozenset(allowed_hosts)
         self.max_body = self.config.limits.max_message_bytes
-        self.max_sessions = max_sessions
         self.legacy = legacy
         self._principal = principal
-        self._sessions: dict[str, _Peer] = {}
+        self._sessions: SessionRegistry[_Peer] = SessionRegistry(
+            max_sessions=self.config.max_sessions,
+            max_per_principal=self.config.max_sessions_per_principal,
+            idle_timeout=self.config.session_idle_timeout,
+        )
         # Task runs going on in this process, to stop on tasks/cancel.
         self._task_scopes: dict[str, anyio.CancelScope] = {}
 
@@ -223,20 +232,44 @@ class McpHttpApp:
             await self._lifespan(receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    tg.start_soon(self._sweep_sessions)
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    tg.cancel_scope.cancel()
+                    for peer in self._sessions.values():
+                        self._end_session(peer)
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+
+    async def _sweep_sessions(self) -> None:
+        """End idle sessions when they expire, so an abandoned one releases its connection
+        even if no request comes to notice it."""
+        clock = self.config.clock
         while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                for peer in list(self._sessions.values()):
-                    self._end_session(peer)
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+            deadline = self._sessions.next_deadline()
+            # None: a session that goes idle from now on expires one timeout later at the soonest
+            delay = self.config.session_idle_timeout if deadline is None else deadline - clock()
+            await anyio.sleep(max(0.0, delay))
+            self._expire_sessions(clock())
+
+    def _expire_sessions(self, now: float) -> None:
+        for peer in self._sessions.expire(now):
+            log.info("legacy session %s expired after being idle", peer.session_id)
+            self._end_session(peer)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers, repeated = _header_map(scope["headers"])
+        if "content-length" in headers and "transfer-encoding" in headers:
+            # Two framings: a proxy in front may have read another body than we would, and
+            # what follows it on the connection could be a smuggled request (RFC 9112 §6.1).
+            await _plain(send, 400, "Bad Request: Content-Length with Transfer-Encoding", [_CLOSE])
+            return
         close = _close_if_body(headers)
-        if scope["path"].rstrip("/") != self.path.rstrip("/"):
+        if _route_path(scope).rstrip("/") != self.path.rstrip("/"):
             await _plain(send, 404, "Not Found", close)
             return
         if repeated is not None:
@@ -250,7 +283,7 @@ class McpHttpApp:
         if method == "POST":
             await self._post(scope, headers, receive, send)
         elif method == "DELETE" and self.legacy:
-            await self._delete(headers, send)
+            await self._delete(scope, headers, send)
         else:
             allow = b"POST, DELETE" if self.legacy else b"POST"
             await _plain(send, 405, "Method Not Allowed", [(b"allow", allow), *close])
@@ -300,11 +333,13 @@ class McpHttpApp:
         principal = self._principal(scope) if self._principal is not None else None
         facts = HttpRequestFacts.from_header_list(scope["headers"])
         session_id = headers.get(SESSION_HEADER) if self.legacy else None
+        if self.legacy:
+            self._expire_sessions(self.config.clock())
         if session_id is not None and _names_modern(facts, self.config):
             session_id = None  # a modern request: Mcp-Session-Id is ignored (2026-07-28)
         if session_id is not None:
-            peer = self._sessions.get(session_id)
-            if peer is None:
+            peer = self._sessions.get(session_id, principal)
+            if peer is None:  # unknown, ended, or another principal's: nothing to see here
                 await _json_error(send, 404, JsonRpcError(-32600, "Session not found"))
                 return
             peer.conn.receive_message(body, http=facts, principal=principal)
@@ -312,11 +347,26 @@ class McpHttpApp:
             peer = _Peer(ServerConnection(self.config, principal=principal))
             peer.conn.receive_message(body, http=facts)
             if peer.conn.session is not None:  # an initialize: this connection is a session now
-                if len(self._sessions) >= self.max_sessions:
+                new_id = self.config.token_hex(16)
+                admission = self._sessions.open(new_id, peer, principal, self.config.clock())
+                for evicted in admission.evicted:
+                    log.info("legacy session %s ended to make room", evicted.session_id)
+                    self._end_session(evicted)
+                if not admission.accepted:
                     await _json_error(send, 503, JsonRpcError(INTERNAL_ERROR, "Too many sessions"))
                     return
-                peer.session_id = secrets.token_hex(16)
-                self._sessions[peer.session_id] = peer
+                peer.session_id = new_id
+        if peer.session_id is None:
+            await self._answer(peer, receive, send)
+            return
+        self._sessions.enter(peer.session_id)
+        try:
+            await self._answer(peer, receive, send)
+        finally:
+            self._sessions.leave(peer.session_id, self.config.clock())
+
+    async def _answer(self, peer: _Peer, receive: Receive, send: Send) -> None:
+        """Answer the POST just fed to ``peer``: run its request, or send what it produced."""
         extra = [] if peer.session_id is None else [(b"mcp-session-id", peer.session_id.encode())]
         fresh, unrouted = peer.pump()
         if fresh:
@@ -472,12 +522,7 @@ class McpHttpApp:
         conn = peer.conn
         ctx = RequestContext(conn, event, peer.flush, anyio.sleep)
         try:
-            result = await call_handler(self.handler, ctx)
-            try:
-                conn.respond(event.request_id, result)
-            except LocalProtocolError as exc:
-                log.error("handler answer refused for %r: %s", event.request_id, exc)
-                conn.respond(event.request_id, JsonRpcError(INTERNAL_ERROR, "Internal error"))
+            answer(conn, event, await call_handler(self.handler, ctx))  # the one answer path
         finally:
             peer.flush()
 
@@ -516,9 +561,11 @@ class McpHttpApp:
 
     # --- sessions ---------------------------------------------------------------------------
 
-    async def _delete(self, headers: Mapping[str, str], send: Send) -> None:
+    async def _delete(self, scope: Scope, headers: Mapping[str, str], send: Send) -> None:
         session_id = headers.get(SESSION_HEADER)
-        peer = self._sessions.get(session_id) if session_id is not None else None
+        principal = self._principal(scope) if self._principal is not None else None
+        self._expire_sessions(self.config.clock())
+        peer = self._sessions.get(session_id, principal) if session_id is not None else None
         if peer is None:
             await _json_error(send, 404, JsonRpcError(-32600, "Session not found"))
             return
@@ -527,8 +574,10 @@ class McpHttpApp:
         await send({"type": "http.response.body", "body": b""})
 
     def _end_session(self, peer: _Peer) -> None:
+        """Close a session (DELETE, expiry, eviction, shutdown): its requests are cancelled, so
+        their legs are withdrawn and their streams end; its id is unknown from now on."""
         if peer.session_id is not None:
-            self._sessions.pop(peer.session_id, None)
+            self._sessions.close(peer.session_id)
         for request_id in list(peer.conn.in_flight):
             peer.conn.cancel(request_id, "Session ended")
         peer.flush()
@@ -590,6 +639,16 @@ async def _watch_disconnect(receive: Receive, gone: anyio.Event, tg: TaskGroup) 
             gone.set()
             tg.cancel_scope.cancel()
             return
+
+
+def _route_path(scope: Scope) -> str:
+    """The path below the app's mount point: ASGI servers and routers put the full path in
+    ``path`` and the mount prefix in ``root_path``; an older server may already strip it."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        return path[len(root) :]
+    return path
 
 
 def _modern_only(config: ServerConfig) -> ServerConfig:

@@ -1,0 +1,51 @@
+"""The security page states the real defaults of every limit and timeout it lists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import mrtr_sansio as m
+from mrtr_sansio.adapters.serve import ServeOptions
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "security.md"
+OWNERS: dict[str, Any] = {
+    "ServerConfig": m.ServerConfig(),
+    "Limits": m.Limits(),
+    "ServeOptions": ServeOptions(),
+}
+UNITS = {"MiB": 1024 * 1024, "KiB": 1024}
+
+
+def _rows() -> list[tuple[str, str, str]]:
+    text = PAGE.read_text(encoding="utf-8")
+    return re.findall(r"^\| `(\w+)\.(\w+)` \| ([^|]+?) \|", text, re.MULTILINE)
+
+
+def _number(text: str) -> float:
+    value, *unit = text.split(" (", maxsplit=1)[0].split()
+    return float(value) * (UNITS[unit[0]] if unit and unit[0] in UNITS else 1)
+
+
+def test_the_page_lists_every_session_message_and_connection_bound() -> None:
+    listed = {(owner, field) for owner, field, _ in _rows()}
+    for name in ("max_sessions", "max_sessions_per_principal", "session_idle_timeout"):
+        assert ("ServerConfig", name) in listed
+    for owner in ("Limits", "ServeOptions"):  # every numeric bound of these two
+        numeric = {
+            f.name for f in attrs.fields(type(OWNERS[owner])) if isinstance(f.default, (int, float))
+        }
+        assert numeric <= {field for o, field in listed if o == owner}, owner
+
+
+@pytest.mark.parametrize(("owner", "field", "stated"), _rows())
+def test_each_stated_default_is_the_code_s(owner: str, field: str, stated: str) -> None:
+    assert _number(stated) == getattr(OWNERS[owner], field)
+
+
+def test_the_requests_section_has_its_place() -> None:
+    assert "\n<!-- requests section -->\n" in PAGE.read_text(encoding="utf-8")
