@@ -31,13 +31,17 @@ ASGIApp = Callable[
 
 
 class Served:
-    """An ASGI app served by uvicorn in a thread, on a free loopback port."""
+    """An ASGI app served by uvicorn in a thread, on a free loopback port.
 
-    def __init__(self, app: ASGIApp) -> None:
+    The HTTP parser is h11, which passes through what httptools would refuse itself (control
+    bytes in header values, ambiguous framing): the app's own checks are what these tests see.
+    """
+
+    def __init__(self, app: ASGIApp, http: str = "h11") -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        cfg = uvicorn.Config(app, log_level="warning", lifespan="off")
+        cfg = uvicorn.Config(app, log_level="warning", lifespan="off", http=http)
         self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]})
         self.thread.start()

@@ -117,8 +117,10 @@ def build_app(
         store = SqliteTaskStore(tasks_db)
     elif tasks_redis is not None:
         store = RedisTaskStore.from_url(tasks_redis)
-    config = server_config(request_state=sealing, task_store=store, task_lease=task_lease)
-    config = attrs.evolve(server_config(request_state=sealing), **(sessions or {}))
+    config = attrs.evolve(
+        server_config(request_state=sealing, task_store=store, task_lease=task_lease),
+        **(sessions or {}),
+    )
     return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts)
 
 

@@ -270,6 +270,10 @@ async def test_deleting_a_session_withdraws_its_pending_legs(tg: Any) -> None:
         await stream.finished.wait()
     assert peer.conn.in_flight == frozenset()
     assert peer.conn.next_deadline() is None
+    # The withdrawn leg is cancelled on the stream (as on stdio), and then the stream ends.
+    withdrawn = await stream.response.next_message()
+    assert withdrawn is not None
+    assert withdrawn["method"] == "notifications/cancelled"
     assert await stream.response.next_message() is None
 
 
