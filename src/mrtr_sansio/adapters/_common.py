@@ -35,6 +35,7 @@ from mrtr_sansio import (
     RequestReceived,
     RequestStateRejected,
     RoundsExhausted,
+    ServerConfig,
     ServerConnection,
 )
 
@@ -47,6 +48,7 @@ __all__ = [
     "StreamServer",
     "SubscriptionHub",
     "TimedDriver",
+    "announce_state_key",
     "call_blocking_handler",
     "call_handler",
 ]
@@ -283,6 +285,7 @@ class StreamServer(TimedDriver[ServerConnection]):
         super().__init__(conn)
         self._start = start
         self._cancel = cancel
+        announce_state_key(conn.config)
 
     def receive(self, data: bytes) -> None:
         """Feed bytes read from the peer (``b""`` at the end of input) and route the events."""
@@ -322,6 +325,22 @@ class StreamServer(TimedDriver[ServerConnection]):
             with contextlib.suppress(LocalProtocolError):  # unless it awaits no answer now
                 conn.respond(rid, JsonRpcError.internal())
         self.route()  # a state-only round on the legacy wire replays at once
+
+
+_announced: list[bool] = []
+
+
+def announce_state_key(config: ServerConfig) -> None:
+    """Log once per process, at WARNING, that ``requestState`` is sealed with the default
+    per-process key: right for one process, wrong for several instances or restarts."""
+    if config.seals_with_process_key and not _announced:
+        _announced.append(True)
+        log.warning(
+            "requestState is sealed with a random key made for this process (the default): "
+            "a retry that reaches another process, or this one after a restart, is refused. "
+            "Deployments with several processes must configure the same key ring everywhere: "
+            "ServerConfig(request_state=RequestStateSecurity(keys=[...]))"
+        )
 
 
 def _log_event(event: object) -> None:

@@ -42,7 +42,7 @@ from mrtr_sansio import (
     ServerConnection,
 )
 
-from ._common import Handler, RequestContext, call_handler
+from ._common import Handler, RequestContext, announce_state_key, call_handler
 
 __all__ = ["McpHttpApp"]
 
@@ -181,6 +181,7 @@ class McpHttpApp:
         self.legacy = legacy
         self._principal = principal
         self._sessions: dict[str, _Peer] = {}
+        announce_state_key(self.config)
 
     # --- ASGI entry -------------------------------------------------------------------------
 
