@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import sys
 
 from registry import Context, Registry
 
 from mrtr_sansio.adapters.asyncio import serve_stdio
 
+# --8<-- [start:app]
 app = Registry("files", "1.0.0")
 
 
@@ -34,6 +33,8 @@ async def today() -> str:
     return "Nothing planned."
 
 
+# --8<-- [end:app]
+
+
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     asyncio.run(serve_stdio(app.handle, app.config()))
