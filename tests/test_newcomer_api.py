@@ -4,15 +4,14 @@ says what to fix, or done by default (sealed state, orjson, client-level logs an
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+import transcript
 from hypothesis import HealthCheck, Phase, settings
 
 import mrtr_sansio as m
@@ -28,7 +27,13 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio.testing import ModelConfig, check_server, in_process_server, tool
+from mrtr_sansio.testing import (
+    ModelConfig,
+    SpecViolationError,
+    check_server,
+    in_process_server,
+    tool,
+)
 
 FLAT = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
@@ -310,19 +315,9 @@ def test_the_adapters_log_once_that_the_key_is_per_process(
     assert "must configure the same key ring" in record.getMessage()
 
 
-def test_the_checker_passes_a_quickstart_server() -> None:
-    """The server ``docs/quickstart.md`` writes, default config: the tamper check passes."""
-    path = Path(__file__).resolve().parents[1] / "examples" / "asyncio" / "echo_server.py"
-    spec = importlib.util.spec_from_file_location("quickstart_echo", path)
-    assert spec is not None
-    assert spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    handler = example.handler
-
-    config = ServerConfig(
-        server_info={"name": "echo", "version": "1.0.0"}, capabilities={"tools": {}}
-    )
+def _quick_check(config: ServerConfig) -> None:
+    """The model checker, tamper check on, against the quickstart's handler (transcript.py:
+    a tool that asks for a date and keeps a string state)."""
     fast = settings(
         max_examples=15,
         stateful_step_count=10,
@@ -332,8 +327,22 @@ def test_the_checker_passes_a_quickstart_server() -> None:
         phases=[Phase.explicit, Phase.generate],
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
-    model = ModelConfig((tool("greet", mrtr=True),), reject_tampered_state=True)
-    check_server(in_process_server(handler, config), model, settings=fast)
+    model = ModelConfig((tool("book", {"guests": 2}, mrtr=True),), reject_tampered_state=True)
+    server = in_process_server(lambda request, _ctx: transcript.handler(request), config)
+    check_server(server, model, settings=fast)
+
+
+def test_the_checker_passes_a_quickstart_server_with_the_default_config() -> None:
+    _quick_check(ServerConfig(server_info={"name": "bistro", "version": "1.0"}))
+
+
+def test_the_checker_fails_the_same_server_unsealed() -> None:
+    """What issue 15 saw before sealing was the default: the check bites without it."""
+    unsealed = ServerConfig(
+        server_info={"name": "bistro", "version": "1.0"}, request_state=UNSEALED
+    )
+    with pytest.raises(SpecViolationError, match="tampered"):
+        _quick_check(unsealed)
 
 
 # --- client-level logs and progress ---------------------------------------------------------
