@@ -202,7 +202,7 @@ class ServerConfig:
     #: Answer ``server/discover`` and ``initialize`` from this config (else the app gets them).
     answer_discovery: bool = attrs.field(default=True, validator=_instance_of(bool, "True/False"))
     #: ``requestState`` protection. The default seals with a random key made once per process
-    #: (:func:`process_state_protector`; the adapters log a warning when they serve with it):
+    #: (``process_state_protector()``; the adapters log a warning when they serve with it):
     #: enough for one process, not for several instances or restarts, which must configure
     #: the same ``RequestStateSecurity(keys=[...])`` everywhere. ``UNSEALED`` opts out.
     request_state: StateProtector | Unsealed = attrs.field(
