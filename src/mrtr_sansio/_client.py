@@ -132,9 +132,7 @@ class ClientConnection(Connection):
     """
 
     def __init__(self, config: ClientConfig | None = None) -> None:
-        config = config if config is not None else ClientConfig()
-        if config.era not in ("modern", "legacy", "auto"):
-            raise ValueError(f"era: must be 'modern', 'legacy' or 'auto', got {config.era!r}")
+        config = config if config is not None else ClientConfig()  # (ClientConfig checks era)
         for name, value in config.capabilities.items():
             if not isinstance(value, Mapping):
                 raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
