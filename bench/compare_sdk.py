@@ -176,7 +176,7 @@ def ours_answer(event: m.RequestReceived) -> m.InputRequiredResult | dict[str, A
 
 def ours_config(codec: m.JsonCodec, sealed: bool = False) -> m.ServerConfig:
     if not sealed:
-        return m.ServerConfig(server_info=SERVER_INFO, codec=codec)
+        return m.ServerConfig(server_info=SERVER_INFO, codec=codec, request_state=m.UNSEALED)
     security = m.RequestStateSecurity(keys=[KEY], codec="aes-256-gcm", audience=AUDIENCE, ttl=TTL)
     return m.ServerConfig(server_info=SERVER_INFO, codec=codec, request_state=security)
 
@@ -576,7 +576,11 @@ async def run(args: argparse.Namespace) -> None:
         ]
         sdk_http = sdk_server()
         sdk_app = sdk_http.streamable_http_app(stateless_http=True, json_response=True)
-        ours_app = McpHttpApp(ours_handler, m.ServerConfig(server_info=SERVER_INFO), legacy=False)
+        ours_app = McpHttpApp(
+            ours_handler,
+            m.ServerConfig(server_info=SERVER_INFO, request_state=m.UNSEALED),
+            legacy=False,
+        )
         asgi = [
             asgi_path("asgi-ours", ours_app, connected),
             asgi_path("asgi-sdk", sdk_app, connected),

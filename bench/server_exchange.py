@@ -64,7 +64,9 @@ def _wire(msg: dict[str, Any]) -> bytes:
 
 def make_engine(codec: m.JsonCodec) -> tuple[Callable[[], None], list[bytes]]:
     """One exchange through a long-lived connection (a stdio server, say)."""
-    conn = m.ServerConnection(m.ServerConfig(server_info=SERVER_INFO, codec=codec))
+    conn = m.ServerConnection(
+        m.ServerConfig(server_info=SERVER_INFO, codec=codec, request_state=m.UNSEALED)
+    )
     req1, req2 = _wire(REQUEST_1), _wire(REQUEST_2)
     receive, next_event, respond, send = (
         conn.receive_data,

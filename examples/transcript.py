@@ -54,7 +54,7 @@ def exchange(server: m.ServerConnection, message: dict[str, Any]) -> list[dict[s
 
 def main() -> None:
     config = m.ServerConfig(server_info={"name": "bistro", "version": "1.0"})
-    caps = {"elicitation": {"form": {}}}
+    caps: dict[str, Any] = {"elicitation": {"form": {}}}
     envelope = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: caps}
     call = {"name": "book", "arguments": {"guests": 2}}
 

@@ -15,6 +15,7 @@ from mrtr_sansio import (
     CLIENT_INFO,
     NEED_DATA,
     PROTOCOL_VERSION,
+    UNSEALED,
     ClientConfig,
     ClientConnection,
     Era,
@@ -147,7 +148,8 @@ class Pair:
     """Our client and our server in memory: bytes through ``data_to_send``/``receive_data``.
 
     ``handler`` answers every request the server application sees. Client messages are
-    schema-checked as the client's, server messages as the server's.
+    schema-checked as the client's, server messages as the server's. The server's state is
+    unsealed unless ``server_config`` says otherwise.
     """
 
     def __init__(
@@ -157,8 +159,10 @@ class Pair:
         server_config: ServerConfig | None = None,
     ) -> None:
         self.client = ClientConnection(client_config)
+        # Unsealed unless told otherwise: the client tests look at the state on the wire.
         self.server = ServerConnection(
-            server_config or ServerConfig(server_info={"name": "srv", "version": "1"})
+            server_config
+            or ServerConfig(server_info={"name": "srv", "version": "1"}, request_state=UNSEALED)
         )
         self.handler = handler
         self.server_events: list[Event] = []

@@ -50,6 +50,7 @@ from mrtr_sansio import (
     NotificationReceived,
     RequestReceived,
     RoundsExhausted,
+    StdlibJsonCodec,
     UnexpectedResponse,
     elicit_form,
     sample,
@@ -185,7 +186,8 @@ def test_retry_is_exact() -> None:
     ids=["empty", "unicode", "json", "whitespace", "controls", "surrogate", "long", "b64"],
 )
 def test_request_state_is_echoed_exactly(state: str) -> None:
-    conn = client()
+    # orjson (the default codec when installed) refuses lone surrogates; the stdlib carries them.
+    conn = client(codec=StdlibJsonCodec()) if "\ud800" in state else client()
     start(conn)
     message = {"jsonrpc": "2.0", "id": 0, "result": input_required({"k": ROOTS}, state)}
     try:  # raw UTF-8 on the wire where possible, \u escapes for what UTF-8 cannot carry

@@ -749,7 +749,9 @@ def test_pair_legacy_shim_round_trips() -> None:
         assert set(responses) == {"where"}
         return {"content": [{"type": "text", "text": str(responses.root_uris("where"))}]}
 
-    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities=CAPS, era="legacy"))
+    # A dict state needs sealing (the default) on the legacy wire too.
+    sealed = ServerConfig(server_info={"name": "srv", "version": "1"})
+    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities=CAPS, era="legacy"), sealed)
     call = pair.client.call("tools/call", {"name": "book"})
     by_method: dict[str, dict[str, Any]] = {
         "elicitation/create": ACCEPT,

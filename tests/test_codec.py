@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     LEGACY_VERSIONS,
     PROTOCOL_VERSION,
+    UNSEALED,
     InputRequiredResult,
     JsonRpcError,
     Notify,
@@ -31,7 +33,9 @@ from mrtr_sansio import (
 CODECS = [StdlibJsonCodec, OrjsonCodec]
 
 
-def test_default_codec_is_the_stdlib_one() -> None:
+def test_default_codec_is_orjson_when_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(default_codec(), OrjsonCodec)  # the test extra installs it
+    monkeypatch.setitem(sys.modules, "orjson", None)  # as if it were not installed
     assert isinstance(default_codec(), StdlibJsonCodec)
 
 
@@ -78,7 +82,7 @@ def test_codecs_round_trip(codec: type[Any]) -> None:
 
 def _exchange(codec: Any) -> tuple[list[Any], list[dict[str, Any]]]:
     """A modern MRTR exchange plus junk, run on a connection using ``codec``."""
-    conn = ServerConnection(ServerConfig(server_info=SERVER, codec=codec))
+    conn = ServerConnection(ServerConfig(server_info=SERVER, codec=codec, request_state=UNSEALED))
     seen: list[Any] = []
     inputs = [
         line(call(1, "book", {"city": "Zürich", "n": 2.5})),

@@ -12,8 +12,9 @@ from mrtr_sansio import (
     MODERN_VERSIONS,
     ClientConfig,
     Limits,
+    OrjsonCodec,
     ServerConfig,
-    StdlibJsonCodec,
+    process_state_protector,
 )
 
 MiB = 1024 * 1024
@@ -48,12 +49,12 @@ def test_server_config_defaults() -> None:
     assert config.legacy_versions == LEGACY_VERSIONS
     assert (config.cache_ttl_ms, config.cache_scope) == (0, "private")
     assert config.answer_discovery is True
-    assert config.request_state is None
+    assert config.request_state is process_state_protector()  # sealed by default
     assert config.legacy_shim is True
     assert config.legacy_max_rounds == 8
     assert config.legacy_leg_timeout == 600.0
     assert config.limits == Limits()
-    assert isinstance(config.codec, StdlibJsonCodec)
+    assert isinstance(config.codec, OrjsonCodec)  # installed by the test extra
     assert isinstance(config.clock(), float)
     assert len(config.token_hex(8)) == 16
 
@@ -111,8 +112,9 @@ def test_client_config_defaults() -> None:
     assert config.max_rounds == 10
     assert config.probe_timeout == 5.0
     assert config.limits == Limits()
-    assert isinstance(config.codec, StdlibJsonCodec)
+    assert isinstance(config.codec, OrjsonCodec)  # installed by the test extra
     assert isinstance(config.clock(), float)
+    assert (config.log_level, config.progress) == (None, False)
 
 
 def test_client_config_validation_and_copies() -> None:

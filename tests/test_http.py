@@ -15,6 +15,7 @@ from mrtr_sansio import (
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     PARSE_ERROR,
+    UNSEALED,
     UNSUPPORTED_PROTOCOL_VERSION,
     Era,
     HttpRequestFacts,
@@ -22,6 +23,7 @@ from mrtr_sansio import (
     JsonRpcError,
     OutgoingError,
     RequestReceived,
+    ServerConfig,
     ServerConnection,
     decode_header_value,
     elicit_url,
@@ -249,7 +251,8 @@ def test_headers_are_checked_before_the_envelope(conn: ServerConnection) -> None
     assert only(sent(conn))["error"]["code"] == HEADER_MISMATCH
 
 
-def test_header_check_applies_to_retries(conn: ServerConnection) -> None:
+def test_header_check_applies_to_retries() -> None:
+    conn = ServerConnection(ServerConfig(request_state=UNSEALED))  # to see the state as sent
     retry = call(2, "book", inputResponses={"k": {"action": "cancel"}}, requestState="s")
     conn.receive_message(retry, http=facts(V, "tools/call", "book"))
     assert served(conn).request_state == "s"

@@ -336,7 +336,7 @@ async def test_what_is_not_a_clean_protocol_error_is_a_problem() -> None:
             "HTTP 200 (application/json) without a JSON-RPC response",
         ),
         (completes_with("Booked elsewhere."), "unexpected result ['Booked elsewhere.']"),
-        (refused, "HTTP request failed: ConnectError: refused"),
+        (refused, "could not connect to http://x/mcp: is the server running? (refused)"),
         (answers_with(200, result=ASK_DATES), "tools/call still needed input after 10 rounds"),
     ]
     async with httpx.AsyncClient(transport=canned) as http:

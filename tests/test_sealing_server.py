@@ -11,6 +11,7 @@ from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     LATEST_MODERN_VERSION,
     PROTOCOL_VERSION,
+    UNSEALED,
     Era,
     InputRequiredResult,
     InvalidMessage,
@@ -284,7 +285,7 @@ def test_resources_and_prompts_are_bound_too(
 
 
 def test_without_security_state_passes_through_untouched() -> None:
-    conn = ServerConnection(ServerConfig())
+    conn = ServerConnection(ServerConfig(request_state=UNSEALED))
     conn.receive_message(call(1))
     [first] = events(conn)
     conn.send(Respond(first.request_id, InputRequiredResult(request_state="plain:step=2")))

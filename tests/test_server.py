@@ -33,6 +33,7 @@ from mrtr_sansio import (
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     SERVER_INFO,
+    UNSEALED,
     Era,
     InputRequest,
     InputRequiredResult,
@@ -56,6 +57,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
     StateBinding,
+    StdlibJsonCodec,
     UnsealedState,
     elicit_form,
     elicit_url,
@@ -70,14 +72,15 @@ INFO_META = {SERVER_INFO: SERVER}
 
 @pytest.fixture
 def conn() -> ServerConnection:
-    """A server that stamps serverInfo."""
-    return ServerConnection(ServerConfig(server_info=SERVER))
+    """A server that stamps serverInfo; state unsealed, so that tests see it on the wire
+    (sealing, the default, has its own tests in test_sealing_server.py)."""
+    return ServerConnection(ServerConfig(server_info=SERVER, request_state=UNSEALED))
 
 
 @pytest.fixture
 def bare() -> ServerConnection:
-    """A server configured not to stamp serverInfo."""
-    return ServerConnection()
+    """A server configured not to stamp serverInfo (state unsealed, as for ``conn``)."""
+    return ServerConnection(ServerConfig(request_state=UNSEALED))
 
 
 def received(conn: ServerConnection) -> RequestReceived:
@@ -145,8 +148,8 @@ def test_request_received_fields() -> None:
         event.round = 2  # type: ignore[misc]
 
 
-def test_request_received_on_a_retry() -> None:
-    conn = ServerConnection()
+def test_request_received_on_a_retry(bare: ServerConnection) -> None:
+    conn = bare
     responses = {
         "who": {"action": "accept", "content": {"name": "octocat"}},
         "extra": {"unexpected": True},
@@ -740,10 +743,18 @@ def test_unserializable_result_is_a_local_error_and_the_request_stays_open(
     events(conn)
     with pytest.raises(LocalProtocolError, match="cannot be serialized"):
         conn.respond(1, {"content": [object()]})
+    strict = ServerConnection(ServerConfig(codec=StdlibJsonCodec(), request_state=UNSEALED))
+    feed(strict, call(2))
+    events(strict)
     with pytest.raises(LocalProtocolError, match="cannot be serialized"):
-        conn.respond(2, {"x": float("nan")})
+        strict.respond(2, {"x": float("nan")})  # (orjson, the default when installed: null)
     with pytest.raises(LocalProtocolError, match="cannot be serialized"):
-        conn.respond(2, InputRequiredResult({"f": elicit_form("m", {"bad": {1, 2}})}))
+        conn.respond(
+            2,
+            InputRequiredResult(
+                {"f": elicit_form("m", {"type": "object", "properties": {}, "bad": {1, 2}})}
+            ),
+        )
     assert conn.in_flight == {1, 2}
     assert sent(conn) == []
 
@@ -996,7 +1007,9 @@ def test_max_input_responses() -> None:
     [("a" * 16, True), ("a" * 17, False), ("é" * 8, True), ("é" * 9, False), ("€" * 6, False)],
 )
 def test_max_request_state_bytes(state: str, accepted: bool) -> None:
-    conn = ServerConnection(ServerConfig(limits=Limits(max_request_state_bytes=16)))
+    conn = ServerConnection(
+        ServerConfig(limits=Limits(max_request_state_bytes=16), request_state=UNSEALED)
+    )
     feed(conn, call(1, requestState=state))
     if accepted:
         assert received(conn).request_state == state

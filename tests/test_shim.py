@@ -23,6 +23,7 @@ from legacy_peer import FULL_CAPS, LEGACY, App, LegacyClient, server, session
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     PROTOCOL_VERSION,
+    UNSEALED,
     Era,
     FulfilRequest,
     InputRequest,
@@ -829,7 +830,8 @@ def test_answering_while_legs_are_pending_is_a_local_error() -> None:
 
 def test_modern_requests_on_a_dual_era_connection_still_get_input_required() -> None:
     conn, client, app = session(
-        lambda e: InputRequiredResult({"login": LOGIN}, request_state="s-1")
+        lambda e: InputRequiredResult({"login": LOGIN}, request_state="s-1"),
+        request_state=UNSEALED,  # to see the state on the wire
     )
     meta = {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {"elicitation": {}}}
     client.request("tools/call", {**TARGET["tools/call"], "_meta": meta}, request_id="m-1")

@@ -355,8 +355,8 @@ def test_model_config_defaults_follow_the_spec_and_the_suite() -> None:
 
 
 def test_config_helper_is_sealed() -> None:
-    assert config().request_state is not None
-    assert config(sealed=False).request_state is None
+    assert isinstance(config().request_state, m.RequestStateSecurity)
+    assert config(sealed=False).request_state is m.UNSEALED
 
 
 def test_decoy_keys_never_collide_with_requested_ones() -> None:

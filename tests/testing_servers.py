@@ -199,7 +199,7 @@ KEYS = [b"model-tests-key-0123456789abcdef"]
 def config(*, sealed: bool = True, single_use: bool = False) -> m.ServerConfig:
     """The server config: sealed state unless ``sealed`` is False (single use if asked)."""
     guard = m.MemoryReplayGuard() if single_use else None
-    security = m.RequestStateSecurity(KEYS, replay_guard=guard) if sealed else None
+    security = m.RequestStateSecurity(KEYS, replay_guard=guard) if sealed else m.UNSEALED
     return m.ServerConfig(server_info=SERVER_INFO, request_state=security)
 
 

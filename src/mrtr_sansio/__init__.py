@@ -7,7 +7,7 @@ Transports live in :mod:`mrtr_sansio.adapters` and are never imported from here.
 from ._capabilities import merge_capabilities, missing_capabilities, required_capabilities
 from ._client import ClientConnection
 from ._codec import JsonCodec, OrjsonCodec, StdlibJsonCodec, default_codec
-from ._config import ClientConfig, Limits, ServerConfig
+from ._config import ClientConfig, Limits, ServerConfig, process_state_protector
 from ._envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
@@ -85,7 +85,14 @@ from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._sealing_replay import MemoryReplayGuard, ReplayGuard
 from ._server import ServerConnection
 from ._session import LegacySession
-from ._state import RequestStateError, StateBinding, StateProtector, UnsealedState
+from ._state import (
+    UNSEALED,
+    RequestStateError,
+    StateBinding,
+    StateProtector,
+    Unsealed,
+    UnsealedState,
+)
 from ._state_swap import SwappableStateProtector
 
 __version__ = "0.1.0.dev0"
@@ -112,6 +119,7 @@ __all__ = [
     "REQUEST_STATE_REASONS",
     "SERVER_INFO",
     "SUBSCRIPTION_ID",
+    "UNSEALED",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "AesGcmCodec",
     "Call",
@@ -169,6 +177,7 @@ __all__ = [
     "StdlibJsonCodec",
     "SwappableStateProtector",
     "UnexpectedResponse",
+    "Unsealed",
     "UnsealedState",
     "__version__",
     "decode_header_value",
@@ -182,6 +191,7 @@ __all__ = [
     "missing_capabilities",
     "modern_envelope",
     "param_headers_for",
+    "process_state_protector",
     "required_capabilities",
     "sample",
 ]

@@ -26,6 +26,7 @@ from ._connection import Connection
 from ._envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
+    LOG_LEVEL,
     PROTOCOL_VERSION,
     Era,
     modern_envelope,
@@ -75,6 +76,7 @@ Moves = Mapping[CallPhase, CallPhase]
 #: Fields of the params that belong to the connection, never to the application.
 _MANAGED_PARAMS = ("inputResponses", "requestState")
 _ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
+PROGRESS_TOKEN = "progressToken"
 # What each trigger does to a call, bound once: a call moves with one dict lookup.
 _SENT = CLIENT_CALL.moves(CallTrigger.SENT)
 _QUEUED = CLIENT_CALL.moves(CallTrigger.QUEUED)
@@ -148,9 +150,7 @@ class ClientConnection(Connection):
     """
 
     def __init__(self, config: ClientConfig | None = None) -> None:
-        config = config if config is not None else ClientConfig()
-        if config.era not in ("modern", "legacy", "auto"):
-            raise ValueError(f"era: must be 'modern', 'legacy' or 'auto', got {config.era!r}")
+        config = config if config is not None else ClientConfig()  # (ClientConfig checks era)
         for name, value in config.capabilities.items():
             if not isinstance(value, Mapping):
                 raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
@@ -411,7 +411,7 @@ class ClientConnection(Connection):
             self._end(st, CallFailed(st.call, JsonRpcError(INTERNAL_ERROR, reason), True), _LOST)
             return True
         if self._handshake.owns(request_id):
-            self._handshake.on_broken(request_id, reason)
+            self._handshake.on_broken(request_id, reason, lost=True)
             return True
         return False
 
@@ -461,6 +461,8 @@ class ClientConnection(Connection):
                 self.instructions,
             )
         )
+        if self.era is Era.LEGACY:
+            self._set_legacy_log_level()
         queue, self._queue = self._queue, []
         for st in queue:
             self._send_leg(st, _SENT)
@@ -490,12 +492,42 @@ class ClientConnection(Connection):
         params = st.params
         if params is None:
             params = st.params = dict(st.call.params)
+            meta = params.get("_meta")
+            asked = self._asked(st)
+            if asked:  # defaults: what the call's own _meta says wins
+                meta = asked if meta is None else {**asked, **meta}
             if self.era is Era.MODERN:
-                meta = params.get("_meta")
                 params["_meta"] = (
                     dict(self._envelope) if meta is None else {**meta, **self._envelope}
                 )
+            elif meta is not None:
+                params["_meta"] = meta
         return params
+
+    def _asked(self, st: _CallState) -> dict[str, Any] | None:
+        """The ``_meta`` defaults of ``ClientConfig.log_level`` (modern; legacy asks once per
+        session) and ``ClientConfig.progress`` (the call's id as its token)."""
+        config = self.config
+        if config.log_level is None and not config.progress:
+            return None
+        out: dict[str, Any] = {}
+        if config.log_level is not None and self.era is Era.MODERN:
+            out[LOG_LEVEL] = config.log_level
+        if config.progress:
+            out[PROGRESS_TOKEN] = st.call.call_id
+        return out
+
+    def _set_legacy_log_level(self) -> None:
+        """Legacy: ask for ``ClientConfig.log_level`` once, after the handshake, when the server
+        declares ``logging``; the answer is dropped (a refusal leaves the server's default)."""
+        level = self.config.log_level
+        caps = self.server_capabilities
+        if level is None or not (isinstance(caps, dict) and "logging" in caps):
+            return
+        rid = self._new_id()
+        msg = request_message(rid, "logging/setLevel", {"level": level})
+        self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
+        self._ignore(rid)
 
     def _send_leg(self, st: _CallState, moves: Moves) -> None:
         """Send the call's next request: the first one, or a retry with this round's fields;

@@ -131,14 +131,16 @@ class Handshake:
         else:
             self._on_initialize(msg)
 
-    def on_broken(self, rid: Any, reason: str) -> None:
-        """A response with ``rid`` that is not valid JSON-RPC."""
+    def on_broken(self, rid: Any, reason: str, *, lost: bool = False) -> None:
+        """A response with ``rid`` that is not valid JSON-RPC, or (``lost``) none will come:
+        the transport says why in ``reason`` (the server is down, say)."""
         if rid == self._probe_id:
             self.start_initialize()  # not a recognised modern answer
         else:
             self._init_id = None
+            what = "initialize got no answer" if lost else "Invalid initialize response"
             self._conn._fail_handshake(
-                JsonRpcError(INTERNAL_ERROR, f"Invalid initialize response: {reason}"), local=True
+                JsonRpcError(INTERNAL_ERROR, f"{what}: {reason}"), local=True
             )
 
     def _on_probe(self, msg: dict[str, Any]) -> None:

@@ -111,12 +111,22 @@ class OrjsonCodec:
     def __init__(self) -> None:
         try:
             import orjson
-        except ImportError as exc:  # pragma: no cover - depends on the environment
+        except ImportError as exc:
             raise ImportError("OrjsonCodec needs orjson: pip install 'mrtr-sansio[fast]'") from exc
         self.loads = orjson.loads
         self.dumps = orjson.dumps
 
 
 def default_codec() -> JsonCodec:
-    """The stdlib codec: always available, and identical output on every machine."""
-    return StdlibJsonCodec()
+    """orjson when it is installed (the ``fast`` extra), else the stdlib codec.
+
+    Called when a config is built without a ``codec``, so ``import mrtr_sansio`` never imports
+    orjson. The two differ only at the edges of JSON: orjson reads integers beyond 64 bits as
+    floats, refuses lone surrogates and cannot write integers beyond 64 bits (such a result is
+    a local error); pass ``codec=StdlibJsonCodec()`` where those matter or where the output
+    must be the same on every machine.
+    """
+    try:
+        return OrjsonCodec()
+    except ImportError:
+        return StdlibJsonCodec()

@@ -14,8 +14,9 @@ from typing import Any, Literal
 import attrs
 
 from ._codec import JsonCodec, default_codec
-from ._envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, MODERN_VERSIONS
-from ._state import StateProtector
+from ._envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, LOG_LEVELS, MODERN_VERSIONS
+from ._sealing import RequestStateSecurity
+from ._state import UNSEALED, StateProtector, Unsealed
 from .tasks._settings import TaskSettings
 
 __all__ = ["ClientConfig", "Limits", "ServerConfig"]
@@ -33,14 +34,110 @@ def _positive_number(_inst: object, attribute: attrs.Attribute[Any], value: Any)
         raise ValueError(f"{attribute.name}: must be a positive number, got {value!r}")
 
 
-def _frozen_mapping(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else dict(value)
-
-
-# Typed converters: with the builtins ``dict``/``tuple`` as converters, mypy's attrs plugin
-# derives unusable ``__init__`` parameter types (``capabilities={"tools": {}}`` fails --strict).
-def _plain_dict(value: Mapping[str, Any]) -> dict[str, Any]:
+def _mapping(name: str, value: Any, example: str) -> dict[str, Any]:
+    """``dict(value)``, or a TypeError that names the field and shows what it takes (``dict``
+    of a string would say "dictionary update sequence element #0 has length 1")."""
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            f"{name}: must be a mapping such as {example}, got {type(value).__name__} {value!r:.60}"
+        )
     return dict(value)
+
+
+# Typed converters, one named function per field: with the builtins ``dict``/``tuple`` as
+# converters, mypy's attrs plugin derives unusable ``__init__`` parameter types
+# (``capabilities={"tools": {}}`` fails --strict), and it accepts only named functions.
+def _server_info(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    example = "{'name': 'my-server', 'version': '1.0'}"
+    return None if value is None else _mapping("server_info", value, example)
+
+
+def _client_info(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    example = "{'name': 'my-client', 'version': '1.0'}"
+    return None if value is None else _mapping("client_info", value, example)
+
+
+def _capabilities(value: Mapping[str, Any]) -> dict[str, Any]:
+    return _mapping("capabilities", value, "{'tools': {}}")
+
+
+def _param_headers(value: Mapping[str, Mapping[str, tuple[str, ...]]]) -> dict[str, Any]:
+    return _mapping("param_headers", value, "param_headers_for(tools)")
+
+
+def _instance_of(kind: type, example: str) -> Callable[[object, attrs.Attribute[Any], Any], None]:
+    """A validator whose message names the field, the type it takes and how to build one."""
+
+    def check(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise TypeError(
+                f"{attribute.name}: must be {example}, got {type(value).__name__} {value!r:.60}"
+            )
+
+    return check
+
+
+def _has_methods(*names: str, example: str) -> Callable[[object, attrs.Attribute[Any], Any], None]:
+    def check(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not all(callable(getattr(value, name, None)) for name in names):
+            raise TypeError(
+                f"{attribute.name}: must be {example} (with {'() and '.join(names)}()), "
+                f"got {type(value).__name__}"
+            )
+
+    return check
+
+
+def _callable(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not callable(value):
+        raise TypeError(f"{attribute.name}: must be callable, got {type(value).__name__}")
+
+
+def _one_of(*choices: str) -> Callable[[object, attrs.Attribute[Any], Any], None]:
+    def check(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in choices or type(value) is not str:
+            raise ValueError(
+                f"{attribute.name}: must be one of {', '.join(map(repr, choices))}, got {value!r}"
+            )
+
+    return check
+
+
+def _non_negative_int(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{attribute.name}: must be an integer >= 0, got {value!r}")
+
+
+_process_state: list[RequestStateSecurity] = []
+
+
+def process_state_protector() -> RequestStateSecurity:
+    """The default ``ServerConfig.request_state``: one random key for this process.
+
+    Made on first use (``RequestStateSecurity.ephemeral()``), then shared by every config in
+    the process, so that connections and apps built from separate configs accept each other's
+    tokens. Tokens die with the process: several instances, or retries that must survive a
+    restart, need a key ring configured on every instance.
+    """
+    if not _process_state:
+        _process_state.append(RequestStateSecurity.ephemeral())
+    return _process_state[0]
+
+
+def _request_state(value: StateProtector | Unsealed) -> StateProtector | Unsealed:
+    if value is None:
+        raise TypeError(
+            "request_state: None no longer means unsealed; state is sealed by default (a "
+            "per-process key). To send it unprotected, say so: request_state=UNSEALED"
+        )
+    if value is not UNSEALED and not all(
+        callable(getattr(value, name, None)) for name in ("seal", "unseal")
+    ):
+        raise TypeError(
+            f"request_state: must be a StateProtector (e.g. RequestStateSecurity(keys=[key])) "
+            f"or UNSEALED, got {type(value).__name__}"
+        )
+    return value
 
 
 def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
@@ -86,25 +183,34 @@ class ServerConfig:
     """
 
     #: ``{"name", "version"}`` of this server: every modern result's ``_meta``, ``initialize``.
-    server_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
+    server_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_server_info)
     #: The server's capabilities, as ``server/discover`` and ``initialize`` announce them.
-    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_capabilities)
     #: Instructions for the client's model, in ``server/discover`` and ``initialize``.
-    instructions: str | None = None
+    instructions: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(_instance_of(str, "a string or None"))
+    )
     #: Modern versions served per request; others get -32022.
     supported_versions: tuple[str, ...] = attrs.field(default=MODERN_VERSIONS, converter=_str_tuple)
     #: Legacy versions accepted by ``initialize``, newest first; empty = modern-only server.
     legacy_versions: tuple[str, ...] = attrs.field(default=LEGACY_VERSIONS, converter=_str_tuple)
     #: Cache hints stamped on complete results of cacheable methods unless the handler set them.
-    cache_ttl_ms: int = 0
+    cache_ttl_ms: int = attrs.field(default=0, validator=_non_negative_int)
     #: The ``cacheScope`` stamped with ``cache_ttl_ms``.
-    cache_scope: Literal["public", "private"] = "private"
+    cache_scope: Literal["public", "private"] = attrs.field(
+        default="private", validator=_one_of("public", "private")
+    )
     #: Answer ``server/discover`` and ``initialize`` from this config (else the app gets them).
-    answer_discovery: bool = True
-    #: ``requestState`` protection (e.g. ``RequestStateSecurity``); None passes state through.
-    request_state: StateProtector | None = None
+    answer_discovery: bool = attrs.field(default=True, validator=_instance_of(bool, "True/False"))
+    #: ``requestState`` protection. The default seals with a random key made once per process
+    #: (``process_state_protector()``; the adapters log a warning when they serve with it):
+    #: enough for one process, not for several instances or restarts, which must configure
+    #: the same ``RequestStateSecurity(keys=[...])`` everywhere. ``UNSEALED`` opts out.
+    request_state: StateProtector | Unsealed = attrs.field(
+        factory=process_state_protector, converter=_request_state
+    )
     #: Fulfil ``input_required`` on the legacy wire with real server-to-client requests.
-    legacy_shim: bool = True
+    legacy_shim: bool = attrs.field(default=True, validator=_instance_of(bool, "True/False"))
     #: Legacy shim: rounds of input fulfilled per request (each: legs sent and answered, or a
     #: state-only re-run); the handler runs at most this + 1 times, then the request fails -32603.
     legacy_max_rounds: int = attrs.field(default=8, validator=_positive)
@@ -122,21 +228,31 @@ class ServerConfig:
     #: ``legacy_leg_timeout`` and the server's HTTP timeouts instead.
     session_idle_timeout: float = attrs.field(default=1800.0, validator=_positive_number)
     #: Bounds on what the client can make the connection hold or do.
-    limits: Limits = attrs.field(factory=Limits)
-    #: The JSON codec (``OrjsonCodec()`` with the ``fast`` extra is several times faster).
-    codec: JsonCodec = attrs.field(factory=default_codec)
+    limits: Limits = attrs.field(
+        factory=Limits,
+        validator=_instance_of(Limits, "a Limits(...), e.g. Limits(max_in_flight=64)"),
+    )
+    #: The JSON codec: orjson when it is installed (the ``fast`` extra), else the stdlib's.
+    codec: JsonCodec = attrs.field(
+        factory=default_codec, validator=_has_methods("loads", "dumps", example="a JsonCodec")
+    )
     #: Wall clock in seconds (state expiry, leg timeouts). Injected so tests control time.
-    clock: Callable[[], float] = time.time
+    clock: Callable[[], float] = attrs.field(default=time.time, validator=_callable)
     #: Source of unguessable ids (legacy url-elicitation ids). Injected for determinism.
-    token_hex: Callable[[int], str] = secrets.token_hex
+    token_hex: Callable[[int], str] = attrs.field(default=secrets.token_hex, validator=_callable)
     #: Streamable HTTP: the tools' ``x-mcp-header`` annotations (tool name -> header name ->
     #: argument path, e.g. ``param_headers_for(tools)``). A ``tools/call`` of such a tool must
     #: mirror those arguments in ``Mcp-Param-*`` headers that match the body, else -32020.
     param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] = attrs.field(
-        factory=dict, converter=_plain_dict
+        factory=dict, converter=_param_headers
     )
     #: The tasks extension (``mrtr_sansio.tasks.TaskSettings``); None: no tasks offered.
     tasks: TaskSettings | None = None
+
+    @property
+    def seals_with_process_key(self) -> bool:
+        """True when ``request_state`` is the default per-process key (adapters warn then)."""
+        return bool(_process_state) and self.request_state is _process_state[0]
 
 
 @attrs.frozen
@@ -144,11 +260,13 @@ class ClientConfig:
     """Everything a :class:`ClientConnection` declares and bounds."""
 
     #: ``{"name", "version"}`` of this client, in every modern envelope and in ``initialize``.
-    client_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen_mapping)
+    client_info: Mapping[str, Any] | None = attrs.field(default=None, converter=_client_info)
     #: The client capabilities declared (what the server may ask for).
-    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain_dict)
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_capabilities)
     #: ``"modern"``, ``"legacy"``, or ``"auto"`` (probe with ``server/discover``).
-    era: Literal["modern", "legacy", "auto"] = "modern"
+    era: Literal["modern", "legacy", "auto"] = attrs.field(
+        default="modern", validator=_one_of("modern", "legacy", "auto")
+    )
     #: The modern version sent in every envelope (and offered first by the probe).
     protocol_version: str = LATEST_MODERN_VERSION
     #: The version ``initialize`` asks for on the legacy wire.
@@ -158,16 +276,34 @@ class ClientConfig:
     #: Seconds to wait for the ``server/discover`` probe before falling back to legacy.
     probe_timeout: float = attrs.field(default=5.0, validator=_positive_number)
     #: Bounds on what the server can make the connection hold or do.
-    limits: Limits = attrs.field(factory=Limits)
-    #: The JSON codec.
-    codec: JsonCodec = attrs.field(factory=default_codec)
+    limits: Limits = attrs.field(
+        factory=Limits,
+        validator=_instance_of(Limits, "a Limits(...), e.g. Limits(max_in_flight=64)"),
+    )
+    #: The JSON codec: orjson when it is installed (the ``fast`` extra), else the stdlib's.
+    codec: JsonCodec = attrs.field(
+        factory=default_codec, validator=_has_methods("loads", "dumps", example="a JsonCodec")
+    )
     #: Seconds, for the backoff and the probe; ``handle_timer(now)`` must read the same clock.
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = attrs.field(default=time.monotonic, validator=_callable)
     #: Seconds before retrying after a state-only ``input_required`` (no ``inputRequests``);
     #: doubles on each consecutive one, up to ``max_retry_backoff``.
     retry_backoff: float = attrs.field(default=0.05, validator=_positive_number)
     #: The longest backoff between consecutive state-only retries.
     max_retry_backoff: float = attrs.field(default=0.25, validator=_positive_number)
+    #: Ask the server for log messages at this level and above (``"debug"`` ... ``"emergency"``)
+    #: on every call: modern, the ``_meta`` logLevel of each request (a call's own ``_meta``
+    #: logLevel wins); legacy, one ``logging/setLevel`` after the handshake when the server
+    #: declares ``logging``. They arrive as notifications (``on_notification`` in the
+    #: adapters). None: no logs unless a call asks.
+    log_level: str | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(_one_of(*LOG_LEVELS)),
+    )
+    #: Ask for progress on every call: each request carries ``_meta.progressToken`` (the
+    #: call's id, unless the call gives its own), and ``notifications/progress`` arrive as
+    #: notifications.
+    progress: bool = attrs.field(default=False, validator=_instance_of(bool, "True/False"))
     #: ``resultType`` values beyond ``complete``/``input_required`` that end a call with
     #: ``CallCompleted`` (those of extensions the client declares, e.g. ``"task"``); any
     #: other value is an invalid response.

@@ -156,9 +156,12 @@ def _freeze_requests(value: Any) -> Mapping[str, InputRequest]:
 class InputRequiredResult:
     """The answer of a handler that needs input before it can complete.
 
-    At least one of ``input_requests`` and ``request_state`` must be given. ``request_state`` is
-    what the handler wants back on the next round: a string on an unsealed server, any JSON
-    value when the server seals state (see ``RequestStateSecurity``).
+    At least one of ``input_requests`` and ``request_state`` must be given, and an empty
+    ``input_requests`` needs a state: ``InputRequiredResult({})`` asks for nothing and carries
+    nothing, so the client could only retry it unchanged (a probable bug; ValueError). A
+    state-only result (``InputRequiredResult(request_state=...)``) is how a handler asks to be
+    re-run. ``request_state`` is what the handler wants back on the next round: any JSON value
+    when the server seals state (the default), a string on a server configured ``UNSEALED``.
     """
 
     input_requests: Mapping[str, InputRequest] | None = None
@@ -177,6 +180,11 @@ class InputRequiredResult:
             requests = None
         else:
             requests = _freeze_requests(input_requests)
+            if not requests and request_state is None:
+                raise ValueError(
+                    "input_requests is empty and there is no request_state: the client would "
+                    "retry with nothing to answer; add a request or a request_state"
+                )
         fields = self.__dict__
         fields["input_requests"] = requests
         fields["request_state"] = request_state
@@ -228,12 +236,18 @@ def elicit_form(
 ) -> InputRequest:
     """A form-mode ``elicitation/create`` (``mode`` is sent only when given: absent means form).
 
+    ``requested_schema`` must be what the spec allows a form: ``{"type": "object",
+    "properties": {...}}`` whose properties are each a primitive (``string``, ``number``,
+    ``integer``, ``boolean``) or a string enum (single-select, or a multi-select ``array`` of
+    string ``items``), optional ``required`` names; anything else (a nested object, an array of
+    objects, a bare ``{"type": "string"}``) raises ValueError naming the offending property.
     ``mode`` may only be ``"form"``; url mode needs a url and an id: :func:`elicit_url`.
     """
     if not isinstance(message, str):
         raise TypeError("message: must be a string")
     if type(requested_schema) is not dict and not isinstance(requested_schema, Mapping):
         raise TypeError("requested_schema: must be a mapping (a JSON Schema object)")
+    _check_form_schema(requested_schema)
     params: dict[str, Any] = {"message": message, "requestedSchema": requested_schema}
     if mode is not None:
         if mode != "form":
@@ -242,6 +256,51 @@ def elicit_form(
     if extra:
         params.update(extra)
     return InputRequest._trusted(ELICIT, params)
+
+
+_PRIMITIVE_TYPES = ("string", "number", "integer", "boolean")
+
+
+def _check_form_schema(schema: Mapping[str, Any]) -> None:
+    """Raise ValueError unless ``schema`` is a flat object of primitive properties (the
+    spec's ``requestedSchema``: ``PrimitiveSchemaDefinition`` values, no nesting)."""
+    if schema.get("type") != "object":
+        raise ValueError(
+            f"requested_schema: must be {{'type': 'object', 'properties': {{...}}}} (a form is a "
+            f"flat object of fields), got type {schema.get('type')!r}"
+        )
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        raise ValueError("requested_schema.properties: must be a mapping of field name to schema")
+    for name, prop in properties.items():
+        where = f"requested_schema.properties[{name!r}]"
+        if not isinstance(name, str):
+            raise ValueError(f"{where}: field names must be strings")
+        if not isinstance(prop, Mapping):
+            raise ValueError(f"{where}: must be a schema object, got {type(prop).__name__}")
+        kind = prop.get("type")
+        if kind == "array":
+            items = prop.get("items")
+            if not (
+                isinstance(items, Mapping)
+                and ((items.get("type") == "string" and "enum" in items) or "anyOf" in items)
+            ):
+                raise ValueError(
+                    f"{where}: an array is allowed only as a multi-select enum (items with a "
+                    f"string 'enum' or 'anyOf' of options), not a list of other values"
+                )
+        elif kind not in _PRIMITIVE_TYPES:
+            raise ValueError(
+                f"{where}: type {kind!r} is not allowed in a form; use one of string, number, "
+                f"integer, boolean (or a string enum): forms have no nested objects"
+            )
+    required = schema.get("required")
+    if required is not None and (
+        isinstance(required, str)
+        or not isinstance(required, (list, tuple))
+        or not all(isinstance(r, str) for r in required)
+    ):
+        raise ValueError("requested_schema.required: must be a list of property names")
 
 
 def elicit_url(

@@ -633,6 +633,7 @@ class ServerConnection(Connection):
             raise LocalProtocolError(
                 f"input_requests has more than {self._limits.max_input_requests} entries"
             )
+        self._state.check(ir.request_state)
         if event.session is not None:
             if not (self.config.legacy_shim and self._server_requests):
                 self._respond_error(

@@ -2,10 +2,11 @@
 
 Incoming: the MRTR fields of a modern ``tools/call``/``prompts/get``/``resources/read`` are
 validated (``inputResponses`` an object of objects within the limit, ``requestState`` a string
-within the limit) and the state is unsealed when a :class:`StateProtector` is configured; any
+within the limit) and the state is unsealed by the configured :class:`StateProtector` (unless
+the config says ``UNSEALED``); any
 failure is -32602, and a state that fails verification is reported as a
 :class:`RequestStateRejected` event whose reason never reaches the wire. Outgoing: the state a
-handler returns is sealed, or passed through when it is a string and nothing seals.
+handler returns is sealed, or passed through when it is a string and the config is ``UNSEALED``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ._config import ServerConfig
 from ._envelope import invalid
 from ._errors import INVALID_PARAMS, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from ._events import Event, RequestReceived, RequestStateRejected
-from ._state import RequestStateError, StateBinding
+from ._state import RequestStateError, StateBinding, Unsealed
 
 __all__ = ["INVALID_STATE", "MRTR_FIELDS", "StateGate"]
 
@@ -38,7 +39,8 @@ class StateGate:
     __slots__ = ("_clock", "_events", "_limits", "_protector")
 
     def __init__(self, config: ServerConfig, events: deque[Event]) -> None:
-        self._protector = config.request_state
+        protector = config.request_state
+        self._protector = None if isinstance(protector, Unsealed) else protector
         self._clock = config.clock
         self._limits = config.limits
         self._events = events
@@ -82,17 +84,25 @@ class StateGate:
             self._reject(rid, method, exc.reason)
         return unsealed.state, unsealed.round + 1
 
+    def check(self, state: Any) -> None:
+        """Refuse (LocalProtocolError) a handler's state that could not travel unsealed.
+
+        One rule for both wires: the legacy shim keeps state in memory, but a handler that
+        works there must not fail when the same request arrives on the modern wire.
+        """
+        if state is not None and self._protector is None and type(state) is not str:
+            raise LocalProtocolError(
+                f"request_state must be a string on a server that does not seal state "
+                f"(ServerConfig.request_state=UNSEALED), got {type(state).__name__}; "
+                f"encode it yourself, or keep the default sealing"
+            )
+
     def write(self, event: RequestReceived, state: Any) -> Any:
-        """The ``requestState`` to send for ``state`` (None: no state)."""
+        """The ``requestState`` to send for ``state`` (None: no state), already :meth:`check`-ed."""
         if state is None:
             return None
         protector = self._protector
         if protector is None:
-            if type(state) is not str:
-                raise LocalProtocolError(
-                    "request_state must be a string unless the server seals state "
-                    "(ServerConfig.request_state)"
-                )
             return state
         return protector.seal(
             state,

@@ -1,9 +1,9 @@
 """The seam between the server connection and ``requestState`` protection.
 
 The connection produces outgoing state and reads incoming state in exactly one place each, and
-goes through a :class:`StateProtector` there. Without one, state travels as the handler wrote it
-(a string), which the spec allows only when tampering can cause nothing worse than request
-failure.
+goes through a :class:`StateProtector` there. With :data:`UNSEALED` configured instead, state
+travels as the handler wrote it (a string), which the spec allows only when tampering can cause
+nothing worse than request failure.
 """
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ from typing import Any, Protocol
 
 import attrs
 
-__all__ = ["RequestStateError", "StateBinding", "StateProtector", "UnsealedState"]
+__all__ = [
+    "UNSEALED",
+    "RequestStateError",
+    "StateBinding",
+    "StateProtector",
+    "Unsealed",
+    "UnsealedState",
+]
 
 
 @attrs.frozen
@@ -61,3 +68,17 @@ class StateProtector(Protocol):
         """The state in ``token`` if it verifies for ``binding`` at ``now``; else raises
         :class:`RequestStateError`."""
         ...
+
+
+@attrs.frozen(repr=False)
+class Unsealed:
+    """The type of :data:`UNSEALED`: the explicit choice to send ``requestState`` unprotected."""
+
+    def __repr__(self) -> str:
+        return "UNSEALED"
+
+
+#: ``ServerConfig(request_state=UNSEALED)``: state is not sealed but passed through as the
+#: handler wrote it (a string) and read back as the client sent it. Choose it only when a
+#: tampered state can cause nothing worse than a failed request; the default seals.
+UNSEALED = Unsealed()

@@ -25,6 +25,7 @@ from mrtr_sansio import (
     LOG_LEVEL,
     PROTOCOL_VERSION,
     SERVER_INFO,
+    UNSEALED,
     Era,
     InputRequiredResult,
     RequestReceived,
@@ -37,7 +38,8 @@ from wire import check_message
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 SERVER = {"name": "test-server", "version": "1.0.0"}
-CONFIG = ServerConfig(server_info=SERVER, capabilities={"tools": {}})
+# Unsealed: the scenarios look at the state on the wire (sealing has its own tests).
+CONFIG = ServerConfig(server_info=SERVER, capabilities={"tools": {}}, request_state=UNSEALED)
 FORM_CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 NAME_SCHEMA: dict[str, Any] = {
     "type": "object",

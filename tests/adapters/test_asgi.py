@@ -74,7 +74,8 @@ def fixture() -> Fixture:
 
 @pytest.fixture
 def app(fixture: Fixture) -> McpHttpApp:
-    config = m.ServerConfig(server_info=INFO, legacy_leg_timeout=30.0)
+    # Unsealed: these tests look at the state on the wire (sealing has its own tests).
+    config = m.ServerConfig(server_info=INFO, legacy_leg_timeout=30.0, request_state=m.UNSEALED)
     return McpHttpApp(fixture.handle, config)
 
 

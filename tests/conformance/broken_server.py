@@ -14,6 +14,7 @@ from pathlib import Path
 
 import uvicorn
 
+from mrtr_sansio import UNSEALED
 from mrtr_sansio.adapters.asgi import McpHttpApp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -24,7 +25,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, required=True)
     port = parser.parse_args().port
-    app = McpHttpApp(Everything().handle, server_config(request_state=None))
+    app = McpHttpApp(Everything().handle, server_config(request_state=UNSEALED))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 

@@ -102,7 +102,9 @@ async def test_a_server_that_dies_mid_call_fails_the_call_cleanly() -> None:
             with pytest.raises(CallFailedError) as refused:  # nobody listens any more
                 await client.call_tool("test_simple_text")
             assert refused.value.local  # a dead pooled connection, or a refused new one
-            assert refused.value.error.message.startswith("HTTP request failed: ")
+            assert refused.value.error.message.startswith(
+                ("HTTP request failed: ", f"could not connect to {url}: is the server running?")
+            )
 
 
 @asynccontextmanager

@@ -56,8 +56,13 @@ class ClientOptions(TypedDict, total=False):
     sampling: InputCallback | None
     #: Answers ``roots/list`` (declares ``roots``).
     roots: InputCallback | None
+    #: Called for each notification (logs, progress).
     on_notification: NotificationCallback | None
     trace: Trace | None
+    #: ``ClientConfig.log_level``: ask for logs at this level and above on every call.
+    log_level: str | None
+    #: ``ClientConfig.progress``: ask for progress on every call.
+    progress: bool
 
 
 class BlockingClientOptions(TypedDict, total=False):
@@ -68,6 +73,8 @@ class BlockingClientOptions(TypedDict, total=False):
     roots: BlockingInputCallback | None
     on_notification: NotificationCallback | None
     trace: Trace | None
+    log_level: str | None
+    progress: bool
 
 
 #: Seconds a closing client waits for the server to end its output; for a server it launched,
@@ -90,7 +97,8 @@ def client_config(
     config: ClientConfig | None, options: ClientOptions | BlockingClientOptions
 ) -> tuple[ClientConfig, dict[str, Any]]:
     """``config`` with the capabilities of the callbacks in ``options`` added where it does
-    not name them, and the registered callbacks by method.
+    not name them (and ``log_level``/``progress`` from ``options`` when given), and the
+    registered callbacks by method.
 
     Raises ``ValueError`` when ``config`` declares a capability no callback can answer.
     """
@@ -106,6 +114,10 @@ def client_config(
             raise ValueError(f"capabilities: {name} is declared but no callback answers {method}")
     if caps != config.capabilities:
         config = attrs.evolve(config, capabilities=caps)
+    if "log_level" in options:
+        config = attrs.evolve(config, log_level=options["log_level"])
+    if "progress" in options:
+        config = attrs.evolve(config, progress=options["progress"])
     return config, registered
 
 

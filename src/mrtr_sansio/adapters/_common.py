@@ -25,6 +25,7 @@ from mrtr_sansio import (
     InputRequiredResult,
     JsonRpcError,
     RequestReceived,
+    ServerConfig,
     ServerConnection,
 )
 from mrtr_sansio.tasks import RunAsTask
@@ -36,6 +37,7 @@ __all__ = [
     "HandlerResult",
     "RequestContext",
     "SubscriptionHub",
+    "announce_state_key",
     "call_blocking_handler",
     "call_handler",
 ]
@@ -273,3 +275,19 @@ def _push_task_changes(ctx: RequestContext, watched: dict[str, Any]) -> None:
             ctx.notify("notifications/tasks", detail)
         if detail is None or detail["status"] in _TERMINAL:
             del watched[task_id]
+
+
+_announced: list[bool] = []
+
+
+def announce_state_key(config: ServerConfig) -> None:
+    """Log once per process, at WARNING, that ``requestState`` is sealed with the default
+    per-process key: right for one process, wrong for several instances or restarts."""
+    if config.seals_with_process_key and not _announced:
+        _announced.append(True)
+        log.warning(
+            "requestState is sealed with a random key made for this process (the default): "
+            "a retry that reaches another process, or this one after a restart, is refused. "
+            "Deployments with several processes must configure the same key ring everywhere: "
+            "ServerConfig(request_state=RequestStateSecurity(keys=[...]))"
+        )

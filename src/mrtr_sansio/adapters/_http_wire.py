@@ -228,6 +228,8 @@ class HttpWire:
                     await anyio.sleep(outcome.delay)
                     outcome = await self._resume(driver, rid, outcome.last_id)
                 reason = outcome
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                reason = f"could not connect to {self.url}: is the server running? ({exc})"
             except httpx.HTTPError as exc:
                 reason = f"HTTP request failed: {type(exc).__name__}: {exc}"
             finally:

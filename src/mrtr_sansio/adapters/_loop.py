@@ -57,7 +57,7 @@ from ._client_options import (
     call_hook,
     client_config,
 )
-from ._common import HandlerResult, log
+from ._common import HandlerResult, announce_state_key, log
 
 __all__ = ["ClientDriver", "StreamServer", "TimedDriver", "answer", "settle_task"]
 
@@ -163,6 +163,7 @@ class StreamServer(TimedDriver[ServerConnection]):
         super().__init__(conn)
         self._start = start
         self._cancel = cancel
+        announce_state_key(conn.config)
 
     def receive(self, data: bytes) -> None:
         """Feed bytes read from the peer (``b""`` at the end of input) and route the events."""

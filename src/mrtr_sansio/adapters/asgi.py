@@ -61,7 +61,7 @@ from mrtr_sansio import (
 from mrtr_sansio._session_registry import SessionRegistry
 from mrtr_sansio.tasks import TaskCancelled
 
-from ._common import Handler, RequestContext, call_handler
+from ._common import Handler, RequestContext, announce_state_key, call_handler
 from ._loop import answer
 
 __all__ = ["McpHttpApp"]
@@ -221,6 +221,7 @@ class McpHttpApp:
         )
         # Task runs going on in this process, to stop on tasks/cancel.
         self._task_scopes: dict[str, anyio.CancelScope] = {}
+        announce_state_key(self.config)
 
     # --- ASGI entry -------------------------------------------------------------------------
 

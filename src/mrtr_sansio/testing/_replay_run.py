@@ -22,6 +22,7 @@ import attrs
 
 from mrtr_sansio import (
     NEED_DATA,
+    UNSEALED,
     InputRequiredResult,
     LocalProtocolError,
     OutgoingResponse,
@@ -154,7 +155,7 @@ class Runner:
         principal: str | None = None,
     ) -> None:
         base = config if config is not None else ServerConfig(capabilities={"tools": {}})
-        security = RequestStateSecurity.ephemeral(ttl=_STATE_TTL) if sealed else None
+        security = RequestStateSecurity.ephemeral(ttl=_STATE_TTL) if sealed else UNSEALED
         self._config = attrs.evolve(base, request_state=security)
         self._handler = handler
         self._async = _is_async(handler)
