@@ -701,6 +701,9 @@ class Everything:
         if request.can_create_task:
             return RunAsTask()
         responses = request.input_responses
+        refused = [key for key in ("name", "confirm") if declined(request, key)]
+        if refused:  # a declined question is an answer: end, do not ask it again
+            return result(text(f"Not done: {', '.join(refused)} declined"))
         got = {key for key in ("name", "confirm") if responses.accepted_content(key) is not None}
         missing = {
             key: m.elicit_form(question, CONFIRM_FORM if key == "confirm" else NAME_FORM)

@@ -129,6 +129,9 @@ def test_the_wheel_carries_the_license_and_honest_metadata(tmp_path: Path) -> No
         info = f"mrtr_sansio-{mrtr_sansio.__version__}.dist-info"
         license_text = archive.read(f"{info}/licenses/LICENSE").decode()
         meta = archive.read(f"{info}/METADATA").decode()
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    # the testing kit's command ships in the wheel (issue 20: it was an example script)
+    assert "[console_scripts]\nmrtr-check = mrtr_sansio.testing.cli:main" in entry_points
     assert license_text == (ROOT / "LICENSE").read_text()
     assert "Copyright (c) 2026 the mrtr_sansio authors" in license_text
     assert "License-Expression: MIT" in meta
@@ -149,3 +152,18 @@ def test_the_sdist_carries_the_license(tmp_path: Path) -> None:
     assert f"{top}/LICENSE" in names
     assert f"{top}/src/mrtr_sansio/__init__.py" in names
     assert not [n for n in names if n.startswith((f"{top}/site/", f"{top}/.venv"))]
+
+
+def test_the_redis_task_store_without_its_extra_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['redis'] = None\n"
+        "from mrtr_sansio.adapters.stores import RedisTaskStore\n"
+        "RedisTaskStore.from_url('redis://127.0.0.1:9')"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        "ModuleNotFoundError: RedisTaskStore needs redis: pip install 'mrtr-sansio[tasks-redis]'"
+    )

@@ -47,5 +47,9 @@ def test_each_stated_default_is_the_code_s(owner: str, field: str, stated: str) 
     assert _number(stated) == getattr(OWNERS[owner], field)
 
 
-def test_the_requests_section_has_its_place() -> None:
-    assert "\n<!-- requests section -->\n" in PAGE.read_text(encoding="utf-8")
+def test_the_page_lists_every_request_check_before_the_limits() -> None:
+    page = PAGE.read_text(encoding="utf-8")
+    checks = page.index("## What every request is checked for")
+    assert page.index("## Threat model") < checks < page.index("## Limits and timeouts")
+    for heading in ("### At the HTTP layer", "### Choosing the connection", "### In the core"):
+        assert checks < page.index(heading) < page.index("## Limits and timeouts")

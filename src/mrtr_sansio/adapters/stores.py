@@ -19,6 +19,7 @@ import sqlite3
 import threading
 from typing import Any
 
+from mrtr_sansio._extras import raise_missing_extra
 from mrtr_sansio.tasks import Task
 
 __all__ = ["RedisTaskStore", "SqliteTaskStore"]
@@ -157,8 +158,10 @@ class RedisTaskStore:
     @classmethod
     def from_url(cls, url: str, *, prefix: str = "mrtr:task:") -> RedisTaskStore:
         """A store on the Redis at ``url`` (``redis://host:port/db``)."""
-        import redis
-
+        try:
+            import redis
+        except ModuleNotFoundError as exc:
+            raise_missing_extra(exc, "RedisTaskStore", "tasks-redis")
         return cls(redis.Redis.from_url(url), prefix=prefix)
 
     def close(self) -> None:
