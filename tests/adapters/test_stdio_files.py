@@ -146,17 +146,28 @@ def test_an_unreadable_input_ends_the_blocking_server(tmp_path: Path) -> None:
     stdin, so it is served in a thread here) is the end of the input, as a terminal that hung
     up is: serve returns and writes nothing."""
     fd = os.open(tmp_path, os.O_RDONLY)
+    outcome: list[object] = []
+
+    def run(fout: BinaryIO) -> None:
+        try:
+            serve(
+                lambda request, _ctx: request.method_not_found(),
+                ServerConfig(),
+                stdin=cast("BinaryIO", _Descriptor(fd)),
+                stdout=fout,
+            )
+        except BaseException as exc:  # reported below, not lost in the thread
+            outcome.append(exc)
+        else:
+            outcome.append("returned")
+
     try:
         with open(tmp_path / "answers.jsonl", "wb") as fout:
-            done = threading.Thread(
-                target=serve,
-                args=(lambda request, _ctx: request.method_not_found(), ServerConfig()),
-                kwargs={"stdin": cast("BinaryIO", _Descriptor(fd)), "stdout": fout},
-                daemon=True,
-            )
+            done = threading.Thread(target=run, args=(fout,), daemon=True)
             done.start()
             done.join(TIMEOUT)
         assert not done.is_alive()
     finally:
         os.close(fd)
+    assert outcome == ["returned"]
     assert (tmp_path / "answers.jsonl").read_bytes() == b""
