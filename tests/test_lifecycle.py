@@ -12,8 +12,9 @@ Three checks, one per direction:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
@@ -74,19 +75,21 @@ Taken = list[tuple[Any, Any]]
 # --- recording ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Taken]]:
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, Taken]]:
     """Per lifecycle name, the (state, trigger) pairs the code steps through, in order.
 
-    Every per-trigger map is emptied for the test, so each lookup misses and goes through
-    ``Lifecycle._undeclared``, which is replaced by a recorder that answers from the table.
+    The per-trigger maps the code binds (:meth:`Lifecycle.moves`) are emptied while recording,
+    so each lookup misses and goes through ``Lifecycle._undeclared``, replaced by a recorder
+    that answers from the table; on exit every map gets its transitions back.
     """
     logs: dict[str, Taken] = {}
     by_lifecycle: dict[int, Taken] = {}
     saved: list[tuple[dict[Any, Any], dict[Any, Any]]] = []
     for name, lifecycle in LIFECYCLES.items():
         logs[name] = by_lifecycle[id(lifecycle)] = []
-        for moves in lifecycle._moves.values():
+        for trigger in {trigger for _, trigger in lifecycle.table}:
+            moves = cast("dict[Any, Any]", lifecycle.moves(trigger))
             saved.append((moves, dict(moves)))
             moves.clear()
 
@@ -96,16 +99,38 @@ def taken(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Taken]]:
             raise LocalProtocolError(f"undeclared: {state.name} on {trigger.name}")
         return self.table[state, trigger]
 
-    monkeypatch.setattr(Lifecycle, "_undeclared", record)
-    yield logs
-    for emptied, contents in saved:
-        emptied.update(contents)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Lifecycle, "_undeclared", record)
+        try:
+            yield logs
+        finally:
+            for emptied, contents in saved:
+                emptied.update(contents)
 
 
-def test_the_recorder_puts_every_table_back(taken: dict[str, Taken]) -> None:
-    assert CLIENT_CALL.step(CallPhase.SENDING, CallTrigger.SENT) is CallPhase.AWAITING_ANSWER
-    assert taken["client-call"] == [(CallPhase.SENDING, CallTrigger.SENT)]
-    assert all(not moves for moves in CLIENT_CALL._moves.values())
+@pytest.fixture
+def taken() -> Iterator[dict[str, Taken]]:
+    """The transitions the test's code takes, recorded by :func:`recording`."""
+    with recording() as logs:
+        yield logs
+
+
+def test_the_recorder_records_and_puts_every_table_back() -> None:
+    with recording() as taken:
+        assert CLIENT_CALL.step(CallPhase.SENDING, CallTrigger.SENT) is CallPhase.AWAITING_ANSWER
+        assert taken["client-call"] == [(CallPhase.SENDING, CallTrigger.SENT)]
+        with pytest.raises(LocalProtocolError, match="undeclared"):
+            CLIENT_CALL.step(CallPhase.AWAITING_ANSWER, CallTrigger.SENT)
+    # Back: every declared move answers without the recorder, an undeclared one raises again.
+    for lifecycle in LIFECYCLES.values():
+        for (state, trigger), target in lifecycle.table.items():
+            assert lifecycle.moves(trigger)[state] is target
+    with pytest.raises(LocalProtocolError, match="internal error"):
+        CLIENT_CALL.step(CallPhase.AWAITING_ANSWER, CallTrigger.SENT)
+    assert taken["client-call"] == [
+        (CallPhase.SENDING, CallTrigger.SENT),
+        (CallPhase.AWAITING_ANSWER, CallTrigger.SENT),
+    ]
 
 
 def test_moves_are_the_table_by_trigger() -> None:
@@ -113,7 +138,9 @@ def test_moves_are_the_table_by_trigger() -> None:
         for (state, trigger), target in lifecycle.table.items():
             assert lifecycle.moves(trigger)[state] is target
             assert lifecycle.step(state, trigger) is target
-        assert sum(len(m) for m in lifecycle._moves.values()) == len(lifecycle.table)
+        for trigger in {trigger for _, trigger in lifecycle.table}:
+            declared = {s: t for (s, tr), t in lifecycle.table.items() if tr is trigger}
+            assert dict(lifecycle.moves(trigger)) == declared
 
 
 # --- the Lifecycle class --------------------------------------------------------------------

@@ -110,10 +110,6 @@ def test_portable_decoder_accepts_exactly_canonical_strings(text: str) -> None:
     _is_canonical_property(_b64url_decode_portable, text)
 
 
-def test_portable_decoder_is_the_one_on_old_pythons() -> None:
-    assert (b64url_decode is _b64url_decode_portable) == (sys.version_info < (3, 11))
-
-
 @pytest.mark.parametrize(
     "text",
     [

@@ -494,6 +494,7 @@ async def test_unknown_path_is_404(app: McpHttpApp) -> None:
         request = client.start(call(1, "greet"))
         request.scope["path"] = "/other"
         await request.finished.wait()
+        assert request.response.status == 404
 
 
 async def test_lifespan(app: McpHttpApp) -> None:

@@ -10,13 +10,17 @@ import pty
 import select
 import subprocess
 import sys
+import threading
 import tty
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import pytest
 from stream_pipes import EXAMPLES
 from stream_scenarios import ADA, TIMEOUT, Transcript, modern_call, request
+
+from mrtr_sansio import ServerConfig
+from mrtr_sansio.adapters.stdio import serve
 
 ADAPTERS = ["stdio", "asyncio", "trio"]  # asyncio and trio: the anyio adapter on each
 
@@ -125,3 +129,45 @@ def test_terminal_in_and_out(adapter: str) -> None:
     proc.stderr.close()
     assert proc.returncode == 0, stderr
     assert "Traceback" not in stderr, stderr
+
+
+class _Descriptor:
+    """A bare file descriptor for ``serve(stdin=...)``, which only asks for ``fileno()``."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+
+def test_an_unreadable_input_ends_the_blocking_server(tmp_path: Path) -> None:
+    """An input whose reads fail (a directory: EISDIR; Python refuses one as a process's
+    stdin, so it is served in a thread here) is the end of the input, as a terminal that hung
+    up is: serve returns and writes nothing."""
+    fd = os.open(tmp_path, os.O_RDONLY)
+    outcome: list[object] = []
+
+    def run(fout: BinaryIO) -> None:
+        try:
+            serve(
+                lambda request, _ctx: request.method_not_found(),
+                ServerConfig(),
+                stdin=cast("BinaryIO", _Descriptor(fd)),
+                stdout=fout,
+            )
+        except BaseException as exc:  # reported below, not lost in the thread
+            outcome.append(exc)
+        else:
+            outcome.append("returned")
+
+    try:
+        with open(tmp_path / "answers.jsonl", "wb") as fout:
+            done = threading.Thread(target=run, args=(fout,), daemon=True)
+            done.start()
+            done.join(TIMEOUT)
+        assert not done.is_alive()
+    finally:
+        os.close(fd)
+    assert outcome == ["returned"]
+    assert (tmp_path / "answers.jsonl").read_bytes() == b""
