@@ -63,6 +63,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=4.0,
         help="RSS above baseline still counted as baseline (default 4)",
     )
+    parser.add_argument(
+        "--keep-alive",
+        type=float,
+        default=30.0,
+        help="the server's keep-alive timeout in seconds (default 30; see run())",
+    )
     parser.add_argument("--workdir", type=Path, help="keep the server log here")
     args = parser.parse_args(argv)
     if args.flows < 1 or args.rounds < 1 or args.deadline <= 0 or args.tolerance_mib < 0:
@@ -125,7 +131,12 @@ async def settle(server: Server) -> int:
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> list[str]:
-    server = start_server(workdir, "server", keys_file=None, ttl=600.0)
+    # One client process drives every flow; under CPU load it can read an answer seconds after
+    # the server sent it, and then send its next POST on a connection the server's keep-alive
+    # timer (5 s by default) is closing: a reset no client can retry, since POSTs are not
+    # idempotent. That race is not what this test measures, so the server waits longer.
+    extra = ["--keep-alive-timeout", str(args.keep_alive)]
+    server = start_server(workdir, "server", keys_file=None, ttl=600.0, extra=extra)
     url = f"http://{server.address}/mcp"
     rounds = [Round("warm-up"), *(Round(f"round {i + 1}") for i in range(args.rounds))]
     hung = 0
