@@ -312,6 +312,11 @@ class ServerConnection(Connection):
         as a :class:`RequestReceived`. A task cancelled meanwhile drops the result."""
         if self._tasks is None or request.task_id is None:
             raise LocalProtocolError(f"{request.request_id!r} is not a task's run")
+        if isinstance(result, Mapping):  # stored now, sent by every later tasks/get: JSON only
+            try:
+                self._dumps(result)
+            except ENCODE_ERRORS as exc:
+                raise unserializable(exc) from exc
         rerun = self._tasks.settle(request.task_id, result)
         if rerun is not None:
             self._events.append(rerun)
