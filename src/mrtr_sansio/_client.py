@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._client_checks import InvalidResponseError, check_answer, read_input_required
-from ._client_era import Handshake
+from ._client_era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from ._client_http import request_headers
 from ._client_legacy import ServerRequests
 from ._config import ClientConfig
@@ -171,7 +171,7 @@ class ClientConnection(Connection):
         self._envelope: dict[str, Any] = {}
         self._ready = False  # the era is known and calls go out at once
         self._server = ServerRequests(self)
-        self._handshake = Handshake(self)
+        self._handshake = Handshake(config)
         #: The era of the server, once known.
         self.era: Era | None = None
         #: The protocol version in use, once known.
@@ -184,9 +184,11 @@ class ClientConnection(Connection):
             self._use_version(config.protocol_version)
             self._ready = True
         elif config.era == "legacy":
-            self._handshake.start_initialize()
+            self._start_initialize()
         else:
-            self._handshake.start_probe()
+            rid = self._new_id()
+            msg = self._handshake.probe(rid)
+            self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
 
     # --- public API -------------------------------------------------------------------------
 
@@ -364,7 +366,7 @@ class ClientConnection(Connection):
     def handle_timer(self, now: float) -> None:
         """Do what is due at ``now`` (read from ``ClientConfig.clock``): state-only retries,
         and the probe's fallback to legacy when the server did not answer it in time."""
-        self._handshake.on_timer(now)
+        self._apply_handshake(self._handshake.on_timer(now))
         timers = self._timers
         for call_id in [cid for cid, due in timers.items() if due <= now]:
             del timers[call_id]
@@ -411,7 +413,7 @@ class ClientConnection(Connection):
             self._end(st, CallFailed(st.call, JsonRpcError(INTERNAL_ERROR, reason), True), _LOST)
             return True
         if self._handshake.owns(request_id):
-            self._handshake.on_broken(request_id, reason, lost=True)
+            self._apply_handshake(self._handshake.on_broken(request_id, reason, lost=True))
             return True
         return False
 
@@ -440,7 +442,37 @@ class ClientConnection(Connection):
             )
         return self.fulfil(event, {"action": action})
 
-    # --- era (driven by the Handshake) -------------------------------------------------------
+    # --- era (what the Handshake decides) ----------------------------------------------------
+
+    def _start_initialize(self) -> None:
+        self.era = Era.LEGACY
+        self.protocol_version = None
+        rid = self._new_id()
+        msg = self._handshake.initialize(rid)
+        self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
+
+    def _apply_handshake(self, actions: list[HandshakeAction]) -> None:
+        """Carry out the handshake's decisions, in order."""
+        for action in actions:
+            if isinstance(action, StartInitialize):
+                self._start_initialize()
+            elif isinstance(action, Ignore):
+                self._ignore(action.request_id)
+            elif isinstance(action, Settled):
+                if action.era is Era.MODERN:
+                    self._use_version(action.protocol_version)
+                else:
+                    self.protocol_version = action.protocol_version
+                self.server_capabilities = action.server_capabilities
+                self.server_info = action.server_info
+                self.instructions = action.instructions
+                if action.era is Era.LEGACY:
+                    note = notification_message("notifications/initialized", None)
+                    self._out.append((OutgoingNotification, self._encode(note), note, None))
+                self._era_known()
+            else:
+                assert isinstance(action, Failed)
+                self._fail_handshake(action.error, local=action.local)
 
     def _use_version(self, version: str) -> None:
         self.era = Era.MODERN
@@ -629,7 +661,7 @@ class ClientConnection(Connection):
     def _invalid_response(self, rid: Any, reason: str) -> None:
         st = self._legs.pop(rid, None)
         if st is None:
-            self._handshake.on_broken(rid, reason)
+            self._apply_handshake(self._handshake.on_broken(rid, reason))
             return
         st.leg = None
         self._fail_invalid(st, reason)
@@ -642,7 +674,7 @@ class ClientConnection(Connection):
             st.leg = None
             self._on_leg_response(st, msg)
         elif self._handshake.owns(rid):
-            self._handshake.on_response(rid, msg)
+            self._apply_handshake(self._handshake.on_response(rid, msg))
         elif rid in self._ignored:
             del self._ignored[rid]
         else:
