@@ -20,7 +20,7 @@ from typing import Any
 from ._client_checks import InvalidResponseError, check_answer, read_input_required
 from ._client_era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from ._client_http import request_headers
-from ._client_legacy import ServerRequests
+from ._client_legacy import Accept, Refuse, Reply, ServerRequests
 from ._config import ClientConfig
 from ._connection import Connection
 from ._envelope import (
@@ -48,8 +48,10 @@ from ._events import (
     InputWithdrawn,
     NotificationReceived,
     Outgoing,
+    OutgoingError,
     OutgoingNotification,
     OutgoingRequest,
+    OutgoingResult,
     RoundsExhausted,
     UnexpectedResponse,
     declares_tasks,
@@ -58,6 +60,7 @@ from ._jsonrpc import (
     REQUEST,
     RESPONSE,
     classify,
+    error_message,
     is_valid_id,
     notification_message,
     request_message,
@@ -170,7 +173,7 @@ class ClientConnection(Connection):
         self._failure: JsonRpcError | None = None
         self._envelope: dict[str, Any] = {}
         self._ready = False  # the era is known and calls go out at once
-        self._server = ServerRequests(self)
+        self._server = ServerRequests(config)
         self._handshake = Handshake(config)
         #: The era of the server, once known.
         self.era: Era | None = None
@@ -260,7 +263,7 @@ class ClientConnection(Connection):
         answer = check_answer(_event(event).method, result)
         st = self._round_of(event)
         if st is None:
-            return self._server.answer(event, answer)
+            return self._answer_server_request(event, self._server.answer(event, answer))
         key = event.key
         answers = st.answers
         answers[key] = answer  # type: ignore[index]
@@ -353,7 +356,7 @@ class ClientConnection(Connection):
         st = self._round_of(_event(event))
         if st is not None:
             return self.cancel(st.call)
-        return self._server.answer_error(event, error)
+        return self._answer_server_request(event, self._server.answer_error(event, error))
 
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` must next be called (clock seconds), or None."""
@@ -633,9 +636,84 @@ class ClientConnection(Connection):
         if kind == RESPONSE:
             self._on_response(msg)
         elif kind == REQUEST:
-            self._server.on_request(msg, context)
+            self._on_server_request(msg, context)
         else:
             self._on_notification(msg["method"], msg.get("params"))
+
+    def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
+        """A legacy server's request: what :class:`ServerRequests` decides, and the round of
+        the call it belongs to (a new round when the previous one is answered)."""
+        legs = {rid: st.call.method for rid, st in self._legs.items()}
+        verdict = self._server.on_request(msg, related, self.era, legs)
+        if isinstance(verdict, Reply):
+            self._reply(verdict)
+            return
+        if isinstance(verdict, Refuse):
+            self._invalid(verdict.exc, answer=verdict.answer)
+            return
+        accepted: Accept = verdict
+        st = None if accepted.origin is None else self._legs[accepted.origin]
+        round_ = 1
+        if st is not None:
+            if st.open_requests == 0:  # the previous round is answered: a new one starts
+                if st.round >= self.config.max_rounds:
+                    self._server_rounds_exhausted(st, msg)
+                    return
+                st.round += 1
+            st.phase = CLIENT_CALL.step(st.phase, CallTrigger.SERVER_REQUEST)
+            st.open_requests += 1
+            round_ = st.round
+        event = InputNeeded(
+            None if st is None else st.call,
+            accepted.request_id,
+            accepted.method,
+            accepted.params,
+            round_,
+        )
+        self._server.opened(event)
+        self._events.append(event)
+
+    def _server_rounds_exhausted(self, st: _CallState, msg: dict[str, Any]) -> None:
+        """The server asked for one round more than ``max_rounds``: end the call (cancelling
+        it on the wire), refuse the request, and report :class:`RoundsExhausted` with the
+        request as ``last_result``."""
+        rounds = st.round
+        error = JsonRpcError(
+            INTERNAL_ERROR,
+            f"The client ended the request after {rounds} rounds of input "
+            f"(max_rounds={self.config.max_rounds})",
+        )
+        self._reply(Reply(error_message(msg["id"], error), error))
+        self._abandon(st, "Too many rounds of input", CLIENT_CALL.moves(CallTrigger.ROUND_CAP))
+        self._events.append(RoundsExhausted(st.call, rounds, msg))
+
+    def _reply(self, reply: Reply) -> None:
+        """Queue a response to a server request."""
+        msg = reply.message
+        data = self._encode(msg)
+        if reply.error is None:
+            self._out.append((OutgoingResult, data, msg, msg["id"]))
+        else:
+            self._out.append((OutgoingError, data, msg, msg["id"], reply.error))
+
+    def _answer_server_request(self, event: InputNeeded, reply: Reply | None) -> bool:
+        """Send ``reply`` to a pending server request and close it; False (nothing sent) when
+        it is not pending. When the reply cannot be encoded the request stays open."""
+        if reply is None:
+            return False
+        self._reply(reply)
+        self._server.closed(event)
+        self._server_request_closed(event)
+        return True
+
+    def _server_request_closed(self, event: InputNeeded) -> None:
+        """A server request was answered or withdrawn: its call, if alive, has one fewer."""
+        call = event.call
+        if call is not None:  # alive: a call's end drops its requests (drop_call)
+            st = self._calls[call.call_id]
+            st.open_requests -= 1
+            trigger = CallTrigger.ANSWERED if st.open_requests else CallTrigger.LAST_ANSWERED
+            st.phase = CLIENT_CALL.step(st.phase, trigger)
 
     def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
         """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
@@ -818,7 +896,10 @@ class ClientConnection(Connection):
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
-            self._server.on_cancelled(params)
+            withdrawn = self._server.on_cancelled(params)
+            if withdrawn is not None:
+                self._server_request_closed(withdrawn)
+                self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
             return
         self._events.append(NotificationReceived(method, params))
 
