@@ -23,8 +23,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "mrtr_sansio"
 
 #: The layers, lowest first. A module may import modules of its own layer or below; within a
@@ -287,10 +285,6 @@ def private_reaches() -> list[str]:
 
 _REFLECTION = frozenset({"getattr", "setattr", "hasattr", "delattr"})
 
-#: What still breaks the rules (issue 16); :func:`test_known_debt_does_not_grow` keeps the list
-#: exact meanwhile.
-DEBT_PRIVATE = ["_server.py"]
-
 
 def test_the_import_graph_has_no_cycle() -> None:
     assert cycles(import_graph()) == []
@@ -300,18 +294,8 @@ def test_no_import_runs_up_the_layers() -> None:
     assert upward_imports(import_graph()) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 16, still open: _server.py builds events with RequestReceived._modern, "
-    "a private fast constructor of _events.py",
-)
 def test_no_module_touches_another_modules_private_attribute() -> None:
     assert private_reaches() == []
-
-
-def test_known_debt_does_not_grow() -> None:
-    """Until the rule passes, what breaks it is exactly the listed debt: no new offender."""
-    assert sorted({line.split(":")[0] for line in private_reaches()}) == DEBT_PRIVATE
 
 
 def test_the_checks_see_a_cycle_an_upward_import_and_a_reach_in() -> None:

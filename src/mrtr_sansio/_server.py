@@ -473,11 +473,11 @@ class ServerConnection(Connection):
                 self._limits.max_input_responses,
                 self._events,
             )
-            event = RequestReceived._modern(rid, method, params, None, None, principal)
+            event = RequestReceived(rid, method, params, None, None, None, principal)
             inflight[rid] = event
             self._respond_complete(event, result)
             return
-        event = RequestReceived._modern(rid, method, params, state, round_, principal)
+        event = RequestReceived(rid, method, params, None, state, round_, principal)
         inflight[rid] = event
         if method == "server/discover" and config.answer_discovery:
             self._respond_complete(event, self.discover_result())
