@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._client_checks import InvalidResponseError, check_answer, read_input_required
-from ._client_era import Handshake
+from ._client_era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from ._client_http import request_headers
-from ._client_legacy import ServerRequests
+from ._client_legacy import Accept, Refuse, Reply, ServerRequests
 from ._config import ClientConfig
 from ._connection import Connection
 from ._envelope import (
@@ -48,8 +48,10 @@ from ._events import (
     InputWithdrawn,
     NotificationReceived,
     Outgoing,
+    OutgoingError,
     OutgoingNotification,
     OutgoingRequest,
+    OutgoingResult,
     RoundsExhausted,
     UnexpectedResponse,
     declares_tasks,
@@ -58,6 +60,7 @@ from ._jsonrpc import (
     REQUEST,
     RESPONSE,
     classify,
+    error_message,
     is_valid_id,
     notification_message,
     request_message,
@@ -170,8 +173,8 @@ class ClientConnection(Connection):
         self._failure: JsonRpcError | None = None
         self._envelope: dict[str, Any] = {}
         self._ready = False  # the era is known and calls go out at once
-        self._server = ServerRequests(self)
-        self._handshake = Handshake(self)
+        self._server = ServerRequests(config)
+        self._handshake = Handshake(config)
         #: The era of the server, once known.
         self.era: Era | None = None
         #: The protocol version in use, once known.
@@ -184,9 +187,11 @@ class ClientConnection(Connection):
             self._use_version(config.protocol_version)
             self._ready = True
         elif config.era == "legacy":
-            self._handshake.start_initialize()
+            self._start_initialize()
         else:
-            self._handshake.start_probe()
+            rid = self._new_id()
+            msg = self._handshake.probe(rid)
+            self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
 
     # --- public API -------------------------------------------------------------------------
 
@@ -258,7 +263,7 @@ class ClientConnection(Connection):
         answer = check_answer(_event(event).method, result)
         st = self._round_of(event)
         if st is None:
-            return self._server.answer(event, answer)
+            return self._answer_server_request(event, self._server.answer(event, answer))
         key = event.key
         answers = st.answers
         answers[key] = answer  # type: ignore[index]
@@ -351,7 +356,7 @@ class ClientConnection(Connection):
         st = self._round_of(_event(event))
         if st is not None:
             return self.cancel(st.call)
-        return self._server.answer_error(event, error)
+        return self._answer_server_request(event, self._server.answer_error(event, error))
 
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` must next be called (clock seconds), or None."""
@@ -364,7 +369,7 @@ class ClientConnection(Connection):
     def handle_timer(self, now: float) -> None:
         """Do what is due at ``now`` (read from ``ClientConfig.clock``): state-only retries,
         and the probe's fallback to legacy when the server did not answer it in time."""
-        self._handshake.on_timer(now)
+        self._apply_handshake(self._handshake.on_timer(now))
         timers = self._timers
         for call_id in [cid for cid, due in timers.items() if due <= now]:
             del timers[call_id]
@@ -411,7 +416,7 @@ class ClientConnection(Connection):
             self._end(st, CallFailed(st.call, JsonRpcError(INTERNAL_ERROR, reason), True), _LOST)
             return True
         if self._handshake.owns(request_id):
-            self._handshake.on_broken(request_id, reason, lost=True)
+            self._apply_handshake(self._handshake.on_broken(request_id, reason, lost=True))
             return True
         return False
 
@@ -440,7 +445,37 @@ class ClientConnection(Connection):
             )
         return self.fulfil(event, {"action": action})
 
-    # --- era (driven by the Handshake) -------------------------------------------------------
+    # --- era (what the Handshake decides) ----------------------------------------------------
+
+    def _start_initialize(self) -> None:
+        self.era = Era.LEGACY
+        self.protocol_version = None
+        rid = self._new_id()
+        msg = self._handshake.initialize(rid)
+        self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
+
+    def _apply_handshake(self, actions: list[HandshakeAction]) -> None:
+        """Carry out the handshake's decisions, in order."""
+        for action in actions:
+            if isinstance(action, StartInitialize):
+                self._start_initialize()
+            elif isinstance(action, Ignore):
+                self._ignore(action.request_id)
+            elif isinstance(action, Settled):
+                if action.era is Era.MODERN:
+                    self._use_version(action.protocol_version)
+                else:
+                    self.protocol_version = action.protocol_version
+                self.server_capabilities = action.server_capabilities
+                self.server_info = action.server_info
+                self.instructions = action.instructions
+                if action.era is Era.LEGACY:
+                    note = notification_message("notifications/initialized", None)
+                    self._out.append((OutgoingNotification, self._encode(note), note, None))
+                self._era_known()
+            else:
+                assert isinstance(action, Failed)
+                self._fail_handshake(action.error, local=action.local)
 
     def _use_version(self, version: str) -> None:
         self.era = Era.MODERN
@@ -601,9 +636,84 @@ class ClientConnection(Connection):
         if kind == RESPONSE:
             self._on_response(msg)
         elif kind == REQUEST:
-            self._server.on_request(msg, context)
+            self._on_server_request(msg, context)
         else:
             self._on_notification(msg["method"], msg.get("params"))
+
+    def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
+        """A legacy server's request: what :class:`ServerRequests` decides, and the round of
+        the call it belongs to (a new round when the previous one is answered)."""
+        legs = {rid: st.call.method for rid, st in self._legs.items()}
+        verdict = self._server.on_request(msg, related, self.era, legs)
+        if isinstance(verdict, Reply):
+            self._reply(verdict)
+            return
+        if isinstance(verdict, Refuse):
+            self._invalid(verdict.exc, answer=verdict.answer)
+            return
+        accepted: Accept = verdict
+        st = None if accepted.origin is None else self._legs[accepted.origin]
+        round_ = 1
+        if st is not None:
+            if st.open_requests == 0:  # the previous round is answered: a new one starts
+                if st.round >= self.config.max_rounds:
+                    self._server_rounds_exhausted(st, msg)
+                    return
+                st.round += 1
+            st.phase = CLIENT_CALL.step(st.phase, CallTrigger.SERVER_REQUEST)
+            st.open_requests += 1
+            round_ = st.round
+        event = InputNeeded(
+            None if st is None else st.call,
+            accepted.request_id,
+            accepted.method,
+            accepted.params,
+            round_,
+        )
+        self._server.opened(event)
+        self._events.append(event)
+
+    def _server_rounds_exhausted(self, st: _CallState, msg: dict[str, Any]) -> None:
+        """The server asked for one round more than ``max_rounds``: end the call (cancelling
+        it on the wire), refuse the request, and report :class:`RoundsExhausted` with the
+        request as ``last_result``."""
+        rounds = st.round
+        error = JsonRpcError(
+            INTERNAL_ERROR,
+            f"The client ended the request after {rounds} rounds of input "
+            f"(max_rounds={self.config.max_rounds})",
+        )
+        self._reply(Reply(error_message(msg["id"], error), error))
+        self._abandon(st, "Too many rounds of input", CLIENT_CALL.moves(CallTrigger.ROUND_CAP))
+        self._events.append(RoundsExhausted(st.call, rounds, msg))
+
+    def _reply(self, reply: Reply) -> None:
+        """Queue a response to a server request."""
+        msg = reply.message
+        data = self._encode(msg)
+        if reply.error is None:
+            self._out.append((OutgoingResult, data, msg, msg["id"]))
+        else:
+            self._out.append((OutgoingError, data, msg, msg["id"], reply.error))
+
+    def _answer_server_request(self, event: InputNeeded, reply: Reply | None) -> bool:
+        """Send ``reply`` to a pending server request and close it; False (nothing sent) when
+        it is not pending. When the reply cannot be encoded the request stays open."""
+        if reply is None:
+            return False
+        self._reply(reply)
+        self._server.closed(event)
+        self._server_request_closed(event)
+        return True
+
+    def _server_request_closed(self, event: InputNeeded) -> None:
+        """A server request was answered or withdrawn: its call, if alive, has one fewer."""
+        call = event.call
+        if call is not None:  # alive: a call's end drops its requests (drop_call)
+            st = self._calls[call.call_id]
+            st.open_requests -= 1
+            trigger = CallTrigger.ANSWERED if st.open_requests else CallTrigger.LAST_ANSWERED
+            st.phase = CLIENT_CALL.step(st.phase, trigger)
 
     def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
         """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
@@ -629,7 +739,7 @@ class ClientConnection(Connection):
     def _invalid_response(self, rid: Any, reason: str) -> None:
         st = self._legs.pop(rid, None)
         if st is None:
-            self._handshake.on_broken(rid, reason)
+            self._apply_handshake(self._handshake.on_broken(rid, reason))
             return
         st.leg = None
         self._fail_invalid(st, reason)
@@ -642,7 +752,7 @@ class ClientConnection(Connection):
             st.leg = None
             self._on_leg_response(st, msg)
         elif self._handshake.owns(rid):
-            self._handshake.on_response(rid, msg)
+            self._apply_handshake(self._handshake.on_response(rid, msg))
         elif rid in self._ignored:
             del self._ignored[rid]
         else:
@@ -786,7 +896,10 @@ class ClientConnection(Connection):
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
-            self._server.on_cancelled(params)
+            withdrawn = self._server.on_cancelled(params)
+            if withdrawn is not None:
+                self._server_request_closed(withdrawn)
+                self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
             return
         self._events.append(NotificationReceived(method, params))
 

@@ -7,14 +7,22 @@ a ``DiscoverResult`` or a recognised modern error (-32020, -32021, -32022) means
 other error, any other result, or no answer before ``probe_timeout`` means legacy. The fallback
 is never keyed to one error code. When -32022 lists no modern version we speak but a legacy
 one, that version is reached the only way it can be: through ``initialize``.
+
+:class:`Handshake` is a pure part of the :class:`~mrtr_sansio.ClientConnection` that owns it:
+it builds the probe and ``initialize`` messages under the ids the connection gives it, reads
+their answers, and returns what the connection must do next (:class:`StartInitialize`,
+:class:`Ignore`, :class:`Settled`, :class:`Failed`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import attrs
 
 from ._client_checks import InvalidResponseError
+from ._config import ClientConfig
 from ._envelope import LEGACY_VERSIONS, MODERN_VERSIONS, SERVER_INFO, Era, modern_envelope
 from ._errors import (
     HEADER_MISMATCH,
@@ -23,13 +31,17 @@ from ._errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     JsonRpcError,
 )
-from ._events import OutgoingNotification, OutgoingRequest
-from ._jsonrpc import notification_message, request_message
+from ._jsonrpc import request_message
 
-if TYPE_CHECKING:
-    from ._client import ClientConnection
-
-__all__ = ["Handshake", "read_initialize_result"]
+__all__ = [
+    "Failed",
+    "Handshake",
+    "HandshakeAction",
+    "Ignore",
+    "Settled",
+    "StartInitialize",
+    "read_initialize_result",
+]
 
 #: Errors only a modern server sends: a probe answered with one means "modern".
 MODERN_ERRORS = frozenset(
@@ -64,13 +76,49 @@ def read_initialize_result(
     return version, caps, info, instructions
 
 
+@attrs.frozen
+class StartInitialize:
+    """The server is not (or not only) modern: send ``initialize`` (``Handshake.initialize``)."""
+
+
+@attrs.frozen
+class Ignore:
+    """Drop a late answer to ``request_id`` silently (the probe that timed out)."""
+
+    request_id: Any
+
+
+@attrs.frozen
+class Settled:
+    """The era and version are agreed, with what the server said about itself (None where
+    it said nothing). On the legacy wire ``notifications/initialized`` follows."""
+
+    era: Era
+    protocol_version: str
+    server_capabilities: dict[str, Any] | None
+    server_info: dict[str, Any] | None
+    instructions: str | None
+
+
+@attrs.frozen
+class Failed:
+    """The handshake failed with ``error`` (``local``: detected by this client)."""
+
+    error: JsonRpcError
+    local: bool = False
+
+
+#: What a handshake step asks its connection to do, in order.
+HandshakeAction = StartInitialize | Ignore | Settled | Failed
+
+
 class Handshake:
-    """The probe and ``initialize`` of one :class:`ClientConnection`, until the era is known."""
+    """The probe and ``initialize`` of one client connection, until the era is known."""
 
-    __slots__ = ("_conn", "_init_id", "_probe_due", "_probe_id")
+    __slots__ = ("_config", "_init_id", "_probe_due", "_probe_id")
 
-    def __init__(self, conn: ClientConnection) -> None:
-        self._conn = conn
+    def __init__(self, config: ClientConfig) -> None:
+        self._config = config
         self._probe_id: int | None = None
         self._probe_due: float | None = None
         self._init_id: int | None = None
@@ -90,95 +138,79 @@ class Handshake:
 
     # --- starting ---------------------------------------------------------------------------
 
-    def start_probe(self) -> None:
-        conn = self._conn
-        config = conn.config
+    def probe(self, rid: int) -> dict[str, Any]:
+        """The ``server/discover`` probe to send under ``rid``; its deadline starts now."""
+        config = self._config
         meta = modern_envelope(config.protocol_version, config.capabilities, config.client_info)
-        rid = conn._new_id()
-        msg = request_message(rid, "server/discover", {"_meta": meta})
-        conn._out.append((OutgoingRequest, conn._encode(msg), msg, None, rid))
         self._probe_id = rid
         self._probe_due = config.clock() + config.probe_timeout
+        return request_message(rid, "server/discover", {"_meta": meta})
 
-    def start_initialize(self) -> None:
-        conn = self._conn
-        config = conn.config
+    def initialize(self, rid: int) -> dict[str, Any]:
+        """The ``initialize`` request to send under ``rid`` (the probe, if any, is over)."""
+        config = self._config
         self._probe_id = self._probe_due = None
-        conn.era = Era.LEGACY
-        conn.protocol_version = None
-        rid = conn._new_id()
+        self._init_id = rid
         params = {
             "protocolVersion": config.legacy_version,
             "capabilities": dict(config.capabilities),
             "clientInfo": dict(config.client_info or DEFAULT_CLIENT_INFO),
         }
-        msg = request_message(rid, "initialize", params)
-        conn._out.append((OutgoingRequest, conn._encode(msg), msg, None, rid))
-        self._init_id = rid
+        return request_message(rid, "initialize", params)
 
-    def on_timer(self, now: float) -> None:
+    def on_timer(self, now: float) -> list[HandshakeAction]:
         """Silence until the deadline: the server is legacy. A late answer is dropped."""
         if self._probe_due is not None and now >= self._probe_due:
-            self._conn._ignore(self._probe_id)
-            self.start_initialize()
+            return [Ignore(self._probe_id), StartInitialize()]
+        return []
 
     # --- answers ----------------------------------------------------------------------------
 
-    def on_response(self, rid: Any, msg: dict[str, Any]) -> None:
+    def on_response(self, rid: Any, msg: dict[str, Any]) -> list[HandshakeAction]:
         """The answer to the probe or to ``initialize`` (``owns(rid)`` is true)."""
         if rid == self._probe_id:
-            self._on_probe(msg)
-        else:
-            self._on_initialize(msg)
+            return self._on_probe(msg)
+        return self._on_initialize(msg)
 
-    def on_broken(self, rid: Any, reason: str, *, lost: bool = False) -> None:
+    def on_broken(self, rid: Any, reason: str, *, lost: bool = False) -> list[HandshakeAction]:
         """A response with ``rid`` that is not valid JSON-RPC, or (``lost``) none will come:
         the transport says why in ``reason`` (the server is down, say)."""
         if rid == self._probe_id:
-            self.start_initialize()  # not a recognised modern answer
-        else:
-            self._init_id = None
-            what = "initialize got no answer" if lost else "Invalid initialize response"
-            self._conn._fail_handshake(
-                JsonRpcError(INTERNAL_ERROR, f"{what}: {reason}"), local=True
-            )
+            return [StartInitialize()]  # not a recognised modern answer
+        self._init_id = None
+        what = "initialize got no answer" if lost else "Invalid initialize response"
+        return [Failed(JsonRpcError(INTERNAL_ERROR, f"{what}: {reason}"), local=True)]
 
-    def _on_probe(self, msg: dict[str, Any]) -> None:
+    def _on_probe(self, msg: dict[str, Any]) -> list[HandshakeAction]:
         self._probe_id = self._probe_due = None
         if "error" in msg:
             error = JsonRpcError.from_wire(msg["error"])
             if error.code not in MODERN_ERRORS:
-                self.start_initialize()
-            elif error.code != UNSUPPORTED_PROTOCOL_VERSION:
-                self._modern(self._conn.config.protocol_version, None)
-            else:
-                data = error.data
-                supported = data.get("supported") if isinstance(data, Mapping) else None
-                if type(supported) is list:
-                    self._choose(supported, None, error)
-                else:
-                    self._conn._fail_handshake(error)
-            return
+                return [StartInitialize()]
+            if error.code != UNSUPPORTED_PROTOCOL_VERSION:
+                return [_modern(self._config.protocol_version, None)]
+            data = error.data
+            supported = data.get("supported") if isinstance(data, Mapping) else None
+            if type(supported) is list:
+                return [self._choose(supported, None, error)]
+            return [Failed(error)]
         result = msg["result"]
         supported = result.get("supportedVersions") if type(result) is dict else None
         if type(supported) is list:
-            self._choose(supported, result, None)
-        else:
-            self.start_initialize()  # not a DiscoverResult: not a modern server
+            return [self._choose(supported, result, None)]
+        return [StartInitialize()]  # not a DiscoverResult: not a modern server
 
     def _choose(
         self, supported: list[Any], discovered: dict[str, Any] | None, error: JsonRpcError | None
-    ) -> None:
+    ) -> HandshakeAction:
         """Pick a mutual version: modern first; a legacy one means ``initialize``."""
-        config = self._conn.config
+        config = self._config
         for version in (config.protocol_version, *MODERN_VERSIONS):
             if version in supported:
-                self._modern(version, discovered)
-                return
+                return _modern(version, discovered)
         if any(v in supported for v in LEGACY_VERSIONS):
-            self.start_initialize()
-            return
-        self._conn._fail_handshake(
+            return StartInitialize()
+        return Failed(
             error
             or JsonRpcError(
                 INTERNAL_ERROR,
@@ -187,47 +219,41 @@ class Handshake:
             )
         )
 
-    def _modern(self, version: str, discovered: dict[str, Any] | None) -> None:
-        conn = self._conn
-        conn._use_version(version)
-        if discovered is not None:
-            caps = discovered.get("capabilities")
-            meta = discovered.get("_meta")
-            info = meta.get(SERVER_INFO) if type(meta) is dict else None
-            instructions = discovered.get("instructions")
-            conn.server_capabilities = caps if type(caps) is dict else None
-            conn.server_info = info if type(info) is dict else None
-            conn.instructions = instructions if type(instructions) is str else None
-        conn._era_known()
-
-    def _on_initialize(self, msg: dict[str, Any]) -> None:
-        conn = self._conn
+    def _on_initialize(self, msg: dict[str, Any]) -> list[HandshakeAction]:
         self._init_id = None
         if "error" in msg:
-            conn._fail_handshake(JsonRpcError.from_wire(msg["error"]))
-            return
+            return [Failed(JsonRpcError.from_wire(msg["error"]))]
         try:
             version, caps, info, instructions = read_initialize_result(msg["result"])
         except InvalidResponseError as exc:
-            conn._fail_handshake(
-                JsonRpcError(INTERNAL_ERROR, f"Invalid initialize result: {exc}"), local=True
-            )
-            return
+            return [Failed(JsonRpcError(INTERNAL_ERROR, f"Invalid initialize result: {exc}"), True)]
         if version not in LEGACY_VERSIONS:
-            conn._fail_handshake(
-                JsonRpcError(
-                    INTERNAL_ERROR,
-                    f"The server chose protocol version {version!r}, which this client does "
-                    "not speak",
-                    {"supported": list(LEGACY_VERSIONS), "requested": version},
-                ),
-                local=True,
-            )
-            return
-        conn.protocol_version = version
-        conn.server_capabilities = caps
-        conn.server_info = info
-        conn.instructions = instructions
-        note = notification_message("notifications/initialized", None)
-        conn._out.append((OutgoingNotification, conn._encode(note), note, None))
-        conn._era_known()
+            return [
+                Failed(
+                    JsonRpcError(
+                        INTERNAL_ERROR,
+                        f"The server chose protocol version {version!r}, which this client "
+                        "does not speak",
+                        {"supported": list(LEGACY_VERSIONS), "requested": version},
+                    ),
+                    local=True,
+                )
+            ]
+        return [Settled(Era.LEGACY, version, caps, info, instructions)]
+
+
+def _modern(version: str, discovered: dict[str, Any] | None) -> Settled:
+    """The modern wire at ``version``, with what a ``DiscoverResult`` said (if one came)."""
+    if discovered is None:
+        return Settled(Era.MODERN, version, None, None, None)
+    caps = discovered.get("capabilities")
+    meta = discovered.get("_meta")
+    info = meta.get(SERVER_INFO) if type(meta) is dict else None
+    instructions = discovered.get("instructions")
+    return Settled(
+        Era.MODERN,
+        version,
+        caps if type(caps) is dict else None,
+        info if type(info) is dict else None,
+        instructions if type(instructions) is str else None,
+    )

@@ -15,13 +15,22 @@ the server answers a request we sent after the cancellation, which proves it rea
 cancellation first (a stream is ordered). A request whose origin is not certain is unlinked.
 Over Streamable HTTP the association is positional instead: a request arriving on the response
 stream of one of our requests belongs to that request's call.
+
+:class:`ServerRequests` is a pure part of the :class:`~mrtr_sansio.ClientConnection` that owns
+it: it keeps the open server requests and the association rule, and tells the connection what
+to do with each request (:class:`Reply`, :class:`Refuse`, :class:`Accept`); the connection
+keeps the calls and their rounds.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
 
 from ._client_checks import check_server_request
+from ._config import ClientConfig
 from ._envelope import Era
 from ._errors import (
     INTERNAL_ERROR,
@@ -30,24 +39,52 @@ from ._errors import (
     JsonRpcError,
     RemoteProtocolError,
 )
-from ._events import InputNeeded, InputWithdrawn, OutgoingError, OutgoingResult, RoundsExhausted
+from ._events import InputNeeded
 from ._jsonrpc import error_message, is_valid_id, result_message
-from ._lifecycle import CLIENT_CALL, CallTrigger
 from ._mrtr import EMBEDDABLE_METHODS, MRTR_METHODS
 
-if TYPE_CHECKING:
-    from ._client import ClientConnection, _CallState
+__all__ = ["Accept", "Refuse", "Reply", "ServerRequests", "Verdict"]
 
-__all__ = ["ServerRequests"]
+
+@attrs.frozen
+class Reply:
+    """Send ``message``, a response to a server request (``error`` set when it is one)."""
+
+    message: dict[str, Any]
+    error: JsonRpcError | None = None
+
+
+@attrs.frozen
+class Refuse:
+    """The request is not acceptable: report ``exc`` (answering it when ``answer``)."""
+
+    exc: RemoteProtocolError
+    answer: bool
+
+
+@attrs.frozen
+class Accept:
+    """Surface the request to the application, linked to the call whose request ``origin``
+    (one of our request ids) is in flight, or unlinked (None) when the origin is not certain.
+    Give the event made of it to :meth:`ServerRequests.opened`."""
+
+    origin: Any
+    request_id: Any
+    method: str
+    params: dict[str, Any]
+
+
+#: What :meth:`ServerRequests.on_request` decides.
+Verdict = Reply | Refuse | Accept
 
 
 class ServerRequests:
     """The legacy server's requests awaiting the application's answers, by server id."""
 
-    __slots__ = ("_conn", "_mark", "_open", "_unsettled")
+    __slots__ = ("_config", "_mark", "_open", "_unsettled")
 
-    def __init__(self, conn: ClientConnection) -> None:
-        self._conn = conn
+    def __init__(self, config: ClientConfig) -> None:
+        self._config = config
         self._open: dict[Any, InputNeeded] = {}
         self._unsettled = 0  # requests cancelled in flight the server may still be serving
         self._mark = 0  # the first request id sent after the latest such cancellation
@@ -64,36 +101,35 @@ class ServerRequests:
         if self._unsettled and type(rid) is int and rid >= self._mark:
             self._unsettled = 0
 
-    def on_request(self, msg: dict[str, Any], related: Any = None) -> None:
-        """A request from the server: answer it here, or surface it as :class:`InputNeeded`.
+    def on_request(
+        self, msg: dict[str, Any], related: Any, era: Era | None, legs: Mapping[Any, str]
+    ) -> Verdict:
+        """A request from the server: answer it here, refuse it, or accept it.
 
-        ``related`` is the id of our request whose HTTP response stream carried it, if any:
-        then that request is its only possible origin.
+        ``legs`` maps each of our requests in flight to its method. ``related`` is the id of
+        our request whose HTTP response stream carried it, if any: then that request is its
+        only possible origin.
         """
-        conn = self._conn
         rid = msg["id"]
         method: str = msg["method"]
         params = msg.get("params")
-        if conn.era is Era.MODERN:
+        if era is Era.MODERN:
             # Modern servers never send requests, and modern clients never send responses.
             error = JsonRpcError(INVALID_REQUEST, "A 2026-07-28 server must not send requests")
-            conn._invalid(RemoteProtocolError(error, rid), answer=False)
-            return
+            return Refuse(RemoteProtocolError(error, rid), answer=False)
         if method == "ping":
-            self._send(result_message(rid, {}), None)
-            return
+            return Reply(result_message(rid, {}))
         if related is None:
-            origins = [st for st in conn._legs.values() if st.call.method in MRTR_METHODS]
+            origins = [leg for leg, m in legs.items() if m in MRTR_METHODS]
             certain = len(origins) == 1 and not self._unsettled
         else:
-            st = conn._legs.get(related)
-            origins = [st] if st is not None and st.call.method in MRTR_METHODS else []
+            origins = [related] if legs.get(related) in MRTR_METHODS else []
             certain = True
         if method not in EMBEDDABLE_METHODS:
             error = JsonRpcError.method_not_found(method)
         elif rid in self._open:
             error = JsonRpcError(INVALID_REQUEST, "Invalid Request: id is already in use")
-        elif len(self._open) >= conn._limits.max_in_flight:
+        elif len(self._open) >= self._config.limits.max_in_flight:
             error = JsonRpcError(INTERNAL_ERROR, "Too many requests in flight")
         elif not origins:
             error = JsonRpcError(
@@ -102,71 +138,41 @@ class ServerRequests:
                 "resources/read of this client is in flight (SEP-2260)",
             )
         else:
-            error = check_server_request(method, params, conn._caps)  # type: ignore[assignment]
+            error = check_server_request(method, params, self._config.capabilities)  # type: ignore[assignment]
         if error is not None:
-            conn._invalid(RemoteProtocolError(error, rid), answer=True)
-            return
-        st = origins[0] if certain else None
-        round_ = 1
-        if st is not None:
-            if st.open_requests == 0:  # the previous round is answered: a new one starts
-                if st.round >= conn.config.max_rounds:
-                    self._exhausted(st, msg)
-                    return
-                st.round += 1
-            st.phase = CLIENT_CALL.step(st.phase, CallTrigger.SERVER_REQUEST)
-            st.open_requests += 1
-            round_ = st.round
-        event = InputNeeded(
-            None if st is None else st.call,
-            rid,
-            method,
-            params if params is not None else {},
-            round_,
+            return Refuse(RemoteProtocolError(error, rid), answer=True)
+        return Accept(
+            origins[0] if certain else None, rid, method, params if params is not None else {}
         )
-        self._open[rid] = event
-        conn._events.append(event)
 
-    def _exhausted(self, st: _CallState, msg: dict[str, Any]) -> None:
-        """The server asked for one round more than ``max_rounds``: end the call (cancelling
-        it on the wire), refuse the request, and report :class:`RoundsExhausted` with the
-        request as ``last_result``."""
-        conn = self._conn
-        rounds = st.round
-        error = JsonRpcError(
-            INTERNAL_ERROR,
-            f"The client ended the request after {rounds} rounds of input "
-            f"(max_rounds={conn.config.max_rounds})",
-        )
-        self._send(error_message(msg["id"], error), error)
-        conn._abandon(st, "Too many rounds of input", CLIENT_CALL.moves(CallTrigger.ROUND_CAP))
-        conn._events.append(RoundsExhausted(st.call, rounds, msg))
+    def opened(self, event: InputNeeded) -> None:
+        """``event`` (of an :class:`Accept`) went to the application: it awaits an answer."""
+        self._open[event.key] = event
 
-    def answer(self, event: InputNeeded, answer: dict[str, Any]) -> bool:
-        """Send the application's result for a pending server request."""
+    def answer(self, event: InputNeeded, answer: dict[str, Any]) -> Reply | None:
+        """The response carrying the application's result, or None when ``event`` is no
+        longer pending. Once it is sent, :meth:`closed`."""
         if self._open.get(event.key) is not event:
-            return False
-        self._send(result_message(event.key, answer), None)
-        self._close(event)
-        return True
+            return None
+        return Reply(result_message(event.key, answer))
 
-    def answer_error(self, event: InputNeeded, error: JsonRpcError) -> bool:
-        """Refuse a pending server request with ``error``."""
+    def answer_error(self, event: InputNeeded, error: JsonRpcError) -> Reply | None:
+        """The response refusing ``event`` with ``error``, or None when it is not pending.
+        Once it is sent, :meth:`closed`."""
         if self._open.get(event.key) is not event:
-            return False
-        self._send(error_message(event.key, error), error)
-        self._close(event)
-        return True
+            return None
+        return Reply(error_message(event.key, error), error)
 
-    def on_cancelled(self, params: dict[str, Any] | None) -> None:
-        """``notifications/cancelled`` from the server: withdraw its request, if pending."""
+    def closed(self, event: InputNeeded) -> None:
+        """The answer to ``event`` went out: it no longer awaits one."""
+        del self._open[event.key]
+
+    def on_cancelled(self, params: dict[str, Any] | None) -> InputNeeded | None:
+        """``notifications/cancelled`` from the server: the request it withdraws, if pending."""
         rid = params.get("requestId") if params is not None else None
         if not is_valid_id(rid):
-            return
-        event = self._open.get(rid)
-        if event is not None:
-            self._close(event)
-            self._conn._events.append(InputWithdrawn(event.call, event.key))
+            return None
+        return self._open.pop(rid, None)
 
     def drop_call(self, call: Any) -> None:
         """``call`` ended: its linked requests are void (the server was told, or answered)."""
@@ -177,21 +183,3 @@ class ServerRequests:
         events = list(self._open.values())
         self._open.clear()
         return events
-
-    def _send(self, msg: dict[str, Any], error: JsonRpcError | None) -> None:
-        conn = self._conn
-        data = conn._encode(msg)
-        rid = msg["id"]
-        if error is None:
-            conn._out.append((OutgoingResult, data, msg, rid))
-        else:
-            conn._out.append((OutgoingError, data, msg, rid, error))
-
-    def _close(self, event: InputNeeded) -> None:
-        del self._open[event.key]
-        call = event.call
-        if call is not None:  # alive: a call's end drops its requests (drop_call)
-            st = self._conn._calls[call.call_id]
-            st.open_requests -= 1
-            trigger = CallTrigger.ANSWERED if st.open_requests else CallTrigger.LAST_ANSWERED
-            st.phase = CLIENT_CALL.step(st.phase, trigger)

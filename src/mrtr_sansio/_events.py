@@ -106,30 +106,6 @@ class RequestReceived(Event):
     principal: str | None = None
     task_id: str | None = None
 
-    @classmethod
-    def _modern(
-        cls,
-        request_id: str | int,
-        method: str,
-        params: Mapping[str, Any],
-        request_state: Any,
-        round: int | None,
-        principal: str | None,
-    ) -> RequestReceived:
-        """The event for a modern request, built without the generated ``__init__``'s class
-        call (one per request on the server's hot path); the result is the same."""
-        self = object.__new__(cls)
-        fields = self.__dict__  # frozen without slots: attrs keeps the fields here
-        fields["request_id"] = request_id
-        fields["method"] = method
-        fields["params"] = params
-        fields["session"] = None
-        fields["request_state"] = request_state
-        fields["round"] = round
-        fields["principal"] = principal
-        fields["task_id"] = None
-        return self
-
     @property
     def era(self) -> Era:
         """The wire this request arrived on."""

@@ -16,7 +16,6 @@ derived per purpose with HKDF-SHA256 (RFC 5869), so one secret can serve both co
 from __future__ import annotations
 
 import binascii
-import hashlib
 import hmac
 import secrets
 import sys
@@ -51,8 +50,6 @@ _TO_STD = bytes.maketrans(b"-_", b"+/")
 _URL_TO_STD_STRICT = bytes.maketrans(b"-_+/=", b"+/!!!")
 _TO_URL = bytes.maketrans(b"+/", b"-_")
 _SIXTETS = bytes(_ALPHABET.find(bytes([i])) % 64 for i in range(256))
-_XOR_IPAD = bytes(i ^ 0x36 for i in range(256))
-_XOR_OPAD = bytes(i ^ 0x5C for i in range(256))
 
 
 class StateCodec(Protocol):
@@ -201,27 +198,19 @@ class HmacSha256Codec:
 
 
 class _HmacSha256:
-    """HMAC-SHA256 (RFC 2104) of ``head + message``, with the padded-key blocks and ``head``
-    hashed once, up front.
+    """HMAC-SHA256 (RFC 2104) of ``head + message``: the keyed state with ``head`` absorbed is
+    made once and copied per message (the same tag as ``hmac.digest(key, head + message)``)."""
 
-    Copying precomputed hash states per message is cheaper than keying afresh, and gives
-    exactly ``hmac.digest(key, head + message, "sha256")``.
-    """
-
-    __slots__ = ("_inner", "_outer", "head")
+    __slots__ = ("_keyed", "head")
 
     def __init__(self, key: bytes, head: bytes) -> None:
-        block = key.ljust(64, b"\x00")  # keys here are derived, always 32 bytes
-        self._inner = hashlib.sha256(block.translate(_XOR_IPAD) + head)
-        self._outer = hashlib.sha256(block.translate(_XOR_OPAD))
+        self._keyed = hmac.new(key, head, "sha256")
         self.head = head
 
     def tag(self, message: bytes) -> bytes:
-        inner = self._inner.copy()
-        inner.update(message)
-        outer = self._outer.copy()
-        outer.update(inner.digest())
-        return outer.digest()
+        mac = self._keyed.copy()
+        mac.update(message)
+        return mac.digest()
 
 
 class AesGcmCodec:

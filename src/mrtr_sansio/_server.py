@@ -49,6 +49,7 @@ from ._events import (
     OutgoingError,
     OutgoingInputRequired,
     OutgoingNotification,
+    OutgoingRequest,
     OutgoingResult,
     RequestCancelled,
     RequestReceived,
@@ -64,13 +65,15 @@ from ._jsonrpc import (
     error_message,
     is_valid_id,
     notification_message,
+    request_message,
+    result_message,
 )
 from ._lifecycle import ShimTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from ._param_headers import check_param_headers
 from ._server_state import StateGate
 from ._session import LegacySession
-from ._shim import LegacyShim
+from ._shim import CancelLeg, Fail, LegacyShim, Replay, SendRequest, ShimAction
 from ._subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 from .tasks._machine import TaskLimitError, TaskMachine
 from .tasks._server import (
@@ -132,7 +135,7 @@ class ServerConnection(Connection):
         # Cancelled requests the application may still answer (the answer is dropped).
         self._cancelled: dict[Any, None] = {}
         self._session: LegacySession | None = None
-        self._shim = LegacyShim(self)
+        self._shim = LegacyShim(config)
         self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
         tasks = config.tasks
         self._tasks = (
@@ -283,7 +286,7 @@ class ServerConnection(Connection):
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
-        return legacy.initialize_result(self, protocol_version)
+        return legacy.initialize_result(self.config, self._session, protocol_version)
 
     def discover_result(self) -> dict[str, Any]:
         """The ``DiscoverResult``: versions, capabilities, instructions, cache hints."""
@@ -344,7 +347,10 @@ class ServerConnection(Connection):
             raise LocalProtocolError(
                 "ping needs an open legacy session that carries server requests"
             )
-        return self._shim.send_ping()
+        ping_id = self._shim.new_ping()
+        msg = request_message(ping_id, "ping", None)
+        self._out.append((OutgoingRequest, self._dumps(msg), msg, None, ping_id))
+        return ping_id
 
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` must next be called (clock seconds), or None."""
@@ -352,7 +358,7 @@ class ServerConnection(Connection):
 
     def handle_timer(self, now: float) -> None:
         """Expire what is due at ``now`` (legacy shim legs that got no answer)."""
-        self._shim.handle_timer(now)
+        self._apply(self._shim.handle_timer(now))
 
     # --- receive path -----------------------------------------------------------------------
 
@@ -387,7 +393,7 @@ class ServerConnection(Connection):
         elif kind == NOTIFICATION:
             self._on_notification(msg["method"], msg.get("params"))
         else:  # RESPONSE
-            self._shim.on_response(msg)
+            self._apply(self._shim.on_response(msg))
 
     def _on_request(self, rid: Any, method: str, params: dict[str, Any], context: Any) -> None:
         inflight = self._inflight
@@ -472,11 +478,11 @@ class ServerConnection(Connection):
                 self._limits.max_input_responses,
                 self._events,
             )
-            event = RequestReceived._modern(rid, method, params, None, None, principal)
+            event = RequestReceived(rid, method, params, None, None, None, principal)
             inflight[rid] = event
             self._respond_complete(event, result)
             return
-        event = RequestReceived._modern(rid, method, params, state, round_, principal)
+        event = RequestReceived(rid, method, params, None, state, round_, principal)
         inflight[rid] = event
         if method == "server/discover" and config.answer_discovery:
             self._respond_complete(event, self.discover_result())
@@ -505,16 +511,30 @@ class ServerConnection(Connection):
         principal: str | None,
     ) -> None:
         """A request without the modern envelope: initialize, or one in a legacy session."""
-        if http is not None and self._session is not None:
-            legacy.check_header(self, http, rid, method, meta)
+        session = self._session
+        if http is not None and session is not None:
+            legacy.check_header(self.config, session, http, rid, method, meta)
         if method == "initialize" and self.config.legacy_versions:
-            legacy.on_initialize(self, rid, params)
-        elif self._session is not None:
+            session = self._session = legacy.on_initialize(self.config, session, rid, params)
+            event = RequestReceived(rid, "initialize", params, session)
+            self._inflight[rid] = event
+            if self.config.answer_discovery:
+                result = legacy.initialize_result(self.config, session, session.protocol_version)
+                self._respond_complete(event, result)
+            else:
+                self._events.append(event)
+        elif session is not None:
             if self._tasks is not None and method == "tools/call":
                 refused = required_task_error(self._tasks, rid, params, None, legacy=True)
                 if refused is not None:
                     raise refused
-            legacy.on_request(self, rid, method, params, principal)
+            request = legacy.on_request(session, rid, method, params, principal)
+            if request is None:  # ping, logging/setLevel: answered here
+                msg = result_message(rid, {})
+                self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
+            else:
+                self._inflight[rid] = request
+                self._events.append(request)
         elif method == "initialize":
             raise RemoteProtocolError(
                 JsonRpcError(
@@ -538,13 +558,13 @@ class ServerConnection(Connection):
             return
         if method == "notifications/initialized" and self._session is not None:
             self._session.initialized = True
-            self._shim.release()
+            self._apply(self._shim.release())
         self._events.append(NotificationReceived(method, params))
 
     def _cancel(self, rid: Any, reason: Any) -> None:
         del self._inflight[rid]
         self._acknowledged.discard(rid)
-        self._shim.abandon(rid)
+        self._apply(self._shim.abandon(rid))
         cancelled = self._cancelled
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
@@ -577,7 +597,7 @@ class ServerConnection(Connection):
             self._emit(OutgoingResult, rid, legacy_out)
             self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
-                legacy.session_opened(self, session, legacy_out)
+                self._events.append(legacy.session_opened(session, legacy_out))
             return
         out = dict(result)
         if "resultType" not in out:
@@ -649,7 +669,9 @@ class ServerConnection(Connection):
                     ),
                 )
                 return
-            self._shim.start_round(event, ir)
+            session = self._session
+            hold = session is not None and not session.initialized
+            self._apply(self._shim.start_round(event, ir, self._encode, hold))
             return
         if requests and not ir.allowed_by(event.client_capabilities):
             required = ir.required_capabilities()
@@ -690,15 +712,29 @@ class ServerConnection(Connection):
         self._respond_complete(event, task.create_result())
         self._events.append(first_run)
 
-    # --- used by the legacy shim ------------------------------------------------------------
+    # --- what the legacy shim asks for --------------------------------------------------------
 
-    def _fail(self, rid: Any, error: JsonRpcError) -> None:
-        """Answer a shimmed request (always still in flight) with an error."""
-        self._respond_error(self._inflight[rid], error)
-
-    def _replay(self, event: RequestReceived) -> None:
-        self._inflight[event.request_id] = event
-        self._events.append(event)
+    def _apply(self, actions: list[ShimAction]) -> None:
+        """Carry out the shim's actions, in order."""
+        for action in actions:
+            if isinstance(action, SendRequest):
+                self._out.append(action.item)
+            elif isinstance(action, CancelLeg):
+                msg = notification_message(
+                    "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}
+                )
+                self._out.append(
+                    (OutgoingNotification, self._dumps(msg), msg, action.related_request_id)
+                )
+            elif isinstance(action, Replay):
+                self._inflight[action.event.request_id] = action.event
+                self._events.append(action.event)
+            elif isinstance(action, Fail):
+                # The shim forgot the run before asking: answering does not re-enter it
+                # (finish() finds nothing).
+                self._respond_error(self._inflight[action.request_id], action.error)
+            else:
+                self._events.append(action.event)
 
 
 def _input_required(

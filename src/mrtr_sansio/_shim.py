@@ -16,31 +16,79 @@ fulfils at most ``legacy_max_rounds`` rounds per request, so the handler runs at
 Every round re-checks the session's capabilities before anything reaches the client. Legs wait
 for ``notifications/initialized`` (a server sends no requests but ``ping`` before it). The rounds,
 the shimmed requests and the pending legs are all bounded.
+
+The shim is a pure part of the :class:`~mrtr_sansio.ServerConnection` that owns it: it keeps
+its runs and legs and nothing else, and every call returns the actions the connection applies,
+in order (:class:`SendRequest`, :class:`CancelLeg`, :class:`Replay`, :class:`Fail`,
+:class:`Emit`). It never calls back into the connection, so no failure path re-enters it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
+
+import attrs
 
 from ._capabilities import ELICIT, missing_capabilities
+from ._config import Limits, ServerConfig
 from ._errors import JsonRpcError, _capability_paths
 from ._events import (
+    Event,
     FulfilRequest,
-    OutgoingNotification,
-    OutgoingRequest,
     PingAnswered,
     RequestReceived,
     RoundsExhausted,
     UnexpectedResponse,
 )
-from ._jsonrpc import is_valid_id, notification_message, request_message
+from ._jsonrpc import is_valid_id, request_message
 from ._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
 from ._mrtr import InputRequiredResult
 
-if TYPE_CHECKING:
-    from ._server import ServerConnection
+__all__ = ["CancelLeg", "Emit", "Fail", "LegacyShim", "Replay", "SendRequest", "ShimAction"]
 
-__all__ = ["LegacyShim"]
+
+@attrs.frozen
+class SendRequest:
+    """Write ``item`` (an encoded outgoing-queue entry: a leg's request) to the client."""
+
+    item: tuple[Any, ...]
+
+
+@attrs.frozen
+class CancelLeg:
+    """Tell the client (``notifications/cancelled``) that leg ``leg_id`` of request
+    ``related_request_id`` is withdrawn, for ``reason``."""
+
+    leg_id: int
+    related_request_id: Any
+    reason: str
+
+
+@attrs.frozen
+class Replay:
+    """Hand ``event`` (the original request with this round's answers) to the handler again."""
+
+    event: RequestReceived
+
+
+@attrs.frozen
+class Fail:
+    """Answer the original request ``request_id`` (still in flight) with ``error``."""
+
+    request_id: Any
+    error: JsonRpcError
+
+
+@attrs.frozen
+class Emit:
+    """Queue ``event`` for the application."""
+
+    event: Event
+
+
+#: What a shim call asks its connection to do.
+ShimAction = SendRequest | CancelLeg | Replay | Fail | Emit
 
 
 class _Leg:
@@ -77,10 +125,11 @@ class _Run:
 
 
 class LegacyShim:
-    """The shim state of one :class:`ServerConnection` (legacy session or stdio process)."""
+    """The shim state of one server connection (legacy session or stdio process)."""
 
-    def __init__(self, conn: ServerConnection) -> None:
-        self._conn = conn
+    def __init__(self, config: ServerConfig) -> None:
+        self._config = config
+        self._limits: Limits = config.limits
         self._runs: dict[Any, _Run] = {}
         self._legs: dict[int, _Leg] = {}
         #: Legs built before ``notifications/initialized``, in order, not yet written.
@@ -99,43 +148,50 @@ class LegacyShim:
 
     # --- rounds -----------------------------------------------------------------------------
 
-    def start_round(self, event: RequestReceived, ir: InputRequiredResult) -> None:
+    def start_round(
+        self,
+        event: RequestReceived,
+        ir: InputRequiredResult,
+        encode: Callable[[Any], bytes],
+        hold: bool,
+    ) -> list[ShimAction]:
         """The handler answered ``event`` with ``ir``: send its legs (or replay at once).
 
+        ``encode`` serializes a message (the connection's codec); ``hold`` says the session
+        has not sent ``notifications/initialized`` yet, so the legs wait for :meth:`release`.
         Raises :class:`LocalProtocolError` (from encoding) before changing any state when a
         request cannot be serialized; the original request then stays open.
         """
-        conn = self._conn
-        config = conn.config
-        limits = conn._limits
+        config = self._config
+        limits = self._limits
         rid = event.request_id
         run = self._runs.get(rid)
         if run is None:
             run = _Run(event)
             if len(self._runs) >= limits.max_shimmed_requests:
-                self._refuse(
+                return self._refuse(
                     run,
                     ShimTrigger.REFUSED,
                     JsonRpcError.internal("Too many requests are waiting for input"),
                 )
-                return
         if run.rounds >= config.legacy_max_rounds:
-            conn._events.append(RoundsExhausted(run.first, run.rounds, ir.to_wire()))
-            self._refuse(
-                run,
-                ShimTrigger.ROUND_CAP,
-                JsonRpcError.internal(
-                    f"The handler still needed input after {run.rounds} rounds "
-                    f"(legacy_max_rounds={config.legacy_max_rounds})"
+            return [
+                Emit(RoundsExhausted(run.first, run.rounds, ir.to_wire())),
+                *self._refuse(
+                    run,
+                    ShimTrigger.ROUND_CAP,
+                    JsonRpcError.internal(
+                        f"The handler still needed input after {run.rounds} rounds "
+                        f"(legacy_max_rounds={config.legacy_max_rounds})"
+                    ),
                 ),
-            )
-            return
+            ]
         required = ir.required_capabilities()
         if required:
             missing = missing_capabilities(required, event.client_capabilities)
             if missing:
                 names = ", ".join(_capability_paths(missing))
-                self._refuse(
+                return self._refuse(
                     run,
                     ShimTrigger.REFUSED,
                     JsonRpcError.internal(
@@ -144,15 +200,13 @@ class LegacyShim:
                         {"requiredCapabilities": required},
                     ),
                 )
-                return
         requests = ir.input_requests or {}
         if len(self._legs) + len(requests) > limits.max_pending_legs:
-            self._refuse(
+            return self._refuse(
                 run,
                 ShimTrigger.REFUSED,
                 JsonRpcError.internal("Too many requests to the client are pending"),
             )
-            return
         legs: dict[int, _Leg] = {}
         for key, request in requests.items():
             params = None if request.params is None else dict(request.params)
@@ -165,10 +219,8 @@ class LegacyShim:
                 params["elicitationId"] = config.token_hex(16)
             leg_id = self._new_id()
             msg = request_message(leg_id, request.method, params)
-            item = (FulfilRequest, conn._encode(msg), msg, rid, leg_id, key)
+            item = (FulfilRequest, encode(msg), msg, rid, leg_id, key)
             legs[leg_id] = _Leg(rid, key, request.method, item)
-        session = conn._session
-        hold = session is not None and not session.initialized
         if not legs:
             trigger = ShimTrigger.STATE_ONLY
         else:
@@ -181,9 +233,9 @@ class LegacyShim:
         run.state = ir.request_state
         run.answers = {}
         if not legs:
-            self._replay(run)
-            return
+            return [self._replay(run)]
         deadline = config.clock() + config.legacy_leg_timeout
+        actions: list[ShimAction] = []
         for leg_id, leg in legs.items():
             leg.deadline = deadline
             self._legs[leg_id] = leg
@@ -191,38 +243,43 @@ class LegacyShim:
             if hold:
                 self._held.append(leg)
             else:
-                self._write(leg)
+                actions.append(self._write(leg))
+        return actions
 
-    def release(self) -> None:
+    def release(self) -> list[ShimAction]:
         """``notifications/initialized`` arrived: write the legs held until now.
 
         Their deadlines start now, as the client sees them only now.
         """
         held = self._held
         if not held:
-            return
+            return []
         self._held = []
-        config = self._conn.config
+        config = self._config
         deadline = config.clock() + config.legacy_leg_timeout
         runs = self._runs
+        actions: list[ShimAction] = []
         for leg in held:
             run = runs[leg.request_id]
             if run.phase is ShimPhase.HELD:  # its first held leg
                 run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.INITIALIZED)
             leg.deadline = deadline
-            self._write(leg)
+            actions.append(self._write(leg))
+        return actions
 
-    def _write(self, leg: _Leg) -> None:
+    @staticmethod
+    def _write(leg: _Leg) -> SendRequest:
         item = leg.item
         assert item is not None
         leg.item = None
-        self._conn._out.append(item)
+        return SendRequest(item)
 
-    def _replay(self, run: _Run) -> None:
+    @staticmethod
+    def _replay(run: _Run) -> Replay:
         first = run.first
         params = dict(first.params)
         params["inputResponses"] = run.answers
-        self._conn._replay(
+        return Replay(
             RequestReceived(
                 first.request_id,
                 first.method,
@@ -236,24 +293,21 @@ class LegacyShim:
 
     # --- answers from the client ------------------------------------------------------------
 
-    def on_response(self, msg: dict[str, Any]) -> None:
+    def on_response(self, msg: dict[str, Any]) -> list[ShimAction]:
         """A response from the client: a leg's answer, a ping's, or nothing we asked for."""
-        conn = self._conn
         rid: Any = msg.get("id")
         leg = self._legs.get(rid) if is_valid_id(rid) else None
         if leg is None or leg.item is not None:  # unknown, finished, or never written
             if rid in self._pings:
                 self._pings.discard(rid)
-                conn._events.append(PingAnswered(rid, "error" not in msg))
-            else:
-                conn._events.append(UnexpectedResponse(rid, msg))
-            return
+                return [Emit(PingAnswered(rid, "error" not in msg))]
+            return [Emit(UnexpectedResponse(rid, msg))]
         del self._legs[rid]
         run = self._runs[leg.request_id]
         del run.pending[leg.key]
         if "error" in msg:
             err = JsonRpcError.from_wire(msg["error"])
-            self._fail(
+            return self._fail(
                 run,
                 JsonRpcError.internal(
                     f"The client answered {leg.method} with an error: {err.message} "
@@ -263,73 +317,70 @@ class LegacyShim:
                 "The original request failed",
                 ShimTrigger.LEG_FAILED,
             )
-            return
         result = msg["result"]
         if type(result) is not dict:
-            self._fail(
+            return self._fail(
                 run,
                 JsonRpcError.internal(f"The client's {leg.method} result is not an object"),
                 "The original request failed",
                 ShimTrigger.LEG_FAILED,
             )
-            return
         run.answers[leg.key] = result
         if run.pending:
             run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.LEG_ANSWERED)
-        else:
-            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.ALL_ANSWERED)
-            self._replay(run)
+            return []
+        run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.ALL_ANSWERED)
+        return [self._replay(run)]
 
     # --- endings ----------------------------------------------------------------------------
 
-    def _cancel_legs(self, run: _Run, reason: str | None) -> None:
-        """Forget ``run``'s pending legs, telling the client about written ones unless
+    def _cancel_legs(self, run: _Run, reason: str | None) -> list[ShimAction]:
+        """Forget ``run``'s pending legs; the client is told about written ones unless
         ``reason`` is None."""
-        conn = self._conn
         rid = run.first.request_id
+        actions: list[ShimAction] = []
         for leg_id in run.pending.values():
             leg = self._legs.pop(leg_id)
             if leg.item is not None:
                 self._held.remove(leg)  # never written: nothing to cancel on the wire
                 continue
-            if reason is None:
-                continue
-            msg = notification_message(
-                "notifications/cancelled", {"requestId": leg_id, "reason": reason}
-            )
-            conn._out.append((OutgoingNotification, conn._dumps(msg), msg, rid))
+            if reason is not None:
+                actions.append(CancelLeg(leg_id, rid, reason))
         run.pending.clear()
+        return actions
 
-    def _fail(self, run: _Run, error: JsonRpcError, reason: str, trigger: ShimTrigger) -> None:
+    def _fail(
+        self, run: _Run, error: JsonRpcError, reason: str, trigger: ShimTrigger
+    ) -> list[ShimAction]:
         """End ``run`` with ``error``: cancel its outstanding legs, then answer the original."""
-        self._cancel_legs(run, reason)
-        self._refuse(run, trigger, error)
+        return [*self._cancel_legs(run, reason), *self._refuse(run, trigger, error)]
 
-    def _refuse(self, run: _Run, trigger: ShimTrigger, error: JsonRpcError) -> None:
+    def _refuse(self, run: _Run, trigger: ShimTrigger, error: JsonRpcError) -> list[ShimAction]:
         """End ``run`` (which has no pending legs) on ``trigger``, answering ``error``."""
         run.phase = LEGACY_SHIM.step(run.phase, trigger)
         rid = run.first.request_id
         self._runs.pop(rid, None)
-        self._conn._fail(rid, error)
+        return [Fail(rid, error)]
 
     def finish(self, request_id: Any, trigger: ShimTrigger) -> None:
         """The handler answered the original request (``trigger``: a result or an error):
         forget its run.
 
         It has no pending legs: the handler cannot answer while legs are pending. (When the
-        shim itself fails a request, the run is gone before the answer is made.)
+        shim itself fails a request, the run is gone before its :class:`Fail` is applied.)
         """
         if self._runs:
             run = self._runs.pop(request_id, None)
             if run is not None:
                 run.phase = LEGACY_SHIM.step(run.phase, trigger)
 
-    def abandon(self, request_id: Any) -> None:
+    def abandon(self, request_id: Any) -> list[ShimAction]:
         """The client cancelled the original request: cancel its legs, send nothing else."""
         run = self._runs.pop(request_id, None)
-        if run is not None:
-            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CANCELLED)
-            self._cancel_legs(run, "The original request was cancelled")
+        if run is None:
+            return []
+        run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CANCELLED)
+        return self._cancel_legs(run, "The original request was cancelled")
 
     def abandon_all(self) -> list[Any]:
         """The stream closed: forget everything; returns the requests that were waiting for
@@ -351,12 +402,13 @@ class LegacyShim:
             return None
         return min(leg.deadline for leg in self._legs.values())
 
-    def handle_timer(self, now: float) -> None:
+    def handle_timer(self, now: float) -> list[ShimAction]:
         """Fail every request one of whose legs is past its deadline."""
         late = {leg.request_id: None for leg in self._legs.values() if leg.deadline <= now}
-        timeout = self._conn.config.legacy_leg_timeout
+        timeout = self._config.legacy_leg_timeout
+        actions: list[ShimAction] = []
         for rid in late:
-            self._fail(
+            actions += self._fail(
                 self._runs[rid],
                 JsonRpcError.internal(
                     "Timed out waiting for the client's answer to an input request "
@@ -365,12 +417,10 @@ class LegacyShim:
                 "Timed out waiting for the client's answer",
                 ShimTrigger.LEG_TIMEOUT,
             )
+        return actions
 
-    def send_ping(self) -> int:
-        """Send a ``ping`` to the client and remember its id."""
-        conn = self._conn
+    def new_ping(self) -> int:
+        """The id of a ``ping`` the connection is about to send, remembered for its answer."""
         ping_id = self._new_id()
-        msg = request_message(ping_id, "ping", None)
-        conn._out.append((OutgoingRequest, conn._dumps(msg), msg, None, ping_id))
         self._pings.add(ping_id)
         return ping_id

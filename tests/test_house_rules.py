@@ -1,0 +1,319 @@
+"""The house rules of ``DESIGN.md`` that a machine can check, read from the source (nothing is
+imported or executed):
+
+* the import graph of ``src/mrtr_sansio`` has no cycle, and no import runs up the layers
+  (vocabulary below the pure parts, parts below the role machines, the core below the front
+  door, the adapters and the testing kit); ``TYPE_CHECKING``-only and function-local imports
+  count like any other, so a back-import hidden from the runtime is still a cycle here;
+* no module reads, writes or deletes another module's object's ``_private`` attribute.
+
+The private-attribute rule, precisely: in module *M*, ``E._name`` (any context; one leading
+underscore, not a dunder) is allowed when ``E`` is the name ``self`` or ``cls``, or when
+``_name`` is a member of a class defined in *M* (a ``def``, nested class or assignment in its
+body -- attrs fields included -- or a ``self._name``/``cls._name`` assignment in *M*): the module
+that defines a class may touch its privates on any instance of it. ``getattr``, ``setattr``,
+``hasattr``, ``delattr`` and ``object.__setattr__`` with a literal ``"_name"`` on anything but
+``self``/``cls`` follow the same rule. :data:`PUBLIC_UNDERSCORE` lists the few underscored names
+that are public API of the standard library (``namedtuple._replace`` and friends).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "mrtr_sansio"
+
+#: The layers, lowest first. A module may import modules of its own layer or below; within a
+#: layer the cycle check keeps the graph a DAG. A new module must be placed here.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    (
+        "wire and values",
+        frozenset(
+            {
+                "_errors",
+                "_codec",
+                "_framing",
+                "_jsonrpc",
+                "_http",
+                "_param_headers",
+                "_capabilities",
+                "_mrtr",
+                "_envelope",
+                "_session",
+                "_session_registry",
+                "_state",
+                "_state_swap",
+                "_sealing",
+                "_sealing_codecs",
+                "_sealing_replay",
+                "_subscriptions",
+                "_extras",
+            }
+        ),
+    ),
+    (
+        "vocabulary",
+        frozenset(
+            {
+                "_events",
+                "_lifecycle",
+                "_config",
+                "tasks._table",
+                "tasks._values",
+                "tasks._store",
+                "tasks._settings",
+            }
+        ),
+    ),
+    (
+        "pure parts",
+        frozenset(
+            {
+                "_server_state",
+                "_server_legacy",
+                "_shim",
+                "_client_checks",
+                "_client_era",
+                "_client_legacy",
+                "_client_http",
+                "tasks._machine",
+                "tasks._client",
+                "tasks._server",
+            }
+        ),
+    ),
+    ("role machines", frozenset({"_connection", "_server", "_client"})),
+    ("front door", frozenset({"", "tasks"})),
+    ("adapters", frozenset({"adapters"})),
+    ("testing", frozenset({"testing"})),
+)
+
+#: Underscored names that are documented public API of the standard library.
+PUBLIC_UNDERSCORE = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+
+#: (module path, attribute) pairs allowed beyond the rule, each with its reason.
+ALLOWED: dict[tuple[str, str], str] = {
+    # ``HttpClient.connect`` is a classmethod factory: it wires the task group and closes the
+    # httpx client of the instance it just built; both are fields of its base class in
+    # adapters/_http_wire.py, which the subclass owns by inheritance.
+    ("adapters/http.py", "_tg"): "factory of a subclass",
+    ("adapters/http.py", "_http"): "factory of a subclass",
+}
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """Every module of the package: dotted name below ``mrtr_sansio`` -> (path, is package)."""
+    found: dict[str, tuple[Path, bool]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        package = parts[-1] == "__init__"
+        if package:
+            parts = parts[:-1]
+        found[".".join(parts)] = (path, package)
+    return found
+
+
+MODULES = _modules()
+
+
+def _layer(module: str) -> int:
+    for index, (_, members) in enumerate(LAYERS):
+        if module in members or (index >= 5 and module.split(".", maxsplit=1)[0] in members):
+            return index
+    raise AssertionError(f"mrtr_sansio.{module} is in no layer of LAYERS: place it there")
+
+
+def _targets(module: str, package: bool, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """The package modules an import statement loads (names below ``mrtr_sansio``)."""
+    if isinstance(node, ast.Import):
+        bases = [alias.name for alias in node.names]
+        names: list[str] = []
+    else:
+        if node.level:
+            parts = module.split(".") if module else []
+            if not package:
+                parts = parts[:-1]
+            parts = parts[: len(parts) - (node.level - 1)]
+            base = ".".join(["mrtr_sansio", *parts, *([node.module] if node.module else [])])
+        else:
+            base = node.module or ""
+        bases = [base]
+        names = [alias.name for alias in node.names]
+    for base in bases:
+        if base != "mrtr_sansio" and not base.startswith("mrtr_sansio."):
+            continue
+        inner = base[len("mrtr_sansio.") :] if base != "mrtr_sansio" else ""
+        submodules = [f"{inner}.{n}".lstrip(".") for n in names]
+        hits = [s for s in submodules if s in MODULES]
+        yield from hits or [inner]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports anywhere (top level, functions, TYPE_CHECKING)."""
+    graph: dict[str, set[str]] = {}
+    for module, (path, package) in MODULES.items():
+        edges = graph.setdefault(module, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                edges.update(t for t in _targets(module, package, node) if t != module)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in graph:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a higher layer than the importer's, as text."""
+    bad = []
+    for module, targets in sorted(graph.items()):
+        mine = _layer(module)
+        for target in sorted(targets):
+            theirs = _layer(target)
+            if theirs > mine:
+                bad.append(
+                    f"mrtr_sansio.{module} ({LAYERS[mine][0]}) imports "
+                    f"mrtr_sansio.{target} ({LAYERS[theirs][0]})".replace("mrtr_sansio. ", " ")
+                )
+    return bad
+
+
+def _class_members(tree: ast.Module) -> set[str]:
+    """Names the module's classes define: body members and ``self.x``/``cls.x`` assignments."""
+    members: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    members.add(item.name)
+                elif isinstance(item, ast.Assign):
+                    members.update(t.id for t in item.targets if isinstance(t, ast.Name))
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    members.add(item.target.id)
+            for sub in ast.walk(node):
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and isinstance(sub.ctx, ast.Store)
+                    and _owner_is_self(sub.value)
+                ):
+                    members.add(sub.attr)
+    return members
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__") and name not in PUBLIC_UNDERSCORE
+
+
+def _owner_is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def private_reaches() -> list[str]:
+    """Every touch of another module's private attribute, as ``path:line: expression``."""
+    found = []
+    for path, _ in sorted(MODULES.values()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _class_members(tree)
+        where = path.relative_to(PACKAGE)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                owner, name = node.value, node.attr
+            elif (
+                isinstance(node, ast.Call)
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+                and (
+                    (isinstance(node.func, ast.Name) and node.func.id in _REFLECTION)
+                    or ast.unparse(node.func) == "object.__setattr__"
+                )
+            ):
+                owner, name = node.args[0], node.args[1].value
+            else:
+                continue
+            if (
+                _is_private(name)
+                and not _owner_is_self(owner)
+                and name not in own
+                and (where.as_posix(), name) not in ALLOWED
+            ):
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return sorted(set(found), key=lambda s: (s.split(":")[0], int(s.split(":")[1]), s))
+
+
+_REFLECTION = frozenset({"getattr", "setattr", "hasattr", "delattr"})
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_no_import_runs_up_the_layers() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_module_touches_another_modules_private_attribute() -> None:
+    assert private_reaches() == []
+
+
+def test_the_checks_see_a_cycle_an_upward_import_and_a_reach_in() -> None:
+    """The checkers themselves: each finds the fault it exists for."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    assert upward_imports({"_errors": {"_server"}, "_server": {"_errors"}}) == [
+        "mrtr_sansio._errors (wire and values) imports mrtr_sansio._server (role machines)"
+    ]
+    tree = ast.parse(
+        "class A:\n    _x = 1\n    def f(self, o):\n        self._y = o._x\n        return o._y\n"
+    )
+    assert _class_members(tree) == {"_x", "_y", "f"}
+    assert _is_private("_out")
+    assert not _is_private("__init__")
+    assert not _is_private("_replace")
+
+
+def test_every_module_is_placed_in_a_layer() -> None:
+    for module in MODULES:
+        _layer(module)
