@@ -72,6 +72,7 @@ from ._server_state import StateGate
 from ._session import LegacySession
 from ._shim import LegacyShim
 from ._subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
+from .observe import ErrorSent, RequestAnswered, RequestStarted, connection_key, trace_of
 from .tasks._machine import TaskLimitError, TaskMachine
 from .tasks._server import (
     TASK_REQUESTS,
@@ -126,7 +127,9 @@ class ServerConnection(Connection):
         self.principal = principal
         self._server_requests = server_requests
         self._server_info = config.server_info
-        self._state = StateGate(config, self._events)
+        self._observer = config.observer
+        self._obs_key = 0 if config.observer is None else connection_key()
+        self._state = StateGate(config, self._events, self._obs_key)
         self._max_in_flight = config.limits.max_in_flight
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
@@ -139,7 +142,12 @@ class ServerConnection(Connection):
             None
             if tasks is None
             else TaskMachine(
-                tasks, config.clock, config.token_hex, config.limits.max_input_requests
+                tasks,
+                config.clock,
+                config.token_hex,
+                config.limits.max_input_requests,
+                config.observer,
+                self._obs_key,
             )
         )
 
@@ -433,6 +441,7 @@ class ServerConnection(Connection):
             )
         state: Any = None
         round_: int | None = 1
+        carried = None
         tasks = self._tasks
         if method in MRTR_METHODS:
             if tasks is not None and method == "tools/call":
@@ -441,7 +450,7 @@ class ServerConnection(Connection):
                 if refused is not None:
                     raise refused
             if "inputResponses" in params or "requestState" in params:
-                state, round_ = self._state.read(rid, method, params, principal)
+                state, round_, carried = self._state.read(rid, method, params, principal)
         elif method in LEGACY_ONLY_METHODS:
             raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
         elif method == LISTEN:
@@ -476,6 +485,8 @@ class ServerConnection(Connection):
         if method == "server/discover" and config.answer_discovery:
             self._respond_complete(event, self.discover_result())
             return
+        if self._observer is not None:
+            self._observe_start(event, carried)
         self._events.append(event)
 
     def _check_headers(
@@ -605,6 +616,8 @@ class ServerConnection(Connection):
             raise unserializable(exc) from exc
         del self._inflight[rid]
         self._out.append((kind, data, msg, rid))
+        if self._observer is not None:
+            self._observe_answer(rid, result)
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
@@ -614,6 +627,10 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._out.append((OutgoingError, data, msg, rid, error))
+        if self._observer is not None:
+            self._observer.observe(
+                ErrorSent(self.config.clock(), self._obs_key, rid, error.code, error.message)
+            )
         if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again
 
@@ -684,6 +701,47 @@ class ServerConnection(Connection):
             return
         self._respond_complete(event, task.create_result())
         self._events.append(first_run)
+
+    # --- the observer (only called when one is configured) -----------------------------------
+
+    def _observe_start(self, event: RequestReceived, carried: Mapping[str, str] | None) -> None:
+        """Tell the observer a request reached the handler (a round, or a legacy request)."""
+        assert self._observer is not None
+        meta = event.params.get("_meta")
+        meta = meta if type(meta) is dict else None
+        session = event.session
+        if session is not None:
+            version: Any = session.protocol_version
+        else:
+            version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+        self._observer.observe(
+            RequestStarted(
+                self.config.clock(),
+                self._obs_key,
+                event.request_id,
+                event.method,
+                event.name if event.name is not None else event.uri,
+                event.round,
+                session is not None,
+                version if type(version) is str else None,
+                None,  # the Mcp-Session-Id lives in the HTTP adapter, not in the core
+                event.principal,
+                trace_of(meta),
+                carried,
+            )
+        )
+
+    def _observe_answer(self, rid: Any, result: Mapping[str, Any]) -> None:
+        """Tell the observer a request was answered with a result."""
+        assert self._observer is not None
+        kind = result.get("resultType", "complete")
+        requests = result.get("inputRequests") if kind == INPUT_REQUIRED else None
+        keys = tuple(requests) if isinstance(requests, Mapping) else ()
+        self._observer.observe(
+            RequestAnswered(
+                self.config.clock(), self._obs_key, rid, kind if type(kind) is str else "", keys
+            )
+        )
 
     # --- used by the legacy shim ------------------------------------------------------------
 

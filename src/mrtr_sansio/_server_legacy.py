@@ -109,6 +109,8 @@ def on_request(
         params = {k: v for k, v in params.items() if k not in MRTR_FIELDS}
     event = RequestReceived(rid, method, params, session, None, 1, principal)
     conn._inflight[rid] = event
+    if conn._observer is not None:
+        conn._observe_start(event, None)
     conn._events.append(event)
 
 

@@ -36,6 +36,7 @@ from ._events import (
 from ._jsonrpc import is_valid_id, notification_message, request_message
 from ._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
 from ._mrtr import InputRequiredResult
+from .observe import LegAnswered, LegSent, LegTimedOut
 
 if TYPE_CHECKING:
     from ._server import ServerConnection
@@ -216,7 +217,14 @@ class LegacyShim:
         item = leg.item
         assert item is not None
         leg.item = None
-        self._conn._out.append(item)
+        conn = self._conn
+        conn._out.append(item)
+        if conn._observer is not None:
+            conn._observer.observe(
+                LegSent(
+                    conn.config.clock(), conn._obs_key, leg.request_id, item[4], leg.key, leg.method
+                )
+            )
 
     def _replay(self, run: _Run) -> None:
         first = run.first
@@ -251,6 +259,13 @@ class LegacyShim:
         del self._legs[rid]
         run = self._runs[leg.request_id]
         del run.pending[leg.key]
+        if conn._observer is not None:
+            failed = "error" in msg or type(msg.get("result")) is not dict
+            conn._observer.observe(
+                LegAnswered(
+                    conn.config.clock(), conn._obs_key, leg.request_id, rid, leg.key, failed
+                )
+            )
         if "error" in msg:
             err = JsonRpcError.from_wire(msg["error"])
             self._fail(
@@ -354,6 +369,13 @@ class LegacyShim:
     def handle_timer(self, now: float) -> None:
         """Fail every request one of whose legs is past its deadline."""
         late = {leg.request_id: None for leg in self._legs.values() if leg.deadline <= now}
+        observer = self._conn._observer
+        if observer is not None:
+            for leg_id, leg in self._legs.items():
+                if leg.deadline <= now and leg.item is None:
+                    observer.observe(
+                        LegTimedOut(now, self._conn._obs_key, leg.request_id, leg_id, leg.key)
+                    )
         timeout = self._conn.config.legacy_leg_timeout
         for rid in late:
             self._fail(
