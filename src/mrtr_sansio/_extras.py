@@ -20,7 +20,9 @@ EXTRAS: dict[str, frozenset[str]] = {
     "trio": frozenset({"trio", "anyio"}),
     "http": frozenset({"httpx", "anyio"}),
     "server": frozenset({"uvicorn", "anyio"}),
+    "tasks-redis": frozenset({"redis"}),
     "testing": frozenset({"hypothesis"}),
+    "otel": frozenset({"opentelemetry"}),
 }
 
 
