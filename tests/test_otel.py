@@ -607,3 +607,19 @@ def test_a_cancelled_call_ends_its_spans_while_the_user_is_asked(otel: Any) -> N
     assert span.status.status_code is StatusCode.ERROR
     assert wait.end_time is not None
     assert rec.facts == []
+
+
+def test_the_example_trace_is_one_trace_whose_rounds_link_across_processes() -> None:
+    import otel_trace
+
+    spans = otel_trace.run()
+    rounds = sorted(
+        (s for _, s in spans if s.kind is SpanKind.SERVER), key=lambda s: s.start_time or 0
+    )
+    assert [p for p, s in spans if s.kind is SpanKind.SERVER].count("server-2") == 1
+    assert len({s.context.trace_id for _, s in spans}) == 1
+    assert [[link.context.span_id for link in s.links] for s in rounds] == [
+        [],
+        [rounds[0].context.span_id],
+        [rounds[1].context.span_id],
+    ]
