@@ -623,3 +623,23 @@ def test_the_example_trace_is_one_trace_whose_rounds_link_across_processes() -> 
         [rounds[0].context.span_id],
         [rounds[1].context.span_id],
     ]
+
+
+@pytest.mark.parametrize("how", ["cancelled", "closed"])
+def test_a_request_ended_without_an_answer_ends_its_spans(otel: Any, how: str) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(observer)
+    net.pump()
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)  # the leg waits for the user
+    server = net.servers[0]
+    if how == "cancelled":
+        assert net.client.cancel(call)
+        server.receive_data(net.client.data_to_send())
+    else:
+        server.receive_data(b"")  # the stream closed
+    spans = exporter.get_finished_spans()
+    (leg,) = by_name(spans, SpanKind.CLIENT)
+    (request,) = by_name(spans, SpanKind.SERVER)
+    assert request.attributes["mrtr.outcome"] == how  # type: ignore[index]
+    assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]

@@ -72,7 +72,14 @@ from ._server_state import StateGate
 from ._session import LegacySession
 from ._shim import LegacyShim
 from ._subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
-from .observe import ErrorSent, RequestAnswered, RequestStarted, connection_key, trace_of
+from .observe import (
+    ErrorSent,
+    RequestAbandoned,
+    RequestAnswered,
+    RequestStarted,
+    connection_key,
+    trace_of,
+)
 from .tasks._machine import TaskLimitError, TaskMachine
 from .tasks._server import (
     TASK_REQUESTS,
@@ -555,6 +562,10 @@ class ServerConnection(Connection):
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
             del cancelled[next(iter(cancelled))]
+        if self._observer is not None:
+            self._observer.observe(
+                RequestAbandoned(self.config.clock(), self._obs_key, rid, "cancelled")
+            )
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _refusal_relates_to(self, request_id: Any) -> Any:
@@ -568,6 +579,10 @@ class ServerConnection(Connection):
     def _on_close(self) -> None:
         for rid in self._shim.abandon_all():
             del self._inflight[rid]
+            if self._observer is not None:
+                self._observer.observe(
+                    RequestAbandoned(self.config.clock(), self._obs_key, rid, "closed")
+                )
 
     # --- send path --------------------------------------------------------------------------
 

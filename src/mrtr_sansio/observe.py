@@ -34,6 +34,7 @@ __all__ = [
     "LegSent",
     "LegTimedOut",
     "Observer",
+    "RequestAbandoned",
     "RequestAnswered",
     "RequestStarted",
     "TaskStatusChanged",
@@ -99,6 +100,15 @@ class ErrorSent(Fact):
     request_id: Any
     code: int
     message: str
+
+
+@attrs.frozen
+class RequestAbandoned(Fact):
+    """A request in flight ended without an answer: ``reason`` is ``cancelled`` (the client
+    cancelled it) or ``closed`` (the stream closed while it waited for the client)."""
+
+    request_id: Any
+    reason: str
 
 
 @attrs.frozen

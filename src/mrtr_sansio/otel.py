@@ -45,6 +45,7 @@ from mrtr_sansio.observe import (
     LegAnswered,
     LegSent,
     LegTimedOut,
+    RequestAbandoned,
     RequestAnswered,
     RequestStarted,
     TaskStatusChanged,
@@ -65,7 +66,7 @@ _NAMED = ("tools/call", "prompts/get")  # the methods whose target goes into the
 class _Open:
     """A span this observer opened and still owes an end, with what its end needs."""
 
-    __slots__ = ("attributes", "flow", "round", "span", "started")
+    __slots__ = ("attributes", "flow", "request", "round", "span", "started")
 
     def __init__(
         self,
@@ -74,7 +75,9 @@ class _Open:
         attributes: dict[str, Any],
         flow: str,
         round: int | None = None,
+        request: Any = None,
     ) -> None:
+        self.request = request  # a leg's: the request it belongs to
         self.span = span
         self.started = started
         self.attributes = attributes
@@ -257,6 +260,19 @@ class OtelObserver:
         )
         span.end(self._ns(fact.at))
 
+    def _request_abandoned(self, fact: RequestAbandoned) -> None:
+        open_ = self._requests.pop((fact.connection, fact.request_id), None)
+        if open_ is None:
+            return
+        end = self._ns(fact.at)
+        for key, leg in list(self._legs.items()):  # its legs were withdrawn with it
+            if key[0] == fact.connection and leg.request == fact.request_id:
+                del self._legs[key]
+                leg.span.set_attribute("mrtr.outcome", "withdrawn")
+                leg.span.end(end)
+        open_.span.set_attribute("mrtr.outcome", fact.reason)
+        open_.span.end(end)
+
     def _leg_sent(self, fact: LegSent) -> None:
         request = self._requests.get((fact.connection, fact.request_id))
         parent = None if request is None else trace.set_span_in_context(request.span)
@@ -272,7 +288,9 @@ class OtelObserver:
             start_time=self._ns(fact.at),
         )
         attributes = {"mcp.method.name": fact.method}
-        self._legs[fact.connection, fact.leg_id] = _Open(span, fact.at, attributes, "")
+        self._legs[fact.connection, fact.leg_id] = _Open(
+            span, fact.at, attributes, "", None, fact.request_id
+        )
 
     def _leg_ended(self, fact: LegAnswered | LegTimedOut) -> None:
         open_ = self._legs.pop((fact.connection, fact.leg_id), None)
@@ -414,6 +432,7 @@ _HANDLERS: dict[type[Fact], Callable[[OtelObserver, Any], None]] = {
     RequestStarted: OtelObserver._request_started,
     RequestAnswered: OtelObserver._request_answered,
     ErrorSent: OtelObserver._error_sent,
+    RequestAbandoned: OtelObserver._request_abandoned,
     LegSent: OtelObserver._leg_sent,
     LegAnswered: OtelObserver._leg_ended,
     LegTimedOut: OtelObserver._leg_ended,
