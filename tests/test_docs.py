@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import json
 import re
 from pathlib import Path
 from types import ModuleType
@@ -271,3 +272,16 @@ def test_the_readme_keeps_its_two_commands_and_points_to_the_docs() -> None:
     assert block[0].startswith("bash scripts/demo.sh")
     assert block[1].startswith("bash scripts/test.sh")
     assert "bash scripts/docs.sh" in readme
+
+
+def test_the_trace_picture_draws_every_span_of_the_example_nested_and_linked() -> None:
+    lines = hook.run_example("examples/otel_trace.py").splitlines()
+    spans = [json.loads(line) for line in lines]
+    assert len({s["trace"] for s in spans}) == 1
+    svg = hook.trace_svg(spans)
+    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" fill="#222">([^<]+)</text>', svg)
+    assert labels[0] == "client: tools/call book · 3 requests"
+    assert sum("server-" in label and "↺" in label for label in labels) == 2
+    assert svg.count("<rect") == len(spans) + len({s["process"] for s in spans})
+    with pytest.raises(ValueError, match="no spans"):
+        hook.trace_svg([])

@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_sealing_replay",
                 "_subscriptions",
                 "_extras",
+                "observe",  # the observer protocol and its facts: values, attrs only
             }
         ),
     ),
@@ -86,7 +87,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ),
     ("role machines", frozenset({"_connection", "_server", "_client"})),
     ("front door", frozenset({"", "tasks"})),
-    ("adapters", frozenset({"adapters"})),
+    # specialist parts on top of the front door: IO adapters, the OpenTelemetry observer
+    ("adapters", frozenset({"adapters", "otel"})),
     ("testing", frozenset({"testing"})),
 )
 

@@ -87,11 +87,15 @@ def _requirements() -> list[tuple[str, str | None]]:
     return out
 
 
+#: Distributions whose top-level module has another name.
+_MODULE_OF = {"opentelemetry-api": "opentelemetry"}
+
+
 def test_the_extras_table_matches_the_published_extras() -> None:
     published: dict[str, set[str]] = {}
     for name, extra in _requirements():
         if extra is not None:
-            published.setdefault(extra, set()).add(name)
+            published.setdefault(extra, set()).add(_MODULE_OF.get(name, name))
     assert published == {extra: set(modules) for extra, modules in EXTRAS.items()}
 
 

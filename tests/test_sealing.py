@@ -396,7 +396,7 @@ def test_envelope_rejections() -> None:
     payload = b64url_decode(sec.seal({"a": 1}, BINDING, 1, NOW))
     assert payload is not None
     assert reason_of(sec, b64url_encode(payload[:51])) == "malformed_envelope"
-    assert reason_of(sec, b64url_encode(b"\x02" + payload[1:])) == "unsupported_envelope_version"
+    assert reason_of(sec, b64url_encode(b"\x03" + payload[1:])) == "unsupported_envelope_version"
     assert reason_of(sec, b64url_encode(payload + b" ")) == "malformed_state"
     assert reason_of(sec, b64url_encode(payload[:-1])) == "malformed_state"
     assert reason_of(sec, b64url_encode(payload[:52] + b"\xff")) == "malformed_state"
@@ -612,3 +612,43 @@ def test_reasons_are_all_listed() -> None:
         "principal_mismatch",
     } <= REQUEST_STATE_REASONS
     assert all(r.isidentifier() and r.islower() for r in REQUEST_STATE_REASONS)
+
+
+# --- the observer's carry (envelope version 2) ------------------------------------------
+
+
+def test_a_carry_is_sealed_beside_the_state_and_returned() -> None:
+    sec = RequestStateSecurity(keys=[b"k" * 32])
+    carry = {"flow": "f", "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    token = sec.seal({"a": 1}, BINDING, 2, NOW, carry=carry)
+    opened = sec.unseal(token, BINDING, NOW)
+    assert (opened.state, opened.round, opened.carried) == ({"a": 1}, 2, carry)
+    assert sec.unseal(sec.seal({"a": 1}, BINDING, 2, NOW), BINDING, NOW).carried is None
+
+
+@pytest.mark.parametrize("carry", [{"flow": 1}, {1: "x"}, {"flow": "x" * 0x10000}])
+def test_a_carry_that_is_not_short_strings_is_refused(carry: Any) -> None:
+    with pytest.raises(LocalProtocolError, match="carry"):
+        RequestStateSecurity(keys=[b"k" * 32]).seal("s", BINDING, 1, NOW, carry=carry)
+
+
+def test_malformed_carries_fail_closed() -> None:
+    sec = RequestStateSecurity(codec=PlainCodec())
+    payload = b64url_decode(sec.seal("s", BINDING, 1, NOW, carry={"f": "v"}))
+    assert payload is not None
+    head, rest = payload[:52], payload[52:]
+    size = int.from_bytes(rest[:2], "big")
+    carry, state = rest[2 : 2 + size], rest[2 + size :]
+    assert carry == b'{"f":"v"}'
+    assert state == b'"s"'
+
+    def with_carry(data: bytes, declared: int | None = None) -> str:
+        n = len(data) if declared is None else declared
+        return b64url_encode(head + n.to_bytes(2, "big") + data + state)
+
+    assert reason_of(sec, b64url_encode(head + b"\x00")) == "malformed_envelope"
+    assert reason_of(sec, with_carry(b'{"f":"v"}', 500)) == "malformed_envelope"
+    assert reason_of(sec, with_carry(b"{not json")) == "malformed_envelope"
+    assert reason_of(sec, with_carry(b'["f"]')) == "malformed_envelope"
+    assert reason_of(sec, with_carry(b'{"f":1}')) == "malformed_envelope"
+    assert sec.unseal(with_carry(b'{"g":"w"}'), BINDING, NOW).carried == {"g": "w"}

@@ -10,7 +10,9 @@ A page asks for them with a marker on a line of its own:
 * ``<!-- output: PATH ARGS... -->`` — what the example script at ``PATH`` (from the repository
   root) prints, run with this interpreter and ``ARGS`` (``{python}`` in them is this
   interpreter too); the examples only talk to processes they start. The page shows this
-  interpreter as ``python`` and paths relative to the repository, not the build machine's.
+  interpreter as ``python`` and paths relative to the repository, not the build machine's;
+* ``<!-- trace: PATH -->`` — a timeline (inline SVG) of the spans the example at ``PATH``
+  exports, one JSON object per line (``examples/otel_trace.py``): a picture of a real trace.
 
 An unknown name or a failing script fails the build, so a page cannot silently lose its table.
 The functions are plain (no MkDocs import) so that ``tests/test_docs.py`` checks them without a
@@ -23,6 +25,7 @@ import ast
 import enum
 import importlib
 import inspect
+import json
 import re
 import shlex
 import subprocess
@@ -36,7 +39,7 @@ import attrs
 import mrtr_sansio
 from mrtr_sansio._lifecycle import LIFECYCLES
 
-MARKER = re.compile(r"^<!-- (lifecycle|config|output): (\S.*?) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- (lifecycle|config|output|trace): (\S.*?) -->$", re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig", "ServeOptions")
 #: Configuration classes that live in an adapter module rather than the front door.
@@ -54,11 +57,18 @@ def expand(kind: str, name: str) -> str:
         return lifecycle_markdown(name)
     if kind == "config":
         return config_markdown(name)
+    if kind == "trace":
+        return trace_svg([json.loads(line) for line in run_example(name).splitlines()])
     return output_markdown(name)
 
 
 def output_markdown(command: str) -> str:
     """What an example prints, as a text block; raises if it fails or is not an example."""
+    return f"```text\n{machine_neutral(run_example(command).rstrip())}\n```"
+
+
+def run_example(command: str) -> str:
+    """What the example script ``command`` names prints; raises if it fails or is not one."""
     path, *args = shlex.split(command)
     script = (ROOT / path).resolve()
     if ROOT / "examples" not in script.parents or not script.is_file():
@@ -67,7 +77,7 @@ def output_markdown(command: str) -> str:
     run = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
         raise RuntimeError(f"{command} failed ({run.returncode}):\n{run.stderr}")
-    return f"```text\n{machine_neutral(run.stdout.rstrip())}\n```"
+    return run.stdout
 
 
 def machine_neutral(text: str) -> str:
@@ -161,3 +171,75 @@ def default_text(default: Any) -> str:
             if default % size == 0:
                 return f"{default // size} {unit} (`{default}`)"
     return f"`{default!r}`"
+
+
+#: Bar colours of the trace timeline, by the process that exported the span.
+TRACE_COLOURS = ("#3f6fb5", "#d9822b", "#2f9e6e", "#a4508b")
+
+
+def trace_svg(spans: list[dict[str, Any]]) -> str:
+    """A timeline of ``spans`` (dicts with process, name, kind, span, parent, links, start,
+    end, round): one row per span, nested under its parent, a bar per span on a shared time
+    axis, coloured by process; a span that links to another says so in its label."""
+    if not spans:
+        raise ValueError("the trace has no spans")
+    by_id = {s["span"]: s for s in spans}
+    children: dict[Any, list[dict[str, Any]]] = {}
+    for span in spans:
+        parent = span["parent"] if span["parent"] in by_id else None
+        children.setdefault(parent, []).append(span)
+    rows: list[tuple[int, dict[str, Any]]] = []
+
+    def walk(parent: Any, depth: int) -> None:
+        for span in sorted(children.get(parent, []), key=lambda s: (s["start"], -s["end"])):
+            rows.append((depth, span))
+            walk(span["span"], depth + 1)
+
+    walk(None, 0)
+    start = min(s["start"] for s in spans)
+    total = max(s["end"] for s in spans) - start or 1.0
+    processes = sorted({s["process"] for s in spans})
+    colour = {p: TRACE_COLOURS[i % len(TRACE_COLOURS)] for i, p in enumerate(processes)}
+    label_w, bar_w, row_h, top = 330, 420, 22, 28
+    height = top + row_h * len(rows) + 34
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {label_w + bar_w + 20} {height}" '
+        f'role="img" aria-label="trace timeline" style="max-width:100%;font:12px sans-serif">'
+    ]
+    for tick in range(6):
+        x = label_w + bar_w * tick / 5
+        out.append(
+            f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height - 30}" '
+            f'stroke="#ccc" stroke-dasharray="2,3"/>'
+            f'<text x="{x:.1f}" y="{top - 10}" text-anchor="middle" fill="#666">'
+            f"{total * tick / 5:.1f} s</text>"
+        )
+    for i, (depth, span) in enumerate(rows):
+        y = top + i * row_h
+        x = label_w + bar_w * (span["start"] - start) / total
+        w = max(bar_w * (span["end"] - span["start"]) / total, 2.0)
+        name = span["name"]
+        if span.get("round") is not None:  # a call span counts its requests
+            name += f" · {span['round']} requests" if depth == 0 else f" · round {span['round']}"
+        if span.get("links"):
+            name += " ↺"
+        label = f"{span['process']}: {name}"
+        ms = (span["end"] - span["start"]) * 1000
+        out.append(
+            f'<text x="{6 + 14 * depth}" y="{y + 15}" fill="#222">{_xml(label)}</text>'
+            f'<rect x="{x:.1f}" y="{y + 4}" width="{w:.1f}" height="{row_h - 8}" rx="2" '
+            f'fill="{colour[span["process"]]}"><title>{_xml(label)}: {ms:.0f} ms</title></rect>'
+        )
+    legend_y = height - 12
+    for i, process in enumerate(processes):
+        x = label_w + i * 110
+        out.append(
+            f'<rect x="{x}" y="{legend_y - 10}" width="12" height="12" fill="{colour[process]}"/>'
+            f'<text x="{x + 16}" y="{legend_y}" fill="#222">{_xml(process)}</text>'
+        )
+    out.append(f'<text x="6" y="{legend_y}" fill="#666">↺ links to the previous round</text></svg>')
+    return "".join(out)
+
+
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -67,6 +67,14 @@ from ._jsonrpc import (
 )
 from ._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS
+from .observe import (
+    CallFinished,
+    CallRoundAnswered,
+    CallRoundSent,
+    CallStarted,
+    connection_key,
+    trace_of,
+)
 from .tasks._client import read_task
 from .tasks._machine import TASK_METHOD
 from .tasks._table import TaskStatus
@@ -163,6 +171,8 @@ class ClientConnection(Connection):
         self._caps = config.capabilities
         self._tasks = declares_tasks(config.capabilities)
         self._clock = config.clock
+        self._observer = config.observer
+        self._obs_key = 0 if config.observer is None else connection_key()
         self._next_id = 0
         self._next_call = 0
         self._calls: dict[int, _CallState] = {}
@@ -241,6 +251,17 @@ class ClientConnection(Connection):
                     raise LocalProtocolError(f"params._meta: {key} comes from ClientConfig")
         call = Call(self._next_call, method, dict(params))
         st = _CallState(call, self.config.retry_backoff)
+        if self._observer is not None:
+            target = params.get("uri" if method == "resources/read" else "name")
+            self._observer.observe(
+                CallStarted(
+                    self._clock(),
+                    self._obs_key,
+                    call.call_id,
+                    method,
+                    target if type(target) is str else None,
+                )
+            )
         if self._ready:
             self._send_leg(st, _SENT)
         else:
@@ -313,6 +334,10 @@ class ClientConnection(Connection):
         call = Call(self._next_call, TASK_METHOD, {})
         st = _CallState(call, self.config.retry_backoff)
         st.task_id = task_id
+        if self._observer is not None:
+            self._observer.observe(
+                CallStarted(self._clock(), self._obs_key, call.call_id, TASK_METHOD, None)
+            )
         self._send_task_leg(st, "tasks/get", _SENT)
         self._next_call += 1
         self._calls[call.call_id] = st
@@ -339,6 +364,8 @@ class ClientConnection(Connection):
                 self._server.cancelled(st.call.method, self._next_id)
         elif st in self._queue:
             self._queue.remove(st)
+        if self._observer is not None:
+            self._observe_end(st, "CallCancelled" if moves is _CANCELLED else "CallAbandoned")
         self._forget(st)
 
     def reject(self, event: InputNeeded, error: JsonRpcError | None = None) -> bool:
@@ -577,6 +604,8 @@ class ClientConnection(Connection):
         elif not params and self.era is Era.LEGACY:
             params = None
         rid = self._new_id()
+        if self._observer is not None:
+            params = self._observe_leg(st, rid, st.call.method, params)
         msg = request_message(rid, st.call.method, params)
         data = self._encode(msg)
         st.phase = moves[st.phase]
@@ -591,6 +620,8 @@ class ClientConnection(Connection):
             params["inputResponses"] = st.answers
         params["_meta"] = dict(self._envelope)
         rid = self._new_id()
+        if self._observer is not None:
+            params = self._observe_leg(st, rid, method, params)  # type: ignore[assignment]
         msg = request_message(rid, method, params)
         data = self._encode(msg)
         st.phase = moves[st.phase]
@@ -759,6 +790,8 @@ class ClientConnection(Connection):
             self._events.append(UnexpectedResponse(rid, msg))
 
     def _on_leg_response(self, st: _CallState, msg: dict[str, Any]) -> None:
+        if self._observer is not None:
+            self._observe_answer(st, msg)
         if st.task_id is not None:
             self._on_task_leg(st, msg)
             return
@@ -925,8 +958,66 @@ class ClientConnection(Connection):
 
     def _end(self, st: _CallState, event: Event, moves: Moves) -> None:
         st.phase = moves[st.phase]
+        if self._observer is not None:
+            error = getattr(event, "error", None)
+            self._observe_end(
+                st, type(event).__name__, error.code if isinstance(error, JsonRpcError) else None
+            )
         self._forget(st)
         self._events.append(event)
+
+    # --- the observer (only called when one is configured) -----------------------------------
+
+    def _observe_leg(
+        self, st: _CallState, rid: int, method: str, params: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Tell the observer a request of the call goes out; return ``params`` with the
+        observer's trace context in ``_meta`` (the spec's reserved keys only)."""
+        observer = self._observer
+        assert observer is not None
+        observer.observe(
+            CallRoundSent(self._clock(), self._obs_key, st.call.call_id, rid, method, st.round + 1)
+        )
+        carry = observer.carry(self._obs_key, rid)
+        if not carry:
+            return params
+        trace = trace_of(carry)
+        if not trace:
+            return params
+        params = {} if params is None else dict(params)
+        meta = params.get("_meta")
+        params["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), **trace}
+        return params
+
+    def _observe_answer(self, st: _CallState, msg: dict[str, Any]) -> None:
+        """Tell the observer the server answered a request of the call."""
+        assert self._observer is not None
+        result = msg.get("result")
+        keys: tuple[str, ...] = ()
+        if type(result) is dict:
+            kind = result.get("resultType", "complete")
+            requests = result.get("inputRequests")
+            if kind == INPUT_REQUIRED and type(requests) is dict:
+                keys = tuple(requests)
+        else:
+            kind = "error"
+        self._observer.observe(
+            CallRoundAnswered(
+                self._clock(),
+                self._obs_key,
+                st.call.call_id,
+                msg.get("id"),
+                kind if type(kind) is str else "",
+                keys,
+            )
+        )
+
+    def _observe_end(self, st: _CallState, outcome: str, code: int | None = None) -> None:
+        """Tell the observer the call ended."""
+        assert self._observer is not None
+        self._observer.observe(
+            CallFinished(self._clock(), self._obs_key, st.call.call_id, outcome, st.round, code)
+        )
 
     def _on_close(self) -> None:
         error = JsonRpcError(INTERNAL_ERROR, "The connection closed before the call ended")

@@ -17,6 +17,7 @@ from ._codec import JsonCodec, default_codec
 from ._envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, LOG_LEVELS, MODERN_VERSIONS
 from ._sealing import RequestStateSecurity
 from ._state import UNSEALED, StateProtector, Unsealed
+from .observe import Observer
 from .tasks._settings import TaskSettings
 
 __all__ = ["ClientConfig", "Limits", "ServerConfig"]
@@ -248,6 +249,9 @@ class ServerConfig:
     )
     #: The tasks extension (``mrtr_sansio.tasks.TaskSettings``); None: no tasks offered.
     tasks: TaskSettings | None = None
+    #: Told what happens (``mrtr_sansio.observe``; ``mrtr_sansio.otel.OtelObserver`` for
+    #: OpenTelemetry); None, the default, costs nothing.
+    observer: Observer | None = None
 
     @property
     def seals_with_process_key(self) -> bool:
@@ -314,3 +318,6 @@ class ClientConfig:
     task_poll_interval: float = attrs.field(default=1.0, validator=_positive_number)
     #: The longest wait between polls, whatever ``pollIntervalMs`` the server suggests.
     max_task_poll_interval: float = attrs.field(default=30.0, validator=_positive_number)
+    #: Told what happens to each call (``mrtr_sansio.observe``), and asked for the trace
+    #: context (``traceparent``...) each request's ``_meta`` carries; None costs nothing.
+    observer: Observer | None = None

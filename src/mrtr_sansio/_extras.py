@@ -22,6 +22,7 @@ EXTRAS: dict[str, frozenset[str]] = {
     "server": frozenset({"uvicorn", "anyio"}),
     "tasks-redis": frozenset({"redis"}),
     "testing": frozenset({"hypothesis"}),
+    "otel": frozenset({"opentelemetry"}),
 }
 
 

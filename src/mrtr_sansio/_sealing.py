@@ -12,8 +12,12 @@ the state as compact ASCII JSON::
 
     version(1)=1 | round(u32) | expires(f64) | token id(16)                     -- claims
     | method code(1) | target(2) | principal(2) | audience(2) | binding digest(16)  -- binding
+    | [carry length(u16) | carry JSON]                                          -- version 2
     | state JSON
 
+Envelope version 2 is sealed only when the server's observer hands over trace context to
+carry (``mrtr_sansio.observe``: a flow id, the previous round's span); it is sealed and
+authenticated like the state, and returned beside it.
 The binding digest (SHA-256, truncated to 128 bits) covers, length-prefixed, the method, the
 target (tool or prompt name, or resource URI), the principal and the audience (None distinct
 from every string), then canonical JSON of ``arguments`` (sorted keys, no spaces, ASCII), so
@@ -56,8 +60,8 @@ import json
 import math
 import secrets
 import struct
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
@@ -98,6 +102,8 @@ REQUEST_STATE_REASONS = frozenset(
 )
 
 _ENVELOPE_VERSION = 1
+_CARRY_VERSION = 2  # with the observer's carry after the binding block
+_U16 = struct.Struct(">H")
 _CLAIMS = struct.Struct(">BId16s")
 _ID_BYTES = 16
 _HINT = 2
@@ -283,8 +289,20 @@ class RequestStateSecurity:
 
     # --- StateProtector ------------------------------------------------------------------
 
-    def seal(self, state: Any, binding: StateBinding, round: int, now: float) -> str:
-        """The token for ``state`` (any JSON value), bound to ``binding``, valid ``ttl`` s."""
+    #: Seals an observer's carry beside the state (``seal(..., carry=...)``, envelope 2).
+    seals_carry: ClassVar[bool] = True
+
+    def seal(
+        self,
+        state: Any,
+        binding: StateBinding,
+        round: int,
+        now: float,
+        *,
+        carry: Mapping[str, str] | None = None,
+    ) -> str:
+        """The token for ``state`` (any JSON value), bound to ``binding``, valid ``ttl`` s;
+        ``carry`` (trace context) is sealed beside it in envelope version 2."""
         if type(round) is not int or not 1 <= round <= _MAX_ROUND:
             raise LocalProtocolError(f"round must be an integer in 1..{_MAX_ROUND}, got {round!r}")
         try:
@@ -312,8 +330,15 @@ class RequestStateSecurity:
         token_id = self._token_bytes(_ID_BYTES)
         if len(token_id) != _ID_BYTES:  # struct would pad or cut it silently
             raise ValueError("token_bytes(n) must return n random bytes")
-        claims = _CLAIMS.pack(_ENVELOPE_VERSION, round, now + self.ttl, token_id)
-        token = self._codec.seal(b"".join((claims, identity.hints, digest, body)))
+        if carry is None:
+            claims = _CLAIMS.pack(_ENVELOPE_VERSION, round, now + self.ttl, token_id)
+            token = self._codec.seal(b"".join((claims, identity.hints, digest, body)))
+        else:
+            claims = _CLAIMS.pack(_CARRY_VERSION, round, now + self.ttl, token_id)
+            carried = _carry_bytes(carry)
+            token = self._codec.seal(
+                b"".join((claims, identity.hints, digest, _U16.pack(len(carried)), carried, body))
+            )
         if len(token) > self.max_token_bytes:
             raise LocalProtocolError(
                 f"the sealed request_state is {len(token)} characters, more than "
@@ -338,8 +363,12 @@ class RequestStateSecurity:
         if type(payload) is not bytes or len(payload) < _STATE_AT:
             raise RequestStateError("malformed_envelope")
         version, round_, expires, token_id = _CLAIMS.unpack_from(payload)
+        state_at = _STATE_AT
+        carried: dict[str, str] | None = None
         if version != _ENVELOPE_VERSION:
-            raise RequestStateError("unsupported_envelope_version")
+            if version != _CARRY_VERSION:
+                raise RequestStateError("unsupported_envelope_version")
+            carried, state_at = _read_carry(payload)
         if not now < expires:
             raise RequestStateError("expired")
         identity = self._identities.get((binding.method, binding.target, binding.principal))
@@ -357,12 +386,12 @@ class RequestStateSecurity:
         self._verified = (arguments, identity, digest)
         try:
             if self.json_codec is None:
-                text = payload[_STATE_AT:].decode("utf-8")  # ASCII from us, UTF-8 from others
+                text = payload[state_at:].decode("utf-8")  # ASCII from us, UTF-8 from others
                 state, end = _load_state(text)
                 if end != len(text):
                     raise ValueError("trailing data")
             else:
-                state = self.json_codec.loads(payload[_STATE_AT:])
+                state = self.json_codec.loads(payload[state_at:])
         except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError, nesting
             raise RequestStateError("malformed_state") from None
         if round_ < 1:
@@ -370,7 +399,7 @@ class RequestStateSecurity:
         guard = self.replay_guard
         if guard is not None and not guard.consume(token_id, expires, now):
             raise RequestStateError("replayed")
-        return UnsealedState(state, round_)
+        return UnsealedState(state, round_, carried)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -405,3 +434,33 @@ def _mismatch(sealed: bytes, expected: bytes) -> str:
         if sealed[part] != expected[part]:
             return reason
     return "arguments_mismatch"
+
+
+def _carry_bytes(carry: Mapping[str, str]) -> bytes:
+    """Compact ASCII JSON of an observer's carry (string keys and values, checked)."""
+    if not all(type(k) is str and type(v) is str for k, v in carry.items()):
+        raise LocalProtocolError("an observer's carry must map strings to strings")
+    data = json.dumps(dict(carry), separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    if len(data) > 0xFFFF:
+        raise LocalProtocolError("an observer's carry is too large to seal")
+    return data
+
+
+def _read_carry(payload: bytes) -> tuple[dict[str, str], int]:
+    """The carry of a version 2 envelope and where its state starts; fails closed."""
+    if len(payload) < _STATE_AT + _U16.size:
+        raise RequestStateError("malformed_envelope")
+    (size,) = _U16.unpack_from(payload, _STATE_AT)
+    start = _STATE_AT + _U16.size
+    end = start + size
+    if len(payload) < end:
+        raise RequestStateError("malformed_envelope")
+    try:
+        carried = json.loads(payload[start:end].decode("ascii"))
+    except (ValueError, RecursionError):
+        raise RequestStateError("malformed_envelope") from None
+    if type(carried) is not dict or not all(
+        type(k) is str and type(v) is str for k, v in carried.items()
+    ):
+        raise RequestStateError("malformed_envelope")
+    return carried, end

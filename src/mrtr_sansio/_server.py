@@ -73,8 +73,19 @@ from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from ._param_headers import check_param_headers
 from ._server_state import StateGate
 from ._session import LegacySession
-from ._shim import CancelLeg, Fail, LegacyShim, Replay, SendRequest, ShimAction
+from ._shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from ._subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
+from .observe import (
+    ErrorSent,
+    LegAnswered,
+    LegSent,
+    LegTimedOut,
+    RequestAbandoned,
+    RequestAnswered,
+    RequestStarted,
+    connection_key,
+    trace_of,
+)
 from .tasks._machine import TaskLimitError, TaskMachine
 from .tasks._server import (
     TASK_REQUESTS,
@@ -129,7 +140,9 @@ class ServerConnection(Connection):
         self.principal = principal
         self._server_requests = server_requests
         self._server_info = config.server_info
-        self._state = StateGate(config, self._events)
+        self._observer = config.observer
+        self._obs_key = 0 if config.observer is None else connection_key()
+        self._state = StateGate(config, self._events, self._obs_key)
         self._max_in_flight = config.limits.max_in_flight
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
@@ -142,7 +155,12 @@ class ServerConnection(Connection):
             None
             if tasks is None
             else TaskMachine(
-                tasks, config.clock, config.token_hex, config.limits.max_input_requests
+                tasks,
+                config.clock,
+                config.token_hex,
+                config.limits.max_input_requests,
+                config.observer,
+                self._obs_key,
             )
         )
 
@@ -444,6 +462,7 @@ class ServerConnection(Connection):
             )
         state: Any = None
         round_: int | None = 1
+        carried = None
         tasks = self._tasks
         if method in MRTR_METHODS:
             if tasks is not None and method == "tools/call":
@@ -452,7 +471,7 @@ class ServerConnection(Connection):
                 if refused is not None:
                     raise refused
             if "inputResponses" in params or "requestState" in params:
-                state, round_ = self._state.read(rid, method, params, principal)
+                state, round_, carried = self._state.read(rid, method, params, principal)
         elif method in LEGACY_ONLY_METHODS:
             raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
         elif method == LISTEN:
@@ -487,6 +506,8 @@ class ServerConnection(Connection):
         if method == "server/discover" and config.answer_discovery:
             self._respond_complete(event, self.discover_result())
             return
+        if self._observer is not None:
+            self._observe_start(event, carried)
         self._events.append(event)
 
     def _check_headers(
@@ -534,6 +555,8 @@ class ServerConnection(Connection):
                 self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
             else:
                 self._inflight[rid] = request
+                if self._observer is not None:
+                    self._observe_start(request, None)
                 self._events.append(request)
         elif method == "initialize":
             raise RemoteProtocolError(
@@ -569,6 +592,10 @@ class ServerConnection(Connection):
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
             del cancelled[next(iter(cancelled))]
+        if self._observer is not None:
+            self._observer.observe(
+                RequestAbandoned(self.config.clock(), self._obs_key, rid, "cancelled")
+            )
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _refusal_relates_to(self, request_id: Any) -> Any:
@@ -582,6 +609,10 @@ class ServerConnection(Connection):
     def _on_close(self) -> None:
         for rid in self._shim.abandon_all():
             del self._inflight[rid]
+            if self._observer is not None:
+                self._observer.observe(
+                    RequestAbandoned(self.config.clock(), self._obs_key, rid, "closed")
+                )
 
     # --- send path --------------------------------------------------------------------------
 
@@ -630,6 +661,8 @@ class ServerConnection(Connection):
             raise unserializable(exc) from exc
         del self._inflight[rid]
         self._out.append((kind, data, msg, rid))
+        if self._observer is not None:
+            self._observe_answer(rid, result)
 
     def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
         rid = event.request_id
@@ -639,6 +672,10 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._out.append((OutgoingError, data, msg, rid, error))
+        if self._observer is not None:
+            self._observer.observe(
+                ErrorSent(self.config.clock(), self._obs_key, rid, error.code, error.message)
+            )
         if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again
 
@@ -712,6 +749,58 @@ class ServerConnection(Connection):
         self._respond_complete(event, task.create_result())
         self._events.append(first_run)
 
+    # --- the observer (only called when one is configured) -----------------------------------
+
+    def _observe_start(self, event: RequestReceived, carried: Mapping[str, str] | None) -> None:
+        """Tell the observer a request reached the handler (a round, or a legacy request)."""
+        assert self._observer is not None
+        meta = event.params.get("_meta")
+        meta = meta if type(meta) is dict else None
+        session = event.session
+        if session is not None:
+            version: Any = session.protocol_version
+        else:
+            version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+        self._observer.observe(
+            RequestStarted(
+                self.config.clock(),
+                self._obs_key,
+                event.request_id,
+                event.method,
+                event.name if event.name is not None else event.uri,
+                event.round,
+                session is not None,
+                version if type(version) is str else None,
+                None,  # the Mcp-Session-Id lives in the HTTP adapter, not in the core
+                event.principal,
+                trace_of(meta),
+                carried,
+            )
+        )
+
+    def _observe_answer(self, rid: Any, result: Mapping[str, Any]) -> None:
+        """Tell the observer a request was answered with a result."""
+        assert self._observer is not None
+        kind = result.get("resultType", "complete")
+        requests = result.get("inputRequests") if kind == INPUT_REQUIRED else None
+        keys = tuple(requests) if isinstance(requests, Mapping) else ()
+        self._observer.observe(
+            RequestAnswered(
+                self.config.clock(), self._obs_key, rid, kind if type(kind) is str else "", keys
+            )
+        )
+
+    def _observe_leg_end(self, ended: LegEnded) -> None:
+        """Tell the observer a shim leg was answered, failed or timed out."""
+        assert self._observer is not None
+        at, key = self.config.clock(), self._obs_key
+        if ended.how == "timed_out":
+            fact: Any = LegTimedOut(at, key, ended.request_id, ended.leg_id, ended.key)
+        else:
+            failed = ended.how == "failed"
+            fact = LegAnswered(at, key, ended.request_id, ended.leg_id, ended.key, failed)
+        self._observer.observe(fact)
+
     # --- what the legacy shim asks for --------------------------------------------------------
 
     def _apply(self, actions: list[ShimAction]) -> None:
@@ -719,6 +808,20 @@ class ServerConnection(Connection):
         for action in actions:
             if isinstance(action, SendRequest):
                 self._out.append(action.item)
+                if self._observer is not None:
+                    self._observer.observe(
+                        LegSent(
+                            self.config.clock(),
+                            self._obs_key,
+                            action.request_id,
+                            action.leg_id,
+                            action.key,
+                            action.method,
+                        )
+                    )
+            elif isinstance(action, LegEnded):
+                if self._observer is not None:
+                    self._observe_leg_end(action)
             elif isinstance(action, CancelLeg):
                 msg = notification_message(
                     "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}

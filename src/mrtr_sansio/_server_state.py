@@ -11,6 +11,7 @@ handler returns is sealed, or passed through when it is a string and the config 
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +21,7 @@ from ._envelope import invalid
 from ._errors import INVALID_PARAMS, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from ._events import Event, RequestReceived, RequestStateRejected
 from ._state import RequestStateError, StateBinding, Unsealed
+from .observe import CARRY_MAX_BYTES
 
 __all__ = ["INVALID_STATE", "MRTR_FIELDS", "StateGate"]
 
@@ -36,19 +38,25 @@ _ABSENT: Any = object()
 class StateGate:
     """Reads the MRTR fields of incoming requests and produces outgoing state."""
 
-    __slots__ = ("_clock", "_events", "_limits", "_protector")
+    __slots__ = ("_clock", "_events", "_key", "_limits", "_observer", "_protector")
 
-    def __init__(self, config: ServerConfig, events: deque[Event]) -> None:
+    def __init__(self, config: ServerConfig, events: deque[Event], key: int = 0) -> None:
         protector = config.request_state
         self._protector = None if isinstance(protector, Unsealed) else protector
         self._clock = config.clock
         self._limits = config.limits
         self._events = events
+        # the observer's carry is sealed only by protectors that say they can
+        self._observer = (
+            config.observer if getattr(protector, "seals_carry", False) is True else None
+        )
+        self._key = key  # the connection's, for the observer
 
     def read(
         self, rid: Any, method: str, params: Mapping[str, Any], principal: str | None
-    ) -> tuple[Any, int | None]:
-        """Validate ``inputResponses``/``requestState``; return (handler state, round).
+    ) -> tuple[Any, int | None, Mapping[str, str] | None]:
+        """Validate ``inputResponses``/``requestState``; return (handler state, round, the
+        observer's carry sealed with the state).
 
         The round is known only from a sealed state (its round + 1) or when neither field is
         present (1); otherwise it is None.
@@ -67,7 +75,7 @@ class StateGate:
                     raise invalid(rid, "each inputResponses value must be an object")
         token = params.get("requestState", _ABSENT)
         if token is _ABSENT:
-            return None, (1 if responses is _ABSENT else None)
+            return None, (1 if responses is _ABSENT else None), None
         if type(token) is not str:
             raise invalid(rid, "requestState must be a string")
         max_state = limits.max_request_state_bytes
@@ -77,12 +85,12 @@ class StateGate:
             self._reject(rid, method, "oversized")
         protector = self._protector
         if protector is None:
-            return token, None
+            return token, None, None
         try:
             unsealed = protector.unseal(token, binding(method, params, principal), self._clock())
         except RequestStateError as exc:
             self._reject(rid, method, exc.reason)
-        return unsealed.state, unsealed.round + 1
+        return unsealed.state, unsealed.round + 1, unsealed.carried
 
     def check(self, state: Any) -> None:
         """Refuse (LocalProtocolError) a handler's state that could not travel unsealed.
@@ -104,6 +112,16 @@ class StateGate:
         protector = self._protector
         if protector is None:
             return state
+        if self._observer is not None:
+            carry = _carry(self._observer.carry(self._key, event.request_id))
+            if carry is not None:
+                return protector.seal(  # type: ignore[call-arg]
+                    state,
+                    binding(event.method, event.params, event.principal),
+                    event.round or 1,
+                    self._clock(),
+                    carry=carry,
+                )
         return protector.seal(
             state,
             binding(event.method, event.params, event.principal),
@@ -114,6 +132,17 @@ class StateGate:
     def _reject(self, rid: Any, method: str, reason: str) -> None:
         self._events.append(RequestStateRejected(rid, method, reason))
         raise RemoteProtocolError(INVALID_STATE, rid)
+
+
+def _carry(carry: Any) -> Mapping[str, str] | None:
+    """An observer's carry if it can be sealed: a mapping of strings whose compact JSON is
+    at most :data:`CARRY_MAX_BYTES`; anything else is dropped (the next round is unlinked)."""
+    if not carry or not isinstance(carry, Mapping):
+        return None
+    if not all(type(k) is str and type(v) is str for k, v in carry.items()):
+        return None
+    size = len(json.dumps(dict(carry), separators=(",", ":"), ensure_ascii=True))
+    return carry if size <= CARRY_MAX_BYTES else None
 
 
 def binding(method: str, params: Mapping[str, Any], principal: str | None) -> StateBinding:

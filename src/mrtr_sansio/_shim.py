@@ -26,7 +26,7 @@ in order (:class:`SendRequest`, :class:`CancelLeg`, :class:`Replay`, :class:`Fai
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -45,14 +45,28 @@ from ._jsonrpc import is_valid_id, request_message
 from ._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
 from ._mrtr import InputRequiredResult
 
-__all__ = ["CancelLeg", "Emit", "Fail", "LegacyShim", "Replay", "SendRequest", "ShimAction"]
+__all__ = [
+    "CancelLeg",
+    "Emit",
+    "Fail",
+    "LegEnded",
+    "LegacyShim",
+    "Replay",
+    "SendRequest",
+    "ShimAction",
+]
 
 
 @attrs.frozen
 class SendRequest:
-    """Write ``item`` (an encoded outgoing-queue entry: a leg's request) to the client."""
+    """Write ``item`` (an encoded outgoing-queue entry: leg ``leg_id`` of request
+    ``request_id``, asking ``method`` under ``key``) to the client."""
 
     item: tuple[Any, ...]
+    request_id: Any
+    leg_id: int
+    key: str
+    method: str
 
 
 @attrs.frozen
@@ -81,6 +95,18 @@ class Fail:
 
 
 @attrs.frozen
+class LegEnded:
+    """Leg ``leg_id`` (``key``) of request ``request_id`` ended: ``how`` is ``"answered"``,
+    ``"failed"`` (a JSON-RPC error or a non-object result) or ``"timed_out"``. Only an
+    observer needs it."""
+
+    request_id: Any
+    leg_id: int
+    key: str
+    how: Literal["answered", "failed", "timed_out"]
+
+
+@attrs.frozen
 class Emit:
     """Queue ``event`` for the application."""
 
@@ -88,7 +114,7 @@ class Emit:
 
 
 #: What a shim call asks its connection to do.
-ShimAction = SendRequest | CancelLeg | Replay | Fail | Emit
+ShimAction = SendRequest | CancelLeg | Replay | Fail | LegEnded | Emit
 
 
 class _Leg:
@@ -272,7 +298,7 @@ class LegacyShim:
         item = leg.item
         assert item is not None
         leg.item = None
-        return SendRequest(item)
+        return SendRequest(item, leg.request_id, item[4], leg.key, leg.method)
 
     @staticmethod
     def _replay(run: _Run) -> Replay:
@@ -305,6 +331,12 @@ class LegacyShim:
         del self._legs[rid]
         run = self._runs[leg.request_id]
         del run.pending[leg.key]
+        failed = "error" in msg or type(msg.get("result")) is not dict
+        ended = LegEnded(leg.request_id, rid, leg.key, "failed" if failed else "answered")
+        return [ended, *self._settle_leg(run, leg, msg)]
+
+    def _settle_leg(self, run: _Run, leg: _Leg, msg: dict[str, Any]) -> list[ShimAction]:
+        """What a leg's answer does to its run: fail it, wait for the other legs, or replay."""
         if "error" in msg:
             err = JsonRpcError.from_wire(msg["error"])
             return self._fail(
@@ -406,7 +438,11 @@ class LegacyShim:
         """Fail every request one of whose legs is past its deadline."""
         late = {leg.request_id: None for leg in self._legs.values() if leg.deadline <= now}
         timeout = self._config.legacy_leg_timeout
-        actions: list[ShimAction] = []
+        actions: list[ShimAction] = [
+            LegEnded(leg.request_id, leg_id, leg.key, "timed_out")
+            for leg_id, leg in self._legs.items()
+            if leg.deadline <= now and leg.item is None
+        ]
         for rid in late:
             actions += self._fail(
                 self._runs[rid],

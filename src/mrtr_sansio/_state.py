@@ -8,6 +8,7 @@ nothing worse than request failure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -39,10 +40,12 @@ class StateBinding:
 
 @attrs.frozen
 class UnsealedState:
-    """The state a handler wrote, recovered from a token, and the round that wrote it."""
+    """The state a handler wrote, recovered from a token, and the round that wrote it;
+    ``carried`` is the observer's trace context sealed beside it (``mrtr_sansio.observe``)."""
 
     state: Any
     round: int
+    carried: Mapping[str, str] | None = None
 
 
 class RequestStateError(Exception):
@@ -58,6 +61,9 @@ class StateProtector(Protocol):
 
     ``seal`` takes any JSON value; ``unseal`` returns it or raises :class:`RequestStateError`.
     ``now`` is the connection's clock reading, so that implementations never read time.
+    A protector whose class sets ``seals_carry = True`` also takes ``seal(..., carry=...)``
+    (an observer's trace context, string to string, passed only when there is one) and
+    returns it as :attr:`UnsealedState.carried`; :class:`RequestStateSecurity` does.
     """
 
     def seal(self, state: Any, binding: StateBinding, round: int, now: float) -> str:

@@ -24,6 +24,7 @@ from mrtr_sansio._envelope import CLIENT_CAPABILITIES
 from mrtr_sansio._errors import INTERNAL_ERROR, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mrtr import InputRequiredResult
+from mrtr_sansio.observe import Observer, TaskStatusChanged
 
 from ._settings import TaskSettings
 from ._table import TASK, TaskStatus, TaskTrigger
@@ -50,7 +51,15 @@ class TaskLimitError(Exception):
 class TaskMachine:
     """Creates, reads, updates and settles tasks in ``settings.store``."""
 
-    __slots__ = ("_clock", "_max_input_requests", "_new_id", "settings", "store")
+    __slots__ = (
+        "_clock",
+        "_max_input_requests",
+        "_new_id",
+        "_obs_key",
+        "_observer",
+        "settings",
+        "store",
+    )
 
     def __init__(
         self,
@@ -58,12 +67,16 @@ class TaskMachine:
         clock: Callable[[], float],
         token_hex: Callable[[int], str],
         max_input_requests: int,
+        observer: Observer | None = None,
+        observer_key: int = 0,
     ) -> None:
         self.settings = settings
         self.store = settings.store
         self._clock = clock
         self._new_id = token_hex
         self._max_input_requests = max_input_requests
+        self._observer = observer
+        self._obs_key = observer_key
 
     # --- creation -----------------------------------------------------------------------
 
@@ -96,6 +109,8 @@ class TaskMachine:
                 lease_until=self._lease(now),
             )
             if store.create(task):
+                if self._observer is not None:
+                    self._observe(task, event.request_id)
                 return task, self.run_request(task)
         raise LocalProtocolError("the task id source keeps returning ids in use")
 
@@ -333,6 +348,21 @@ class TaskMachine:
         """The next record: the status the table gives, a new revision, the update time."""
         return _evolve(task, status=TASK.step(task.status, trigger), **changes)
 
+    def _observe(self, task: Task, request_id: Any = None) -> None:
+        """Tell the observer ``task`` is now in its status (created by ``request_id``, or
+        moved)."""
+        assert self._observer is not None
+        self._observer.observe(
+            TaskStatusChanged(
+                task.updated_at,
+                self._obs_key,
+                task.task_id,
+                task.status.value,
+                task.round,
+                request_id,
+            )
+        )
+
     def _lease(self, now: float) -> float | None:
         seconds = self.settings.lease_seconds
         return None if seconds is None else now + seconds
@@ -350,6 +380,8 @@ class TaskMachine:
                 return task
             new = _stamped(new, self._clock(), task.revision + 1)
             if store.replace(new, task.revision):
+                if self._observer is not None and new.status is not task.status:
+                    self._observe(new)
                 return new
         raise LocalProtocolError(f"task {task_id!r}: the store kept changing under the update")
 

@@ -1,0 +1,229 @@
+"""What the connections report to an observer: typed facts, stamped with the injected clock.
+
+An MRTR call is several requests (modern rounds, possibly on several processes), one request
+with server-to-client legs (the legacy shim), or a task's creation, polls and updates. The
+machines tell an :class:`Observer` what happened as frozen facts, and ask it, only when one
+is configured, for the trace context to carry onward: into the sealed ``requestState`` (server,
+so the next round links to this one wherever it is answered) and into a request's ``_meta``
+(client, W3C ``traceparent``/``tracestate``/``baggage``). The core keeps no memory for it;
+an observer that needs memory (open spans) keeps its own, keyed by the ids the facts carry.
+
+With ``observer=None`` (the default of :class:`~mrtr_sansio.ServerConfig` and
+:class:`~mrtr_sansio.ClientConfig`) nothing is built and nothing is called.
+:mod:`mrtr_sansio.otel` turns facts into OpenTelemetry spans and metrics.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import attrs
+
+__all__ = [
+    "CARRY_MAX_BYTES",
+    "TRACE_KEYS",
+    "CallFinished",
+    "CallRoundAnswered",
+    "CallRoundSent",
+    "CallStarted",
+    "ErrorSent",
+    "Fact",
+    "LegAnswered",
+    "LegSent",
+    "LegTimedOut",
+    "Observer",
+    "RequestAbandoned",
+    "RequestAnswered",
+    "RequestStarted",
+    "TaskStatusChanged",
+    "connection_key",
+    "trace_of",
+]
+
+#: The ``_meta`` keys the 2026-07-28 spec reserves for trace context (W3C formats).
+TRACE_KEYS = ("traceparent", "tracestate", "baggage")
+#: Bound on what :meth:`Observer.carry` may seal into a ``requestState`` (its JSON, in bytes);
+#: a larger carry is dropped (the next round then starts a new link).
+CARRY_MAX_BYTES = 512
+
+
+@attrs.frozen
+class Fact:
+    """Base of every fact; ``at`` is the connection's clock when it happened, ``connection``
+    the :func:`connection_key` of the connection that saw it (request and call ids are only
+    unique within one connection)."""
+
+    at: float
+    connection: int
+
+
+# --- server ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class RequestStarted(Fact):
+    """A request reached the handler (a modern round, or a legacy request's first run).
+
+    ``trace`` holds the ``_meta`` trace context keys the client sent (:data:`TRACE_KEYS`);
+    ``carried`` what the previous round's :meth:`Observer.carry` sealed into the echoed
+    ``requestState`` (None on a first round, or when state is not sealed).
+    """
+
+    request_id: Any
+    method: str
+    target: str | None
+    round: int | None
+    legacy: bool
+    protocol_version: str | None
+    session_id: str | None
+    principal: str | None
+    trace: Mapping[str, str]
+    carried: Mapping[str, str] | None
+
+
+@attrs.frozen
+class RequestAnswered(Fact):
+    """A request was answered with a result: ``complete``, ``input_required`` (the keys of
+    its ``inputRequests``) or ``task``."""
+
+    request_id: Any
+    result_type: str
+    input_keys: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ErrorSent(Fact):
+    """A request in flight was answered with a JSON-RPC error (-32021 included)."""
+
+    request_id: Any
+    code: int
+    message: str
+
+
+@attrs.frozen
+class RequestAbandoned(Fact):
+    """A request in flight ended without an answer: ``reason`` is ``cancelled`` (the client
+    cancelled it) or ``closed`` (the stream closed while it waited for the client)."""
+
+    request_id: Any
+    reason: str
+
+
+@attrs.frozen
+class LegSent(Fact):
+    """The legacy shim wrote a server-to-client request (``leg_id``) for ``request_id``."""
+
+    request_id: Any
+    leg_id: int
+    key: str
+    method: str
+
+
+@attrs.frozen
+class LegAnswered(Fact):
+    """The client answered a shim leg (``error``: with a JSON-RPC error or a non-object)."""
+
+    request_id: Any
+    leg_id: int
+    key: str
+    error: bool
+
+
+@attrs.frozen
+class LegTimedOut(Fact):
+    """A shim leg passed ``legacy_leg_timeout``; its request fails next."""
+
+    request_id: Any
+    leg_id: int
+    key: str
+
+
+@attrs.frozen
+class TaskStatusChanged(Fact):
+    """A task was created (by the request ``request_id``) or moved to ``status`` (a
+    :class:`~mrtr_sansio.tasks.TaskStatus` value; ``request_id`` None)."""
+
+    task_id: str
+    status: str
+    round: int
+    request_id: Any = None
+
+
+# --- client ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CallStarted(Fact):
+    """The application started a call (``target``: the tool or prompt name, resource URI)."""
+
+    call_id: int
+    method: str
+    target: str | None
+
+
+@attrs.frozen
+class CallRoundSent(Fact):
+    """A request of the call went out (``round`` 1 first; a retry is the next round)."""
+
+    call_id: int
+    request_id: Any
+    method: str
+    round: int
+
+
+@attrs.frozen
+class CallRoundAnswered(Fact):
+    """The server answered a request of the call (``result_type`` as on the wire, or
+    ``error``), with the keys of the input it asked for."""
+
+    call_id: int
+    request_id: Any
+    result_type: str
+    input_keys: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class CallFinished(Fact):
+    """The call ended: ``outcome`` is the name of its last event (``CallCompleted``,
+    ``CallFailed``, ``RoundsExhausted``, ``CallCancelled``...); ``rounds`` as counted."""
+
+    call_id: int
+    outcome: str
+    rounds: int
+    error_code: int | None = None
+
+
+class Observer(Protocol):
+    """Receives the facts of a connection, and supplies trace context to carry onward.
+
+    Both methods are called synchronously from the connection and must not raise; keep them
+    cheap. ``carry`` is asked right after the fact that opened ``request_id``'s round: on a
+    server for what to seal in the ``input_required`` state (string keys and values, at
+    most :data:`CARRY_MAX_BYTES`), on a client for ``_meta`` trace keys to send.
+    """
+
+    def observe(self, fact: Fact) -> None:
+        """Record ``fact``."""
+        ...
+
+    def carry(self, connection: int, request_id: Any) -> Mapping[str, str] | None:
+        """Trace context for ``request_id`` of ``connection`` to carry onward, or None."""
+        ...
+
+
+_keys = itertools.count(1)
+
+
+def connection_key() -> int:
+    """A number no other connection of this process has: what facts say they came from.
+    Only drawn by connections that have an observer."""
+    return next(_keys)
+
+
+def trace_of(meta: Mapping[str, Any] | None) -> Mapping[str, str]:
+    """The trace context keys of a request's ``_meta`` (string values only)."""
+    if not meta:
+        return {}
+    return {k: v for k in TRACE_KEYS if type(v := meta.get(k)) is str}

@@ -1,0 +1,444 @@
+"""OpenTelemetry for MRTR: one trace per call, however many rounds and processes.
+
+:class:`OtelObserver` is an :class:`~mrtr_sansio.observe.Observer`: give it to
+``ServerConfig(observer=...)`` and ``ClientConfig(observer=...)``. It needs only
+``opentelemetry-api`` (the ``otel`` extra); the application configures the SDK and exporters.
+
+Names follow the OpenTelemetry semantic conventions for MCP (``mcp.method.name``,
+``jsonrpc.request.id``, ``gen_ai.tool.name``, ``mcp.protocol.version``, span name
+``{method} {target}``, the ``mcp.server.operation.duration`` and
+``mcp.client.operation.duration`` histograms). What MRTR adds lives under ``mrtr.``: the round
+number, the flow id every round of one call shares, the keys of the input asked for.
+
+**Server.** A span per request (per round on the modern wire). Its parent is the trace context
+of the request's ``_meta`` (``traceparent``...); the previous round's span context and the flow
+id ride in the sealed ``requestState``, so a round answered by another process links to the
+round before it (and is its child when the client sent no trace context). Legacy shim legs are
+child spans (the wait for the user is their length); a task is a span whose events are its
+status changes. **Client.** A span per call, a child per request sent (which carries its trace
+context in ``_meta``), and an ``input`` span for the time the application took to answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mrtr_sansio._extras import raise_missing_extra
+
+try:
+    from opentelemetry import metrics, trace
+    from opentelemetry.propagate import extract, inject
+    from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
+except ImportError as exc:  # pragma: no cover - exercised by tests/test_packaging.py
+    raise_missing_extra(exc, "mrtr_sansio.otel", "otel")
+
+from mrtr_sansio import __version__
+from mrtr_sansio._errors import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mrtr_sansio.observe import (
+    CallFinished,
+    CallRoundAnswered,
+    CallRoundSent,
+    CallStarted,
+    ErrorSent,
+    Fact,
+    LegAnswered,
+    LegSent,
+    LegTimedOut,
+    RequestAbandoned,
+    RequestAnswered,
+    RequestStarted,
+    TaskStatusChanged,
+)
+
+__all__ = ["FLOW_ID", "INPUT_KEYS", "ROUND", "OtelObserver"]
+
+#: The round of a request (1 first) or the rounds a call took.
+ROUND = "mrtr.round"
+#: The id every round of one call shares (the first round's span id, sealed onward).
+FLOW_ID = "mrtr.flow.id"
+#: The keys of the ``inputRequests`` an ``input_required`` result asked for.
+INPUT_KEYS = "mrtr.input_request.keys"
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+_NAMED = ("tools/call", "prompts/get")  # the methods whose target goes into the span name
+
+
+class _Open:
+    """A span this observer opened and still owes an end, with what its end needs."""
+
+    __slots__ = ("attributes", "flow", "request", "round", "span", "started")
+
+    def __init__(
+        self,
+        span: Span,
+        started: float,
+        attributes: dict[str, Any],
+        flow: str,
+        round: int | None = None,
+        request: Any = None,
+    ) -> None:
+        self.request = request  # a leg's: the request it belongs to
+        self.span = span
+        self.started = started
+        self.attributes = attributes
+        self.flow = flow
+        self.round = round
+
+
+def _name(method: str, target: str | None) -> str:
+    return f"{method} {target}" if target is not None and method in _NAMED else method
+
+
+def _target(method: str, target: str | None) -> dict[str, Any]:
+    if target is None:
+        return {}
+    if method == "tools/call":
+        return {"gen_ai.tool.name": target, "gen_ai.operation.name": "execute_tool"}
+    if method == "prompts/get":
+        return {"gen_ai.prompt.name": target}
+    if method == "resources/read":
+        return {"mcp.resource.uri": target}
+    return {}
+
+
+def _metric_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The low-cardinality attributes measurements carry (no ids, no URIs)."""
+    keys: tuple[str, ...] = ("mcp.method.name", "gen_ai.tool.name")
+    return {k: attributes[k] for k in keys if k in attributes}
+
+
+class OtelObserver:
+    """Spans and metrics for the connections whose config names it (one instance may serve
+    many connections, server and client).
+
+    ``tracer_provider``/``meter_provider``: the providers to use (the global ones when None).
+    ``to_epoch`` maps a fact's ``at`` (the connection's injected clock) to epoch seconds for
+    span timestamps; None lets OpenTelemetry stamp spans with its own clock (right for the
+    client's default monotonic clock). Durations always come from the facts.
+    """
+
+    def __init__(
+        self,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
+        *,
+        to_epoch: Callable[[float], float] | None = None,
+    ) -> None:
+        self._tracer = trace.get_tracer("mrtr_sansio", __version__, tracer_provider)
+        meter = metrics.get_meter("mrtr_sansio", __version__, meter_provider)
+        self._to_epoch = to_epoch
+        self._requests: dict[tuple[int, Any], _Open] = {}
+        self._legs: dict[tuple[int, int], _Open] = {}
+        self._tasks: dict[str, Span] = {}
+        self._calls: dict[tuple[int, int], _Open] = {}
+        self._rounds: dict[tuple[int, Any], _Open] = {}
+        self._waits: dict[tuple[int, int], Span] = {}
+        self._sent: dict[tuple[int, int], int] = {}
+        self._server_duration = meter.create_histogram(
+            "mcp.server.operation.duration", "s", "MCP request duration on the server"
+        )
+        self._client_duration = meter.create_histogram(
+            "mcp.client.operation.duration", "s", "MCP request duration on the client"
+        )
+        self._call_rounds = meter.create_histogram(
+            "mrtr.client.call.rounds", "{request}", "Requests one call took (its rounds)"
+        )
+        self._flow_rounds = meter.create_histogram(
+            "mrtr.server.flow.rounds", "{round}", "The round that completed a flow"
+        )
+        self._input_required = meter.create_counter(
+            "mrtr.server.input_required", "{result}", "input_required results sent"
+        )
+        self._refusals = meter.create_counter(
+            "mrtr.server.missing_capability", "{error}", "-32021 refusals sent"
+        )
+        self._legs_count = meter.create_counter(
+            "mrtr.server.shim.legs", "{request}", "Legacy shim legs by outcome"
+        )
+        self._leg_duration = meter.create_histogram(
+            "mrtr.server.shim.leg.duration", "s", "Legacy shim legs: from sent to answered"
+        )
+        self._task_status = meter.create_counter(
+            "mrtr.server.tasks", "{change}", "Task status changes, by the status entered"
+        )
+
+    # --- Observer ------------------------------------------------------------------------
+
+    def observe(self, fact: Fact) -> None:
+        """Turn ``fact`` into spans, span events and measurements."""
+        handler = _HANDLERS.get(type(fact))
+        if handler is not None:
+            handler(self, fact)
+
+    def carry(self, connection: int, request_id: Any) -> Mapping[str, str] | None:
+        """Server: the flow id and this round's span context, to seal into the state.
+        Client: the request span's trace context for the request's ``_meta``."""
+        key = (connection, request_id)
+        open_ = self._requests.get(key)
+        if open_ is not None:
+            out: dict[str, str] = {"flow": open_.flow}
+            inject(out, trace.set_span_in_context(open_.span))
+            out.pop("baggage", None)  # the client sends its own each round
+            return out
+        round_ = self._rounds.get(key)
+        if round_ is None:
+            return None
+        headers: dict[str, str] = {}
+        inject(headers, trace.set_span_in_context(round_.span))
+        return headers
+
+    # --- server --------------------------------------------------------------------------
+
+    def _ns(self, at: float) -> int | None:
+        return None if self._to_epoch is None else int(self._to_epoch(at) * 1e9)
+
+    def _request_started(self, fact: RequestStarted) -> None:
+        parent = extract(dict(fact.trace)) if fact.trace else None
+        links: list[Link] = []
+        carried = fact.carried or {}
+        previous = trace.get_current_span(extract(dict(carried))).get_span_context()
+        if previous.is_valid:
+            links.append(Link(previous, {"mrtr.link": "previous_round"}))
+            if parent is None or not trace.get_current_span(parent).get_span_context().is_valid:
+                parent = trace.set_span_in_context(trace.NonRecordingSpan(previous))
+        attributes: dict[str, Any] = {
+            "mcp.method.name": fact.method,
+            "jsonrpc.request.id": str(fact.request_id),
+            **_target(fact.method, fact.target),
+        }
+        if fact.protocol_version is not None:
+            attributes["mcp.protocol.version"] = fact.protocol_version
+        if fact.session_id is not None:
+            attributes["mcp.session.id"] = fact.session_id
+        if fact.round is not None:
+            attributes[ROUND] = fact.round
+        if fact.legacy:
+            attributes["mrtr.legacy"] = True
+        span = self._tracer.start_span(
+            _name(fact.method, fact.target),
+            parent,
+            SpanKind.SERVER,
+            attributes,
+            links,
+            self._ns(fact.at),
+        )
+        flow = carried.get("flow") or format(span.get_span_context().span_id, "016x")
+        span.set_attribute(FLOW_ID, flow)
+        metric = _metric_attributes(attributes)
+        self._requests[fact.connection, fact.request_id] = _Open(
+            span, fact.at, metric, flow, fact.round
+        )
+
+    def _request_answered(self, fact: RequestAnswered) -> None:
+        open_ = self._requests.pop((fact.connection, fact.request_id), None)
+        if open_ is None:  # a request the observer did not see start (server/discover...)
+            return
+        span = open_.span
+        span.set_attribute("mrtr.result_type", fact.result_type)
+        if fact.input_keys:
+            span.set_attribute(INPUT_KEYS, list(fact.input_keys))
+        if fact.result_type == "input_required":
+            self._input_required.add(1, open_.attributes)
+        elif open_.round is not None:
+            self._flow_rounds.record(open_.round, open_.attributes)
+        self._server_duration.record(fact.at - open_.started, open_.attributes)
+        span.end(self._ns(fact.at))
+
+    def _error_sent(self, fact: ErrorSent) -> None:
+        open_ = self._requests.pop((fact.connection, fact.request_id), None)
+        if fact.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+            self._refusals.add(1, {} if open_ is None else open_.attributes)
+        if open_ is None:
+            return
+        span = open_.span
+        code = str(fact.code)
+        span.set_attribute("error.type", code)
+        span.set_attribute("rpc.response.status_code", code)
+        span.set_status(Status(StatusCode.ERROR, fact.message))
+        self._server_duration.record(
+            fact.at - open_.started, {**open_.attributes, "error.type": code}
+        )
+        span.end(self._ns(fact.at))
+
+    def _request_abandoned(self, fact: RequestAbandoned) -> None:
+        open_ = self._requests.pop((fact.connection, fact.request_id), None)
+        if open_ is None:
+            return
+        end = self._ns(fact.at)
+        for key, leg in list(self._legs.items()):  # its legs were withdrawn with it
+            if key[0] == fact.connection and leg.request == fact.request_id:
+                del self._legs[key]
+                leg.span.set_attribute("mrtr.outcome", "withdrawn")
+                leg.span.end(end)
+        open_.span.set_attribute("mrtr.outcome", fact.reason)
+        open_.span.end(end)
+
+    def _leg_sent(self, fact: LegSent) -> None:
+        request = self._requests.get((fact.connection, fact.request_id))
+        parent = None if request is None else trace.set_span_in_context(request.span)
+        span = self._tracer.start_span(
+            fact.method,
+            parent,
+            SpanKind.CLIENT,
+            {
+                "mcp.method.name": fact.method,
+                "jsonrpc.request.id": str(fact.leg_id),
+                "mrtr.leg.key": fact.key,
+            },
+            start_time=self._ns(fact.at),
+        )
+        attributes = {"mcp.method.name": fact.method}
+        self._legs[fact.connection, fact.leg_id] = _Open(
+            span, fact.at, attributes, "", None, fact.request_id
+        )
+
+    def _leg_ended(self, fact: LegAnswered | LegTimedOut) -> None:
+        open_ = self._legs.pop((fact.connection, fact.leg_id), None)
+        if open_ is None:
+            return
+        if isinstance(fact, LegTimedOut):
+            outcome = "timeout"
+        else:
+            outcome = "error" if fact.error else "answered"
+        if outcome != "answered":
+            open_.span.set_attribute("error.type", outcome)
+            open_.span.set_status(Status(StatusCode.ERROR, outcome))
+        attributes = {**open_.attributes, "mrtr.outcome": outcome}
+        self._legs_count.add(1, attributes)
+        self._leg_duration.record(fact.at - open_.started, attributes)
+        open_.span.end(self._ns(fact.at))
+
+    def _task_status_changed(self, fact: TaskStatusChanged) -> None:
+        self._task_status.add(1, {"mrtr.task.status": fact.status})
+        event: dict[str, Any] = {
+            "mrtr.task.id": fact.task_id,
+            "mrtr.task.status": fact.status,
+            ROUND: fact.round,
+        }
+        span = self._tasks.get(fact.task_id)
+        if span is None and fact.request_id is not None:
+            request = self._requests.get((fact.connection, fact.request_id))
+            parent = None if request is None else trace.set_span_in_context(request.span)
+            span = self._tracer.start_span(
+                f"task {fact.task_id}",
+                parent,
+                SpanKind.INTERNAL,
+                {"mrtr.task.id": fact.task_id},
+                start_time=self._ns(fact.at),
+            )
+            self._tasks[fact.task_id] = span
+        if span is None:  # a task created elsewhere: nothing here to hang the event on
+            return
+        span.add_event("mrtr.task.status", event, self._ns(fact.at))
+        if fact.status in _TERMINAL:
+            del self._tasks[fact.task_id]
+            if fact.status != "completed":
+                span.set_status(Status(StatusCode.ERROR, fact.status))
+            span.end(self._ns(fact.at))
+
+    # --- client --------------------------------------------------------------------------
+
+    def _call_started(self, fact: CallStarted) -> None:
+        attributes: dict[str, Any] = {
+            "mcp.method.name": fact.method,
+            "mrtr.call.id": fact.call_id,
+            **_target(fact.method, fact.target),
+        }
+        span = self._tracer.start_span(
+            _name(fact.method, fact.target),
+            None,
+            SpanKind.INTERNAL,
+            attributes,
+            start_time=self._ns(fact.at),
+        )
+        # the target attributes go on every round span; measurements keep the few that may
+        self._calls[fact.connection, fact.call_id] = _Open(
+            span,
+            fact.at,
+            {"mcp.method.name": fact.method, **_target(fact.method, fact.target)},
+            _name(fact.method, fact.target),
+        )
+        self._sent[fact.connection, fact.call_id] = 0
+
+    def _call_round_sent(self, fact: CallRoundSent) -> None:
+        key = (fact.connection, fact.call_id)
+        call = self._calls.get(key)
+        if call is None:
+            return
+        wait = self._waits.pop(key, None)
+        if wait is not None:
+            wait.end(self._ns(fact.at))
+        self._sent[key] += 1
+        span = self._tracer.start_span(
+            call.flow if fact.method == call.attributes.get("mcp.method.name") else fact.method,
+            trace.set_span_in_context(call.span),
+            SpanKind.CLIENT,
+            {
+                **call.attributes,
+                "mcp.method.name": fact.method,
+                "jsonrpc.request.id": str(fact.request_id),
+                ROUND: fact.round,
+            },
+            start_time=self._ns(fact.at),
+        )
+        attributes = _metric_attributes({**call.attributes, "mcp.method.name": fact.method})
+        self._rounds[fact.connection, fact.request_id] = _Open(span, fact.at, attributes, "")
+
+    def _call_round_answered(self, fact: CallRoundAnswered) -> None:
+        open_ = self._rounds.pop((fact.connection, fact.request_id), None)
+        if open_ is None:
+            return
+        span = open_.span
+        span.set_attribute("mrtr.result_type", fact.result_type)
+        attributes = open_.attributes
+        if fact.result_type == "error":
+            span.set_status(Status(StatusCode.ERROR))
+            attributes = {**attributes, "error.type": "error"}
+        if fact.input_keys:
+            span.set_attribute(INPUT_KEYS, list(fact.input_keys))
+        self._client_duration.record(fact.at - open_.started, attributes)
+        span.end(self._ns(fact.at))
+        call = self._calls.get((fact.connection, fact.call_id))
+        if fact.input_keys and call is not None:
+            self._waits[fact.connection, fact.call_id] = self._tracer.start_span(
+                "input " + ", ".join(fact.input_keys),
+                trace.set_span_in_context(call.span),
+                SpanKind.INTERNAL,
+                {INPUT_KEYS: list(fact.input_keys)},
+                start_time=self._ns(fact.at),
+            )
+
+    def _call_finished(self, fact: CallFinished) -> None:
+        key = (fact.connection, fact.call_id)
+        call = self._calls.pop(key, None)
+        sent = self._sent.pop(key, 0)
+        wait = self._waits.pop(key, None)
+        if wait is not None:
+            wait.end(self._ns(fact.at))
+        if call is None:
+            return
+        span = call.span
+        span.set_attribute(ROUND, sent)
+        span.set_attribute("mrtr.outcome", fact.outcome)
+        if fact.outcome != "CallCompleted":
+            span.set_status(Status(StatusCode.ERROR, fact.outcome))
+            if fact.error_code is not None:
+                span.set_attribute("error.type", str(fact.error_code))
+        self._call_rounds.record(sent, _metric_attributes(call.attributes))
+        span.end(self._ns(fact.at))
+
+
+_HANDLERS: dict[type[Fact], Callable[[OtelObserver, Any], None]] = {
+    RequestStarted: OtelObserver._request_started,
+    RequestAnswered: OtelObserver._request_answered,
+    ErrorSent: OtelObserver._error_sent,
+    RequestAbandoned: OtelObserver._request_abandoned,
+    LegSent: OtelObserver._leg_sent,
+    LegAnswered: OtelObserver._leg_ended,
+    LegTimedOut: OtelObserver._leg_ended,
+    TaskStatusChanged: OtelObserver._task_status_changed,
+    CallStarted: OtelObserver._call_started,
+    CallRoundSent: OtelObserver._call_round_sent,
+    CallRoundAnswered: OtelObserver._call_round_answered,
+    CallFinished: OtelObserver._call_finished,
+}

@@ -1,0 +1,645 @@
+"""One trace per call: the observer facts, the sealed carry, and the OpenTelemetry observer.
+
+Our client and our servers talk in memory (bytes through ``data_to_send``/``receive_data``);
+a modern call's rounds go to the servers in turn, as behind a load balancer, and the servers
+share one key ring. Spans are read back from the OpenTelemetry SDK's in-memory exporter.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from mrtr_sansio import (
+    NEED_DATA,
+    UNSEALED,
+    CallCompleted,
+    CallFailed,
+    ClientConfig,
+    ClientConnection,
+    Event,
+    InputNeeded,
+    InputRequiredResult,
+    JsonRpcError,
+    RequestReceived,
+    RequestStateSecurity,
+    ServerConfig,
+    ServerConnection,
+    elicit_form,
+)
+from mrtr_sansio.observe import (
+    CARRY_MAX_BYTES,
+    CallFinished,
+    CallRoundSent,
+    CallStarted,
+    Fact,
+    LegAnswered,
+    LegSent,
+    LegTimedOut,
+    RequestAnswered,
+    RequestStarted,
+    TaskStatusChanged,
+)
+from mrtr_sansio.otel import FLOW_ID, INPUT_KEYS, ROUND, OtelObserver
+from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskSettings
+
+FORM = {"type": "object", "properties": {"v": {"type": "string"}}}
+CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
+TASK_CAPS: dict[str, Any] = {**CAPS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+KEYS = [b"k" * 32]
+Handler = Callable[[RequestReceived], Any]
+
+
+class Clock:
+    """A clock the test moves by hand (epoch seconds, so spans can use it)."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Recorder:
+    """An observer that keeps every fact and carries a fixed context."""
+
+    def __init__(self, carry: Mapping[str, Any] | None = None) -> None:
+        self.facts: list[Fact] = []
+        self.asked: list[tuple[int, Any]] = []
+        self._carry = carry
+
+    def observe(self, fact: Fact) -> None:
+        self.facts.append(fact)
+
+    def carry(self, connection: int, request_id: Any) -> Mapping[str, str] | None:
+        self.asked.append((connection, request_id))
+        return self._carry
+
+    def of(self, kind: type[Fact]) -> list[Any]:
+        return [f for f in self.facts if type(f) is kind]
+
+
+def three_rounds(event: RequestReceived) -> Any:
+    """Asks for ``a``, then ``b``, then completes with both answers."""
+    state = event.request_state or {}
+    got = {k: v["content"]["v"] for k, v in event.input_responses.items()}
+    state = {**state, **got}
+    for key in ("a", "b"):
+        if key not in state:
+            return InputRequiredResult(
+                input_requests={key: elicit_form(f"give {key}", FORM)}, request_state=state
+            )
+    return {"content": [{"type": "text", "text": state["a"] + state["b"]}]}
+
+
+class Net:
+    """Our client and several server connections in memory; each client message goes to the
+    next server in turn (a legacy session keeps to ``servers[0]``)."""
+
+    def __init__(
+        self, client: ClientConnection, servers: Sequence[ServerConnection], handler: Handler
+    ) -> None:
+        self.client = client
+        self.servers = servers
+        self.handler = handler
+        self.turn = 0
+        self.events: list[Event] = []
+
+    def pump(self, answer: Callable[[InputNeeded], Mapping[str, Any] | None] | None = None) -> None:
+        """Move messages until nothing moves; ``answer`` fulfils each InputNeeded (None
+        from it: the application holds that one)."""
+        for _ in range(100):
+            moved = False
+            data = self.client.data_to_send()
+            if data:
+                moved = True
+                for line in data.splitlines(keepends=True):
+                    server = self.servers[self.turn % len(self.servers)]
+                    if self.client.era is not None and self.client.era.value == "modern":
+                        self.turn += 1
+                    server.receive_data(line)
+            for server in self.servers:
+                while (event := server.next_event()) is not NEED_DATA:
+                    moved = True
+                    if isinstance(event, RequestReceived) and event.task_id is not None:
+                        server.settle_task(event, self.handler(event))
+                    elif isinstance(event, RequestReceived):
+                        server.respond(event.request_id, self.handler(event))
+                out = server.data_to_send()
+                if out:
+                    moved = True
+                    self.client.receive_data(out)
+            for event in self.client.events():
+                moved = True
+                self.events.append(event)
+                if isinstance(event, InputNeeded):
+                    assert answer is not None
+                    result = answer(event)
+                    if result is not None:
+                        self.client.fulfil(event, result)
+            if not moved:
+                return
+        raise AssertionError("the exchange did not settle in 100 steps")
+
+
+def accept(event: InputNeeded) -> dict[str, Any]:
+    return {"action": "accept", "content": {"v": str(event.key)}}
+
+
+@pytest.fixture
+def otel() -> tuple[OtelObserver, InMemorySpanExporter, InMemoryMetricReader]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    return OtelObserver(provider, meters, to_epoch=lambda t: t), exporter, reader
+
+
+def metric_points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:
+    data = reader.get_metrics_data()
+    out: dict[str, list[Any]] = {}
+    assert data is not None
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                out.setdefault(metric.name, []).extend(metric.data.data_points)
+    return out
+
+
+def modern_net(
+    observer: Any,
+    handler: Handler = three_rounds,
+    processes: int = 1,
+    *,
+    client_observer: Any = None,
+    caps: Mapping[str, Any] = CAPS,
+    **server: Any,
+) -> Net:
+    clock = Clock()
+    servers = [
+        ServerConnection(
+            ServerConfig(
+                request_state=RequestStateSecurity(keys=KEYS),
+                observer=observer,
+                clock=clock,
+                **server,
+            )
+        )
+        for _ in range(processes)
+    ]
+    client = ClientConnection(
+        ClientConfig(capabilities=caps, observer=client_observer, clock=clock)
+    )
+    return Net(client, servers, handler)
+
+
+def by_name(spans: Sequence[ReadableSpan], kind: SpanKind) -> list[ReadableSpan]:
+    return sorted((s for s in spans if s.kind is kind), key=lambda s: s.start_time or 0)
+
+
+# --- the facts --------------------------------------------------------------------------
+
+
+def test_a_three_round_call_reports_each_round_and_carries_the_context_onward() -> None:
+    carry = {"flow": "f1", "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    rec = Recorder(carry)
+    net = modern_net(rec)
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert net.events[-1].call is call
+    started = rec.of(RequestStarted)
+    assert [s.round for s in started] == [1, 2, 3]
+    assert [s.target for s in started] == ["join"] * 3
+    assert started[0].carried is None
+    # what the observer handed over at each input_required came back sealed in the state
+    assert started[1].carried == started[2].carried == carry
+    answered = rec.of(RequestAnswered)
+    assert [(a.result_type, a.input_keys) for a in answered] == [
+        ("input_required", ("a",)),
+        ("input_required", ("b",)),
+        ("complete", ()),
+    ]
+    assert all(f.at == 1_800_000_000.0 for f in rec.facts)
+
+
+def test_the_client_reports_its_call_and_sends_the_observer_s_trace_keys_only() -> None:
+    client_rec = Recorder({"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01", "x": "y"})
+    server_rec = Recorder()
+    net = modern_net(server_rec, client_observer=client_rec)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    sent = client_rec.of(CallRoundSent)
+    assert [s.round for s in sent] == [1, 2, 3]
+    assert client_rec.of(CallStarted)[0].target == "join"
+    finished = client_rec.of(CallFinished)
+    assert [(f.outcome, f.rounds) for f in finished] == [("CallCompleted", 2)]
+    # each request's _meta carried the observer's traceparent, and not its other keys
+    assert [s.trace for s in server_rec.of(RequestStarted)] == [
+        {"traceparent": client_rec._carry["traceparent"]}  # type: ignore[index]
+    ] * 3
+
+
+@pytest.mark.parametrize(
+    "carry",
+    [
+        None,
+        {},
+        {"flow": 1},
+        "not a mapping",
+        {"flow": "x" * (CARRY_MAX_BYTES - len('{"flow":""}') + 1)},
+    ],
+)
+def test_a_carry_that_cannot_be_sealed_is_dropped(carry: Any) -> None:
+    rec = Recorder(carry)
+    net = modern_net(rec)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert [s.carried for s in rec.of(RequestStarted)] == [None, None, None]
+
+
+def test_a_carry_at_the_limit_is_sealed() -> None:
+    carry = {"flow": "x" * (CARRY_MAX_BYTES - len('{"flow":""}'))}
+    rec = Recorder(carry)
+    net = modern_net(rec)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert [s.carried for s in rec.of(RequestStarted)] == [None, carry, carry]
+
+
+def test_unsealed_state_carries_nothing() -> None:
+    rec = Recorder({"flow": "f"})
+    clock = Clock()
+
+    def handler(event: RequestReceived) -> Any:
+        if event.request_state is None:
+            return InputRequiredResult(
+                input_requests={"a": elicit_form("a", FORM)}, request_state="s"
+            )
+        return {"content": []}
+
+    server = ServerConnection(ServerConfig(request_state=UNSEALED, observer=rec, clock=clock))
+    client = ClientConnection(ClientConfig(capabilities=CAPS, clock=clock))
+    net = Net(client, [server], handler)
+    net.client.call("tools/call", {"name": "t", "arguments": {}})
+    net.pump(accept)
+    assert [s.carried for s in rec.of(RequestStarted)] == [None, None]
+    assert rec.asked == []
+
+
+def test_without_an_observer_nothing_is_asked_or_added() -> None:
+    net = modern_net(None)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert net.client._observer is None
+    assert net.servers[0]._observer is None
+
+
+def test_importing_the_package_imports_no_opentelemetry() -> None:
+    code = (
+        "import sys, mrtr_sansio, mrtr_sansio.observe, mrtr_sansio.adapters.serve\n"
+        "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+# --- OpenTelemetry ----------------------------------------------------------------------
+
+
+def test_a_three_round_call_on_two_processes_is_one_trace_of_linked_rounds(otel: Any) -> None:
+    observer, exporter, reader = otel
+    # two ServerConnections sharing a key ring stand for two processes; the client's
+    # observer is another instance, as in another process
+    client_exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(client_exporter))
+    client_observer = OtelObserver(provider, MeterProvider(), to_epoch=lambda t: t)
+    net = modern_net(observer, processes=2, client_observer=client_observer)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    server_spans = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    client_spans = client_exporter.get_finished_spans()
+    (call_span,) = [
+        s for s in client_spans if s.kind is SpanKind.INTERNAL and s.name == "tools/call join"
+    ]
+    round_spans = by_name(client_spans, SpanKind.CLIENT)
+    waits = [s for s in client_spans if s.name.startswith("input ")]
+    assert [s.name for s in waits] == ["input a", "input b"]
+    assert len(server_spans) == 3
+    assert len(round_spans) == 3
+    trace_ids = {s.context.trace_id for s in [*server_spans, *client_spans]}
+    assert trace_ids == {call_span.context.trace_id}
+    for server_span, round_span in zip(server_spans, round_spans, strict=False):
+        assert server_span.parent is not None
+        assert server_span.parent.span_id == round_span.context.span_id
+        assert round_span.parent is not None
+        assert round_span.parent.span_id == call_span.context.span_id
+    # each round links to the one before, across the two processes
+    assert list(server_spans[0].links) == []
+    for before, after in itertools.pairwise(server_spans):
+        (link,) = after.links
+        assert link.context.span_id == before.context.span_id
+    flows = {s.attributes[FLOW_ID] for s in server_spans}  # type: ignore[index]
+    assert flows == {format(server_spans[0].context.span_id, "016x")}
+    first = server_spans[0].attributes
+    assert first is not None
+    assert first["mcp.method.name"] == "tools/call"
+    assert first["gen_ai.tool.name"] == "join"
+    assert first["jsonrpc.request.id"] == "0"
+    assert first["mcp.protocol.version"] == "2026-07-28"
+    assert [s.attributes[ROUND] for s in server_spans] == [1, 2, 3]  # type: ignore[index]
+    assert [s.attributes.get(INPUT_KEYS) for s in server_spans] == [("a",), ("b",), None]  # type: ignore[union-attr]
+    assert all(s.name == "tools/call join" for s in server_spans)
+    assert call_span.attributes[ROUND] == 3  # type: ignore[index]
+    points = metric_points(reader)
+    assert sum(p.value for p in points["mrtr.server.input_required"]) == 2
+    assert sum(p.count for p in points["mcp.server.operation.duration"]) == 3
+    (rounds,) = points["mrtr.server.flow.rounds"]
+    assert rounds.sum == 3
+
+
+def test_rounds_without_client_trace_context_still_make_one_trace(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = modern_net(observer, processes=3)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    spans = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert len({s.context.trace_id for s in spans}) == 1
+    assert spans[0].parent is None
+    assert [s.parent.span_id for s in spans[1:]] == [s.context.span_id for s in spans[:2]]  # type: ignore[union-attr]
+
+
+def test_a_missing_capability_refusal_is_an_error_span_and_counted(otel: Any) -> None:
+    observer, exporter, reader = otel
+    net = modern_net(observer, caps={})
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallFailed)
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "-32021"
+    (point,) = metric_points(reader)["mrtr.server.missing_capability"]
+    assert point.value == 1
+
+
+def legacy_net(observer: Any, handler: Handler = three_rounds, **server: Any) -> Net:
+    clock = Clock()
+    srv = ServerConnection(ServerConfig(observer=observer, clock=clock, **server))
+    client = ClientConnection(ClientConfig(era="legacy", capabilities=CAPS, clock=clock))
+    return Net(client, [srv], handler)
+
+
+def test_a_legacy_shim_call_is_one_request_span_with_a_child_per_leg(otel: Any) -> None:
+    observer, exporter, reader = otel
+    net = legacy_net(observer)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    clock = net.servers[0].config.clock
+    assert isinstance(clock, Clock)
+
+    def slow_user(event: InputNeeded) -> dict[str, Any]:
+        clock.now += 2.5  # the user takes 2.5 s to answer each leg
+        return accept(event)
+
+    net.pump(slow_user)
+    assert isinstance(net.events[-1], CallCompleted)
+    spans = exporter.get_finished_spans()
+    (request,) = [s for s in spans if s.kind is SpanKind.SERVER and s.name == "tools/call join"]
+    legs = by_name(spans, SpanKind.CLIENT)
+    assert [s.attributes["mrtr.leg.key"] for s in legs] == ["a", "b"]  # type: ignore[index]
+    assert all(s.parent is not None and s.parent.span_id == request.context.span_id for s in legs)
+    assert [((s.end_time or 0) - (s.start_time or 0)) / 1e9 for s in legs] == [2.5, 2.5]
+    assert request.attributes["mrtr.legacy"] is True
+    assert request.attributes["mcp.protocol.version"] == "2025-11-25"
+    points = metric_points(reader)
+    assert sum(p.value for p in points["mrtr.server.shim.legs"]) == 2
+    assert sum(p.sum for p in points["mrtr.server.shim.leg.duration"]) == 5.0
+
+
+def test_a_leg_that_times_out_ends_its_span_with_the_wait(otel: Any) -> None:
+    observer, exporter, _ = otel
+    rec = Recorder()
+
+    class Both:
+        def observe(self, fact: Fact) -> None:
+            rec.observe(fact)
+            observer.observe(fact)
+
+        def carry(self, connection: int, request_id: Any) -> Mapping[str, str] | None:
+            return observer.carry(connection, request_id)  # type: ignore[no-any-return]
+
+    net = legacy_net(Both(), legacy_leg_timeout=30.0)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)  # the application holds the leg
+    server = net.servers[0]
+    clock = server.config.clock
+    assert isinstance(clock, Clock)
+    clock.now += 30.0
+    server.handle_timer(clock.now)
+    assert len(rec.of(LegSent)) == 1
+    assert [f.key for f in rec.of(LegTimedOut)] == ["a"]
+    assert rec.of(LegAnswered) == []
+    spans = exporter.get_finished_spans()
+    (leg,) = by_name(spans, SpanKind.CLIENT)
+    assert leg.attributes["error.type"] == "timeout"  # type: ignore[index]
+    assert ((leg.end_time or 0) - (leg.start_time or 0)) / 1e9 == 30.0
+    (request,) = by_name(spans, SpanKind.SERVER)
+    assert request.status.status_code is StatusCode.ERROR
+
+
+def test_a_leg_answered_with_an_error_is_an_error_leg(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(observer)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)
+    needed = [e for e in net.events if isinstance(e, InputNeeded)]
+    net.client.reject(needed[0], JsonRpcError(-1, "no"))
+    net.pump()
+    (leg,) = by_name(exporter.get_finished_spans(), SpanKind.CLIENT)
+    assert leg.attributes["error.type"] == "error"  # type: ignore[index]
+
+
+def test_a_task_records_its_status_changes_as_events(otel: Any) -> None:
+    observer, exporter, reader = otel
+    store = InMemoryTaskStore()
+
+    def handler(event: RequestReceived) -> Any:
+        if event.task_id is None:
+            return RunAsTask()
+        return {"content": [{"type": "text", "text": "done"}]}
+
+    net = modern_net(
+        observer,
+        handler,
+        caps=TASK_CAPS,
+        tasks=TaskSettings(store=store, tools={"slow": "optional"}),
+    )
+    net.client.call("tools/call", {"name": "slow", "arguments": {}})
+    clock = net.servers[0].config.clock
+    assert isinstance(clock, Clock)
+    for _ in range(5):
+        net.pump(accept)
+        if isinstance(net.events[-1], CallCompleted):
+            break
+        clock.now += 1.0
+        net.client.handle_timer(clock.now)
+    assert isinstance(net.events[-1], CallCompleted)
+    spans = exporter.get_finished_spans()
+    (task,) = [s for s in spans if s.name.startswith("task ")]
+    statuses = [e.attributes["mrtr.task.status"] for e in task.events]
+    assert statuses == ["working", "completed"]
+    (create,) = [s for s in spans if s.kind is SpanKind.SERVER and s.name == "tools/call slow"]
+    assert task.parent is not None
+    assert task.parent.span_id == create.context.span_id
+    assert create.attributes["mrtr.result_type"] == "task"
+    points = metric_points(reader)["mrtr.server.tasks"]
+    assert {p.attributes["mrtr.task.status"]: p.value for p in points} == {
+        "working": 1,
+        "completed": 1,
+    }
+
+
+def test_task_facts_name_the_creating_request() -> None:
+    rec = Recorder()
+
+    def handler(event: RequestReceived) -> Any:
+        return RunAsTask() if event.task_id is None else {"content": []}
+
+    net = modern_net(
+        rec,
+        handler,
+        caps=TASK_CAPS,
+        tasks=TaskSettings(store=InMemoryTaskStore(), tools={"slow": "optional"}),
+    )
+    net.client.call("tools/call", {"name": "slow", "arguments": {}})
+    net.pump(accept)
+    changes = rec.of(TaskStatusChanged)
+    assert changes[0].status == "working"
+    assert changes[0].request_id == rec.of(RequestStarted)[0].request_id
+    assert all(c.request_id is None for c in changes[1:])
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "name", "attribute"),
+    [
+        ("prompts/get", {"name": "greet"}, "prompts/get greet", ("gen_ai.prompt.name", "greet")),
+        (
+            "resources/read",
+            {"uri": "file:///a"},
+            "resources/read",
+            ("mcp.resource.uri", "file:///a"),
+        ),
+    ],
+)
+def test_prompts_and_resources_name_their_target(
+    otel: Any, method: str, params: dict[str, Any], name: str, attribute: tuple[str, str]
+) -> None:
+    observer, exporter, _ = otel
+
+    def handler(event: RequestReceived) -> Any:
+        if method == "prompts/get":
+            return {"messages": []}
+        return {"contents": []}
+
+    net = modern_net(observer, handler, client_observer=observer)
+    net.client.call(method, params)
+    net.pump()
+    assert isinstance(net.events[-1], CallCompleted)
+    (server,) = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert server.name == name
+    assert server.attributes[attribute[0]] == attribute[1]  # type: ignore[index]
+    (client,) = by_name(exporter.get_finished_spans(), SpanKind.CLIENT)
+    assert client.name == name
+    assert client.attributes[attribute[0]] == attribute[1]  # type: ignore[index]
+
+
+def test_a_failed_call_is_an_error_on_the_client_too(otel: Any) -> None:
+    observer, exporter, reader = otel
+    net = modern_net(observer, lambda e: JsonRpcError(-32000, "boom"), client_observer=observer)
+    net.client.call("tools/call", {"name": "t", "arguments": {}})
+    net.pump()
+    assert isinstance(net.events[-1], CallFailed)
+    spans = exporter.get_finished_spans()
+    (round_,) = by_name(spans, SpanKind.CLIENT)
+    (call,) = by_name(spans, SpanKind.INTERNAL)
+    assert round_.status.status_code is StatusCode.ERROR
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.attributes["error.type"] == "-32000"  # type: ignore[index]
+    (server,) = by_name(spans, SpanKind.SERVER)
+    assert server.attributes["rpc.response.status_code"] == "-32000"  # type: ignore[index]
+    points = metric_points(reader)
+    assert sum(p.count for p in points["mcp.client.operation.duration"]) == 1
+    (rounds,) = points["mrtr.client.call.rounds"]
+    assert rounds.sum == 1
+
+
+def test_a_cancelled_call_ends_its_spans_while_the_user_is_asked(otel: Any) -> None:
+    observer, exporter, _ = otel
+    rec = Recorder()
+    net = modern_net(None, client_observer=observer)
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)
+    assert net.client.cancel(call)
+    spans = exporter.get_finished_spans()
+    (wait,) = [s for s in spans if s.name == "input a"]
+    (span,) = [s for s in spans if s.name == "tools/call join" and s.kind is SpanKind.INTERNAL]
+    assert span.attributes["mrtr.outcome"] == "CallCancelled"
+    assert span.status.status_code is StatusCode.ERROR
+    assert wait.end_time is not None
+    assert rec.facts == []
+
+
+def test_the_example_trace_is_one_trace_whose_rounds_link_across_processes() -> None:
+    import otel_trace
+
+    spans = otel_trace.run()
+    rounds = sorted(
+        (s for _, s in spans if s.kind is SpanKind.SERVER), key=lambda s: s.start_time or 0
+    )
+    assert [p for p, s in spans if s.kind is SpanKind.SERVER].count("server-2") == 1
+    assert len({s.context.trace_id for _, s in spans}) == 1
+    assert [[link.context.span_id for link in s.links] for s in rounds] == [
+        [],
+        [rounds[0].context.span_id],
+        [rounds[1].context.span_id],
+    ]
+
+
+@pytest.mark.parametrize("how", ["cancelled", "closed"])
+def test_a_request_ended_without_an_answer_ends_its_spans(otel: Any, how: str) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(observer)
+    net.pump()
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)  # the leg waits for the user
+    server = net.servers[0]
+    if how == "cancelled":
+        assert net.client.cancel(call)
+        server.receive_data(net.client.data_to_send())
+    else:
+        server.receive_data(b"")  # the stream closed
+    spans = exporter.get_finished_spans()
+    (leg,) = by_name(spans, SpanKind.CLIENT)
+    (request,) = by_name(spans, SpanKind.SERVER)
+    assert request.attributes["mrtr.outcome"] == how  # type: ignore[index]
+    assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]
