@@ -27,7 +27,7 @@ def test_mcp_and_transport_headers_come_out_of_one_list() -> None:
     assert found["host"] == "localhost:8000"
     assert found["content-type"] == "application/json"
     assert "user-agent" not in found  # not asked for: skipped
-    assert repeated == []
+    assert repeated == ()
 
 
 def test_names_match_in_any_case_and_as_text() -> None:
@@ -57,7 +57,7 @@ def test_the_first_copy_is_kept_and_the_repeat_reported_in_order() -> None:
     _, found, repeated = READER.read(raw)
     assert found["host"] == "first"
     assert found["content-type"] == "application/json"
-    assert repeated == ["host", "content-type"]  # each once, in the order they repeated
+    assert repeated == ("host", "content-type")  # each once, in the order they repeated
 
 
 def test_repeated_mcp_headers_go_to_the_facts_not_the_transport_list() -> None:
@@ -71,7 +71,7 @@ def test_repeated_mcp_headers_go_to_the_facts_not_the_transport_list() -> None:
     assert facts.method == "tools/list"
     assert facts.params == {"region": "eu"}
     assert facts.repeated == frozenset({"mcp-method", "mcp-param-region"})
-    assert repeated == []
+    assert repeated == ()
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_repeated_mcp_headers_go_to_the_facts_not_the_transport_list() -> None:
 def test_copies_of_a_list_header_are_joined(copies: list[bytes], joined: str) -> None:
     _, found, repeated = READER.read([(b"accept", value) for value in copies])
     assert found["accept"] == joined
-    assert repeated == []
+    assert repeated == ()
 
 
 def test_an_mcp_header_cannot_be_declared_a_list() -> None:
@@ -107,4 +107,4 @@ def test_from_header_list_is_the_reader_without_transport_headers() -> None:
 
 
 def test_an_empty_list_reads_as_nothing() -> None:
-    assert READER.read([]) == (HttpRequestFacts(), {}, [])
+    assert READER.read([]) == (HttpRequestFacts(), {}, ())

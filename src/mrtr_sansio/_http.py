@@ -121,7 +121,7 @@ class HeaderReader:
 
     def read(
         self, headers: Iterable[tuple[bytes | str, bytes | str]]
-    ) -> tuple[HttpRequestFacts, dict[str, str], list[str]]:
+    ) -> tuple[HttpRequestFacts, dict[str, str], tuple[str, ...]]:
         """The MCP facts; every header read (MCP and transport ones), by lower-case name; and
         the transport headers that came more than once (not ``lists`` ones), in the order of
         their repeats (repeated MCP headers are in the facts' ``repeated``)."""
@@ -145,25 +145,32 @@ class HeaderReader:
                     name = text
                     params = True
             value = raw_value.decode("latin-1") if isinstance(raw_value, bytes) else raw_value
-            if name in found:
-                if repeats is None:
-                    repeats = []
-                repeats.append((name, value))
-            else:
+            if name not in found:
                 found[name] = value
+            elif repeats is None:
+                repeats = [(name, value)]
+            else:
+                repeats.append((name, value))
+        if repeats is None and not params:  # the usual case
+            facts = HttpRequestFacts(
+                found.get("mcp-protocol-version"),
+                found.get("mcp-method"),
+                found.get("mcp-name"),
+                {},
+                _NONE,
+            )
+            return facts, found, ()
         repeated: list[str] = []
-        mcp_repeated: frozenset[str] = frozenset()
-        if repeats is not None:
-            mcp_repeated = self._repeats(repeats, found, repeated)
+        mcp_repeated = _NONE if repeats is None else self._repeats(repeats, found, repeated)
         n = len(_PARAM_PREFIX)
         facts = HttpRequestFacts(
             found.get("mcp-protocol-version"),
             found.get("mcp-method"),
             found.get("mcp-name"),
-            {k[n:]: v for k, v in found.items() if k.startswith(_PARAM_PREFIX)} if params else {},
+            {k[n:]: v for k, v in found.items() if k.startswith(_PARAM_PREFIX)},
             mcp_repeated,
         )
-        return facts, found, repeated
+        return facts, found, tuple(repeated)
 
     def _repeats(
         self, repeats: list[tuple[str, str]], found: dict[str, str], repeated: list[str]
@@ -182,6 +189,7 @@ class HeaderReader:
 
 
 _MCP_ONLY = HeaderReader()
+_NONE: frozenset[str] = frozenset()
 
 
 def decode_header_value(value: str) -> str:

@@ -403,7 +403,11 @@ class McpHttpApp:
         extra = [] if peer.session_id is None else [(b"mcp-session-id", peer.session_id.encode())]
         fresh, unrouted = peer.pump()
         if fresh:
-            await self._serve(peer, fresh[0], receive, send, extra)
+            event = fresh[0]
+            if peer.session_id is None and not _may_stream(event):
+                await self._serve_inline(peer, event, receive, send)
+            else:
+                await self._serve(peer, event, receive, send, extra)
             if peer.task_runs or peer.task_cancels:
                 await self._run_tasks(peer)
             return
@@ -435,9 +439,7 @@ class McpHttpApp:
         send: Send,
         extra_headers: list[tuple[bytes, bytes]],
     ) -> None:
-        if peer.session_id is None and not _may_stream(event):
-            await self._serve_inline(peer, event, receive, send)
-            return
+        """Answer a request whose response may be streamed (see :meth:`_serve_streaming`)."""
         exchange = _Exchange(event.request_id)
         peer.exchanges[event.request_id] = exchange
         try:
@@ -454,21 +456,25 @@ class McpHttpApp:
         POST's alone). Only when the handler suspends does a disconnect watcher run beside it,
         because closing the response stream MUST cancel the request (2026-07-28 Streamable
         HTTP)."""
-        running = self._run_inline(peer.conn, event).__await__()
+        conn = peer.conn
+        # What the handler queues on the connection stays there until it returns (_later).
+        running = call_handler(self.handler, RequestContext(conn, event, _later, anyio.sleep))
+        steps = running.__await__()
         try:
-            suspended_on = running.send(None)  # most handlers finish without suspending
-        except StopIteration:
-            pass
+            suspended_on = steps.send(None)  # most handlers finish without suspending
+        except StopIteration as done:
+            result = done.value
         else:  # it waits on something: watch the client only now (a task group costs ~50 µs)
             gone = anyio.Event()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_watch_disconnect, receive, gone, tg)
-                await _Resume(running, suspended_on)
+                result = await _Resume(steps, suspended_on)
                 tg.cancel_scope.cancel()
             if gone.is_set():
-                peer.conn.cancel(event.request_id, "The HTTP client disconnected")
+                conn.cancel(event.request_id, "The HTTP client disconnected")
                 peer.pump()  # nothing goes out for a request nobody waits for
                 return
+        answer(conn, event, result)  # the one answer path
         _, pending = peer.pump()  # everything the request produced, and task runs to do
         if len(pending) == 1 and isinstance(pending[0], OutgoingResponse):
             only = pending[0]
@@ -548,12 +554,6 @@ class McpHttpApp:
         peer.flush()
         return None
 
-    async def _run_inline(self, conn: ServerConnection, event: RequestReceived) -> None:
-        """Run the handler for ``event`` and answer it; what it queues on the connection stays
-        there until the caller reads it (nothing is streamed)."""
-        ctx = RequestContext(conn, event, _later, anyio.sleep)
-        answer(conn, event, await call_handler(self.handler, ctx))  # the one answer path
-
     async def _run_handler(self, peer: _Peer, event: RequestReceived) -> None:
         conn = peer.conn
         ctx = RequestContext(conn, event, peer.flush, anyio.sleep)
@@ -628,7 +628,8 @@ class McpHttpApp:
 
 
 class _Resume:
-    """Await the rest of a coroutine that has already run up to its first suspension.
+    """Await the rest of a coroutine that has already run up to its first suspension, and get
+    what it returns.
 
     It forwards what the event loop sends or throws (cancellation included) to the coroutine
     and yields back whatever the coroutine yields, exactly as ``yield from`` would, so the
@@ -637,11 +638,11 @@ class _Resume:
 
     __slots__ = ("_first", "_running")
 
-    def __init__(self, running: Generator[Any, Any, None], first: Any) -> None:
+    def __init__(self, running: Generator[Any, Any, Any], first: Any) -> None:
         self._running = running
         self._first = first
 
-    def __await__(self) -> Generator[Any, Any, None]:
+    def __await__(self) -> Generator[Any, Any, Any]:
         running, value = self._running, self._first
         while True:
             try:
@@ -652,13 +653,13 @@ class _Resume:
             except BaseException as exc:  # delivered by the loop: hand it to the coroutine
                 try:
                     value = running.throw(exc)
-                except StopIteration:
-                    return
+                except StopIteration as done:
+                    return done.value
             else:
                 try:
                     value = running.send(sent)
-                except StopIteration:
-                    return
+                except StopIteration as done:
+                    return done.value
 
 
 async def _keep_lease(
@@ -761,10 +762,13 @@ async def _read_body(receive: Receive, limit: int, length: str | None) -> bytes 
     declared = length.strip() if length is not None else ""
     if declared.isascii() and declared.isdigit() and int(declared) > limit:
         return None
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):
+        body: bytes = message.get("body", b"")  # the usual case: the whole body at once
+        return body if len(body) <= limit else None
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
         if message["type"] == "http.disconnect":
             raise _DisconnectedError
         chunk = message.get("body", b"")
@@ -774,6 +778,7 @@ async def _read_body(receive: Receive, limit: int, length: str | None) -> bytes 
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+        message = await receive()
 
 
 def _sse_chunk(data: bytes, *, more: bool) -> Message:
