@@ -12,7 +12,11 @@ start-up and imports cancelled out. Paths (bytes in to bytes out, as in ``compar
 * ``prebuilt-orjson``: ``server_exchange.py``'s exchange (answers built once), the engine
   alone;
 * ``floor-orjson``: the JSON floor of ``server_exchange.py``: two ``orjson.loads`` of the
-  requests and two ``orjson.dumps`` of the responses.
+  requests and two ``orjson.dumps`` of the responses;
+* ``asgi-orjson``: ``compare_sdk.py``'s ASGI leg, our ``McpHttpApp`` (modern-only, orjson,
+  unsealed) called in process with one ``http`` scope per POST. Its handler never suspends,
+  so each call runs to its end in one step, driven without an event loop; minus
+  ``engine-orjson``, what the HTTP adapter costs.
 
     python bench/instructions.py [PATH ...] [--small N] [--large M]
 
@@ -31,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PATHS = ("engine-orjson", "engine", "prebuilt-orjson", "floor-orjson")
+PATHS = ("engine-orjson", "engine", "prebuilt-orjson", "floor-orjson", "asgi-orjson")
 
 
 def _exchange(path: str) -> Callable[[], None]:
@@ -57,6 +61,8 @@ def _exchange(path: str) -> Callable[[], None]:
             leg(second)
 
         return exchange
+    if path == "asgi-orjson":
+        return _asgi_exchange()
     engine, sent = server_exchange.make_engine(m.OrjsonCodec())
     if path == "prebuilt-orjson":
         return engine
@@ -64,6 +70,36 @@ def _exchange(path: str) -> Callable[[], None]:
 
     engine()
     return server_exchange.make_floor(orjson.loads, orjson.dumps, sent)
+
+
+def _asgi_exchange() -> Callable[[], None]:
+    """Both POSTs of the exchange through the ASGI app, each run to its end in one step."""
+    import anyio
+    import compare_sdk
+    import server_exchange
+
+    import mrtr_sansio as m
+    from mrtr_sansio.adapters.asgi import McpHttpApp
+
+    config = m.ServerConfig(
+        server_info=server_exchange.SERVER_INFO, codec=m.OrjsonCodec(), request_state=m.UNSEALED
+    )
+    app = McpHttpApp(compare_sdk.ours_handler, config, legacy=False)
+    path = compare_sdk.asgi_path("asgi-orjson", app, anyio.Event())
+    assert path.leg is not None
+    leg, lines = path.leg, path.lines
+
+    def exchange() -> None:
+        for body in lines:
+            step = leg(body)
+            try:
+                step.send(None)
+            except StopIteration:
+                continue
+            step.close()
+            raise RuntimeError("the ASGI call suspended: it cannot be driven without a loop")
+
+    return exchange
 
 
 def _child(path: str, count: int) -> None:

@@ -25,7 +25,7 @@ import attrs
 
 from ._errors import HEADER_MISMATCH, JsonRpcError, RemoteProtocolError
 
-__all__ = ["HttpRequestFacts", "decode_header_value", "encode_header_value"]
+__all__ = ["HeaderReader", "HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
 #: The body field each method mirrors in ``Mcp-Name`` (client and server read this one map).
 NAME_FIELDS = {
@@ -40,6 +40,7 @@ NAME_FIELDS = {
 #: Visible ASCII, space and horizontal tab: what a plain mirror-header value may hold.
 FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 _PARAM_PREFIX = "mcp-param-"
+_PARAM_PREFIX_BYTES = _PARAM_PREFIX.encode()
 _MCP_HEADERS = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name"})
 #: How each checked header is named in error messages.
 _DISPLAY = {
@@ -72,20 +73,10 @@ class HttpRequestFacts:
 
         Names match case-insensitively; bytes are read as Latin-1, as HTTP/1.1 delivers them
         (a byte outside visible ASCII then fails the character check). A header that appears
-        more than once is recorded in ``repeated``.
+        more than once is recorded in ``repeated``. (:class:`HeaderReader` reads the same
+        list once for these facts and for a transport's own headers.)
         """
-        found: dict[str, str] = {}
-        repeated: set[str] = set()
-        for raw_name, raw_value in headers:
-            name = raw_name.decode("latin-1") if isinstance(raw_name, bytes) else raw_name
-            name = name.lower()
-            if name not in _MCP_HEADERS and not name.startswith(_PARAM_PREFIX):
-                continue
-            if name in found:
-                repeated.add(name)
-                continue
-            found[name] = raw_value.decode("latin-1") if isinstance(raw_value, bytes) else raw_value
-        return cls._from(found, frozenset(repeated))
+        return _MCP_ONLY.read(headers)[0]
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, str]) -> HttpRequestFacts:
@@ -104,6 +95,101 @@ class HttpRequestFacts:
             params,
             repeated,
         )
+
+
+class HeaderReader:
+    """Reads a raw header list (an ASGI scope's ``headers``) in one pass: the MCP headers as
+    :class:`HttpRequestFacts`, and the headers a transport names for itself.
+
+    A transport needs a few headers of its own (``Host``, ``Content-Type``...) beside the MCP
+    ones, and must see a repeated header, which a mapping that keeps one copy hides; one pass
+    over the list serves both. For each header it was made for, :meth:`read` keeps the first
+    copy and records a repeat, except that the copies of a ``lists`` header are joined with
+    ``", "`` (RFC 9110 section 5.3: a list-valued field may be split over several lines).
+    Every other header is skipped without being decoded.
+    """
+
+    __slots__ = ("_lists", "_names")
+
+    def __init__(self, transport: Iterable[str] = (), *, lists: Iterable[str] = ()) -> None:
+        wanted = {*_MCP_HEADERS, *(name.lower() for name in transport)}
+        # Looked up by the raw name as it comes (bytes from ASGI servers, which lower-case
+        # them), and by its decoded lower-case form for a server that does not.
+        self._names: dict[bytes | str, str] = {name: name for name in wanted}
+        self._names.update({name.encode("latin-1"): name for name in wanted})
+        self._lists = frozenset(name.lower() for name in lists) - _MCP_HEADERS
+
+    def read(
+        self, headers: Iterable[tuple[bytes | str, bytes | str]]
+    ) -> tuple[HttpRequestFacts, dict[str, str], tuple[str, ...]]:
+        """The MCP facts; every header read (MCP and transport ones), by lower-case name; and
+        the transport headers that came more than once (not ``lists`` ones), in the order of
+        their repeats (repeated MCP headers are in the facts' ``repeated``)."""
+        names = self._names
+        found: dict[str, str] = {}
+        repeats: list[tuple[str, str]] | None = None
+        params = False
+        for raw_name, raw_value in headers:
+            name = names.get(raw_name)
+            if name is None:
+                if isinstance(raw_name, bytes):
+                    if raw_name.islower() and not raw_name.startswith(_PARAM_PREFIX_BYTES):
+                        continue  # the usual case: a header nobody here reads
+                    text = raw_name.decode("latin-1").lower()
+                else:
+                    text = raw_name.lower()
+                name = names.get(text)
+                if name is None:
+                    if not text.startswith(_PARAM_PREFIX):
+                        continue
+                    name = text
+                    params = True
+            value = raw_value.decode("latin-1") if isinstance(raw_value, bytes) else raw_value
+            if name not in found:
+                found[name] = value
+            elif repeats is None:
+                repeats = [(name, value)]
+            else:
+                repeats.append((name, value))
+        if repeats is None and not params:  # the usual case
+            facts = HttpRequestFacts(
+                found.get("mcp-protocol-version"),
+                found.get("mcp-method"),
+                found.get("mcp-name"),
+                {},
+                _NONE,
+            )
+            return facts, found, ()
+        repeated: list[str] = []
+        mcp_repeated = _NONE if repeats is None else self._repeats(repeats, found, repeated)
+        n = len(_PARAM_PREFIX)
+        facts = HttpRequestFacts(
+            found.get("mcp-protocol-version"),
+            found.get("mcp-method"),
+            found.get("mcp-name"),
+            {k[n:]: v for k, v in found.items() if k.startswith(_PARAM_PREFIX)},
+            mcp_repeated,
+        )
+        return facts, found, tuple(repeated)
+
+    def _repeats(
+        self, repeats: list[tuple[str, str]], found: dict[str, str], repeated: list[str]
+    ) -> frozenset[str]:
+        """Sort the second (and later) copies: a ``lists`` header's are joined to the first,
+        transport headers go to ``repeated``; returns the repeated MCP headers."""
+        mcp: set[str] = set()
+        for name, value in repeats:
+            if name in _MCP_HEADERS or name.startswith(_PARAM_PREFIX):
+                mcp.add(name)
+            elif name in self._lists:
+                found[name] += ", " + value
+            elif name not in repeated:
+                repeated.append(name)
+        return frozenset(mcp)
+
+
+_MCP_ONLY = HeaderReader()
+_NONE: frozenset[str] = frozenset()
 
 
 def decode_header_value(value: str) -> str:

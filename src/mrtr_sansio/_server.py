@@ -176,6 +176,26 @@ class ServerConnection(Connection):
         """Ids of client requests received and not yet answered."""
         return frozenset(self._inflight)
 
+    @property
+    def reusable(self) -> bool:
+        """Whether the connection holds nothing of any request: none in flight or cancelled,
+        no legacy session, no listen stream, nothing queued, not closed.
+
+        The server keeps no memory of a modern request once it is answered, so such a
+        connection serves the next stateless request exactly as a new one would: an HTTP
+        transport may keep it for that instead of building a connection per POST (setting
+        :attr:`principal` for each).
+        """
+        return not (
+            self._inflight
+            or self._cancelled
+            or self._session is not None
+            or self._acknowledged
+            or self._events
+            or self._out
+            or self._closed
+        )
+
     def receive_message(
         self,
         message: bytes | str | Mapping[str, Any],

@@ -58,6 +58,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio._http import HeaderReader
 from mrtr_sansio._session_registry import SessionRegistry
 from mrtr_sansio.tasks import TaskCancelled
 
@@ -77,6 +78,17 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 SESSION_HEADER = "mcp-session-id"
 #: Headers whose second copy would let an intermediary and this app read different requests.
 _SINGLE_HEADERS = frozenset({"host", "origin", "content-type", SESSION_HEADER})
+#: The app's headers, read with the MCP ones in one pass over the scope's list. (A repeated
+#: ``Accept`` or ``Transfer-Encoding`` is one list; a repeated ``Content-Length`` is for the
+#: HTTP server's parser, which refuses one that disagrees.)
+_HEADERS = HeaderReader(
+    [*_SINGLE_HEADERS, "accept", "content-length", "transfer-encoding"],
+    lists=["accept", "transfer-encoding"],
+)
+#: Idle stateless connections kept for the POSTs to come: a connection that answered its
+#: request and holds nothing of it serves the next one instead of a new one being built.
+#: Beyond this many idle at once (after a burst), a finished connection is dropped.
+IDLE_CONNECTIONS = 64
 _CLOSE = (b"connection", b"close")
 _JSON = (b"content-type", b"application/json")
 _SSE_HEADERS = [
@@ -91,36 +103,29 @@ class _DisconnectedError(Exception):
 
 
 class _Exchange:
-    """One client request being answered on one HTTP response.
+    """One client request being answered on one streamed HTTP response.
 
     Its queue receives the outgoing items related to the request and the (replayed)
-    :class:`RequestReceived` events the handler must run for, in order. An ``inline`` exchange
-    (a modern request answered in one go, nothing waiting on it) collects them in a plain list
-    instead of a memory stream, which costs about as much as the rest of the request.
+    :class:`RequestReceived` events the handler must run for, in order. (A modern request
+    answered in one go needs none: its handler's output is read off the connection.)
     """
 
-    __slots__ = ("inbox", "receive", "request_id", "send")
+    __slots__ = ("receive", "request_id", "send")
 
     send: MemoryObjectSendStream[Any]
     receive: MemoryObjectReceiveStream[Any]
 
-    def __init__(self, request_id: Any, *, inline: bool = False) -> None:
+    def __init__(self, request_id: Any) -> None:
         self.request_id = request_id
-        self.inbox: list[Any] | None = [] if inline else None
-        if not inline:
-            self.send, self.receive = anyio.create_memory_object_stream[Any](math.inf)
+        self.send, self.receive = anyio.create_memory_object_stream[Any](math.inf)
 
     def put(self, item: Any) -> None:
         """Queue an item for whoever answers this request."""
-        if self.inbox is not None:
-            self.inbox.append(item)
-        else:
-            self.send.send_nowait(item)
+        self.send.send_nowait(item)
 
     def close(self) -> None:
-        if self.inbox is None:
-            self.send.close()
-            self.receive.close()
+        self.send.close()
+        self.receive.close()
 
 
 class _Peer:
@@ -174,6 +179,16 @@ class _Peer:
                 log.debug("event: %r", event)
         return fresh, unrouted
 
+    @property
+    def idle(self) -> bool:
+        """Whether nothing of any request is left here: the peer may serve another POST."""
+        return (
+            self.conn.reusable
+            and not self.exchanges
+            and not self.task_runs
+            and not self.task_cancels
+        )
+
     def flush(self) -> None:
         """Route what can be routed (used while handlers run); log what cannot."""
         fresh, unrouted = self.pump()
@@ -210,6 +225,7 @@ class McpHttpApp:
         if not legacy:
             self.config = _modern_only(self.config)
         self.path = path
+        self._route = path.rstrip("/")
         self.allowed_hosts = None if allowed_hosts is None else frozenset(allowed_hosts)
         self.max_body = self.config.limits.max_message_bytes
         self.legacy = legacy
@@ -221,6 +237,9 @@ class McpHttpApp:
         )
         # Task runs going on in this process, to stop on tasks/cancel.
         self._task_scopes: dict[str, anyio.CancelScope] = {}
+        # Stateless peers that answered their POST and hold nothing of it (IDLE_CONNECTIONS).
+        self._idle: list[_Peer] = []
+        self._dumps = self.config.codec.dumps
         announce_state_key(self.config)
 
     # --- ASGI entry -------------------------------------------------------------------------
@@ -263,26 +282,27 @@ class McpHttpApp:
             self._end_session(peer)
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers, repeated = _header_map(scope["headers"])
+        facts, headers, repeated = _HEADERS.read(scope["headers"])
         if "content-length" in headers and "transfer-encoding" in headers:
             # Two framings: a proxy in front may have read another body than we would, and
             # what follows it on the connection could be a smuggled request (RFC 9112 §6.1).
             await _plain(send, 400, "Bad Request: Content-Length with Transfer-Encoding", [_CLOSE])
             return
         close = _close_if_body(headers)
-        if _route_path(scope).rstrip("/") != self.path.rstrip("/"):
+        if _route_path(scope).rstrip("/") != self._route:
             await _plain(send, 404, "Not Found", close)
             return
-        if repeated is not None:
-            await _plain(send, 400, f"Bad Request: header {repeated} sent more than once", close)
-            return
+        for name in repeated:
+            if name in _SINGLE_HEADERS:
+                await _plain(send, 400, f"Bad Request: header {name} sent more than once", close)
+                return
         rejection = self._check_origin(headers)
         if rejection is not None:
             await _plain(send, *rejection, close)
             return
         method = scope["method"]
         if method == "POST":
-            await self._post(scope, headers, receive, send)
+            await self._post(scope, facts, headers, close, receive, send)
         elif method == "DELETE" and self.legacy:
             await self._delete(scope, headers, send)
         else:
@@ -310,11 +330,15 @@ class McpHttpApp:
     # --- POST -------------------------------------------------------------------------------
 
     async def _post(
-        self, scope: Scope, headers: Mapping[str, str], receive: Receive, send: Send
+        self,
+        scope: Scope,
+        facts: HttpRequestFacts,
+        headers: Mapping[str, str],
+        close: list[tuple[bytes, bytes]],
+        receive: Receive,
+        send: Send,
     ) -> None:
-        close = _close_if_body(headers)
-        content_type = headers.get("content-type", "")
-        if content_type.split(";")[0].strip().lower() != "application/json":
+        if not _is_json(headers.get("content-type", "")):
             await _plain(send, 415, "Unsupported Media Type: expected application/json", close)
             return
         accept = headers.get("accept")
@@ -332,7 +356,6 @@ class McpHttpApp:
             await _plain(send, 413, too_large, [_CLOSE])
             return
         principal = self._principal(scope) if self._principal is not None else None
-        facts = HttpRequestFacts.from_header_list(scope["headers"])
         session_id = headers.get(SESSION_HEADER) if self.legacy else None
         if self.legacy:
             self._expire_sessions(self.config.clock())
@@ -341,38 +364,52 @@ class McpHttpApp:
         if session_id is not None:
             peer = self._sessions.get(session_id, principal)
             if peer is None:  # unknown, ended, or another principal's: nothing to see here
-                await _json_error(send, 404, JsonRpcError(-32600, "Session not found"))
+                await self._json_error(send, 404, JsonRpcError(-32600, "Session not found"))
                 return
             peer.conn.receive_message(body, http=facts, principal=principal)
         else:
-            peer = _Peer(ServerConnection(self.config, principal=principal))
+            idle = self._idle
+            peer = idle.pop() if idle else _Peer(ServerConnection(self.config))
+            peer.conn.principal = principal
             peer.conn.receive_message(body, http=facts)
-            if peer.conn.session is not None:  # an initialize: this connection is a session now
-                new_id = self.config.token_hex(16)
-                admission = self._sessions.open(new_id, peer, principal, self.config.clock())
-                for evicted in admission.evicted:
-                    log.info("legacy session %s ended to make room", evicted.session_id)
-                    self._end_session(evicted)
-                if not admission.accepted:
-                    await _json_error(send, 503, JsonRpcError(INTERNAL_ERROR, "Too many sessions"))
-                    return
-                peer.session_id = new_id
-        if peer.session_id is None:
-            await self._answer(peer, receive, send)
-            return
-        self._sessions.enter(peer.session_id)
+            if peer.conn.session is None:
+                try:
+                    await self._answer(peer, receive, send)
+                finally:
+                    peer.conn.principal = None
+                    if peer.idle and len(idle) < IDLE_CONNECTIONS:
+                        idle.append(peer)
+                return
+            # An initialize: this connection is a session now.
+            new_id = self.config.token_hex(16)
+            admission = self._sessions.open(new_id, peer, principal, self.config.clock())
+            for evicted in admission.evicted:
+                log.info("legacy session %s ended to make room", evicted.session_id)
+                self._end_session(evicted)
+            if not admission.accepted:
+                await self._json_error(send, 503, JsonRpcError(INTERNAL_ERROR, "Too many sessions"))
+                return
+            peer.session_id = new_id
+        session = peer.session_id
+        assert session is not None
+        self._sessions.enter(session)
         try:
             await self._answer(peer, receive, send)
         finally:
-            self._sessions.leave(peer.session_id, self.config.clock())
+            self._sessions.leave(session, self.config.clock())
 
     async def _answer(self, peer: _Peer, receive: Receive, send: Send) -> None:
         """Answer the POST just fed to ``peer``: run its request, or send what it produced."""
         extra = [] if peer.session_id is None else [(b"mcp-session-id", peer.session_id.encode())]
         fresh, unrouted = peer.pump()
         if fresh:
-            await self._serve(peer, fresh[0], receive, send, extra)
-            await self._run_tasks(peer)
+            event = fresh[0]
+            if peer.session_id is None and not _may_stream(event):
+                await self._serve_inline(peer, event, receive, send)
+            else:
+                await self._serve(peer, event, receive, send, extra)
+            if peer.task_runs or peer.task_cancels:
+                await self._run_tasks(peer)
             return
         for item in unrouted:
             if isinstance(item, OutgoingResponse):
@@ -380,7 +417,8 @@ class McpHttpApp:
                 # (both eras: 400 for a request the server cannot accept, 404 unknown method).
                 status = item.http_status if isinstance(item, OutgoingError) else 200
                 await _json(send, status, item.data, extra)
-                await self._run_tasks(peer)
+                if peer.task_runs or peer.task_cancels:
+                    await self._run_tasks(peer)
                 return
             log.debug("no stream for %r", item.message)
         await send({"type": "http.response.start", "status": 202, "headers": []})
@@ -401,46 +439,43 @@ class McpHttpApp:
         send: Send,
         extra_headers: list[tuple[bytes, bytes]],
     ) -> None:
-        inline = peer.session_id is None and not _may_stream(event)
-        exchange = _Exchange(event.request_id, inline=inline)
+        """Answer a request whose response may be streamed (see :meth:`_serve_streaming`)."""
+        exchange = _Exchange(event.request_id)
         peer.exchanges[event.request_id] = exchange
         try:
-            if inline:
-                await self._serve_inline(peer, exchange, event, receive, send)
-            else:
-                await self._serve_streaming(peer, exchange, event, receive, send, extra_headers)
+            await self._serve_streaming(peer, exchange, event, receive, send, extra_headers)
         finally:
             del peer.exchanges[event.request_id]
             exchange.close()
 
     async def _serve_inline(
-        self,
-        peer: _Peer,
-        exchange: _Exchange,
-        event: RequestReceived,
-        receive: Receive,
-        send: Send,
+        self, peer: _Peer, event: RequestReceived, receive: Receive, send: Send
     ) -> None:
         """Modern request that asked for no progress and no logs: the handler runs in line and
-        its output is sent when it returns; only a disconnect watcher runs beside it, because
-        closing the response stream MUST cancel the request (2026-07-28 Streamable HTTP)."""
-        running = self._run_handler(peer, event).__await__()
+        its output is read off the connection and sent when it returns (the connection is this
+        POST's alone). Only when the handler suspends does a disconnect watcher run beside it,
+        because closing the response stream MUST cancel the request (2026-07-28 Streamable
+        HTTP)."""
+        conn = peer.conn
+        # What the handler queues on the connection stays there until it returns (_later).
+        running = call_handler(self.handler, RequestContext(conn, event, _later, anyio.sleep))
+        steps = running.__await__()
         try:
-            suspended_on = running.send(None)  # most handlers finish without suspending
-        except StopIteration:
-            pass
+            suspended_on = steps.send(None)  # most handlers finish without suspending
+        except StopIteration as done:
+            result = done.value
         else:  # it waits on something: watch the client only now (a task group costs ~50 µs)
             gone = anyio.Event()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_watch_disconnect, receive, gone, tg)
-                await _Resume(running, suspended_on)
+                result = await _Resume(steps, suspended_on)
                 tg.cancel_scope.cancel()
             if gone.is_set():
-                peer.conn.cancel(event.request_id, "The HTTP client disconnected")
-                peer.flush()
+                conn.cancel(event.request_id, "The HTTP client disconnected")
+                peer.pump()  # nothing goes out for a request nobody waits for
                 return
-        assert exchange.inbox is not None
-        pending = [item for item in exchange.inbox if isinstance(item, Outgoing)]
+        answer(conn, event, result)  # the one answer path
+        _, pending = peer.pump()  # everything the request produced, and task runs to do
         if len(pending) == 1 and isinstance(pending[0], OutgoingResponse):
             only = pending[0]
             status = only.http_status if isinstance(only, OutgoingError) else 200
@@ -568,11 +603,16 @@ class McpHttpApp:
         self._expire_sessions(self.config.clock())
         peer = self._sessions.get(session_id, principal) if session_id is not None else None
         if peer is None:
-            await _json_error(send, 404, JsonRpcError(-32600, "Session not found"))
+            await self._json_error(send, 404, JsonRpcError(-32600, "Session not found"))
             return
         self._end_session(peer)
         await send({"type": "http.response.start", "status": 204, "headers": []})
         await send({"type": "http.response.body", "body": b""})
+
+    async def _json_error(self, send: Send, status: int, error: JsonRpcError) -> None:
+        """An error response to no request (an unknown session, too many sessions), written
+        with the configured codec."""
+        await _json(send, status, self._dumps({"jsonrpc": "2.0", "error": error.to_wire()}))
 
     def _end_session(self, peer: _Peer) -> None:
         """Close a session (DELETE, expiry, eviction, shutdown): its requests are cancelled, so
@@ -588,7 +628,8 @@ class McpHttpApp:
 
 
 class _Resume:
-    """Await the rest of a coroutine that has already run up to its first suspension.
+    """Await the rest of a coroutine that has already run up to its first suspension, and get
+    what it returns.
 
     It forwards what the event loop sends or throws (cancellation included) to the coroutine
     and yields back whatever the coroutine yields, exactly as ``yield from`` would, so the
@@ -597,11 +638,11 @@ class _Resume:
 
     __slots__ = ("_first", "_running")
 
-    def __init__(self, running: Generator[Any, Any, None], first: Any) -> None:
+    def __init__(self, running: Generator[Any, Any, Any], first: Any) -> None:
         self._running = running
         self._first = first
 
-    def __await__(self) -> Generator[Any, Any, None]:
+    def __await__(self) -> Generator[Any, Any, Any]:
         running, value = self._running, self._first
         while True:
             try:
@@ -612,13 +653,13 @@ class _Resume:
             except BaseException as exc:  # delivered by the loop: hand it to the coroutine
                 try:
                     value = running.throw(exc)
-                except StopIteration:
-                    return
+                except StopIteration as done:
+                    return done.value
             else:
                 try:
                     value = running.send(sent)
-                except StopIteration:
-                    return
+                except StopIteration as done:
+                    return done.value
 
 
 async def _keep_lease(
@@ -664,19 +705,6 @@ def _names_modern(facts: HttpRequestFacts, config: ServerConfig) -> bool:
     return version is not None and version.strip() in config.supported_versions
 
 
-def _header_map(raw: Iterable[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None]:
-    """The headers by lower-case name (the last copy of each), and the first header of
-    :data:`_SINGLE_HEADERS` that came more than once (None when none did)."""
-    headers: dict[str, str] = {}
-    repeated: str | None = None
-    for k, v in raw:
-        name = k.decode("latin-1").lower()
-        if repeated is None and name in headers and name in _SINGLE_HEADERS:
-            repeated = name
-        headers[name] = v.decode("latin-1")
-    return headers, repeated
-
-
 def _close_if_body(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
     """``Connection: close`` for a refusal sent before a body the request announces is read:
     the server would otherwise read and discard all of it to keep the connection alive."""
@@ -704,9 +732,28 @@ def _hostname(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+def _is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` is JSON (parameters such as ``charset`` aside)."""
+    return (
+        content_type == "application/json"
+        or content_type.split(";", 1)[0].strip().lower() == "application/json"
+    )
+
+
+#: Media ranges of an ``Accept`` that the app can answer.
+_ANSWERABLE = frozenset({"application/json", "text/event-stream", "*/*", "application/*"})
+
+
 def _accepts(accept: str) -> bool:
-    kinds = {part.split(";")[0].strip().lower() for part in accept.split(",")}
-    return bool(kinds & {"application/json", "text/event-stream", "*/*", "application/*"})
+    """Whether an ``Accept`` names a media range the app can answer."""
+    for part in accept.split(","):  # noqa: SIM110 (a loop: any() of a generator costs more)
+        if part.split(";", 1)[0].strip().lower() in _ANSWERABLE:
+            return True
+    return False
+
+
+def _later() -> None:
+    """A stateless request's flush: nothing is sent before its handler returns."""
 
 
 async def _read_body(receive: Receive, limit: int, length: str | None) -> bytes | None:
@@ -715,10 +762,13 @@ async def _read_body(receive: Receive, limit: int, length: str | None) -> bytes 
     declared = length.strip() if length is not None else ""
     if declared.isascii() and declared.isdigit() and int(declared) > limit:
         return None
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):
+        body: bytes = message.get("body", b"")  # the usual case: the whole body at once
+        return body if len(body) <= limit else None
     chunks: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
         if message["type"] == "http.disconnect":
             raise _DisconnectedError
         chunk = message.get("body", b"")
@@ -728,6 +778,7 @@ async def _read_body(receive: Receive, limit: int, length: str | None) -> bytes 
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
+        message = await receive()
 
 
 def _sse_chunk(data: bytes, *, more: bool) -> Message:
@@ -741,17 +792,11 @@ def _sse_chunk(data: bytes, *, more: bool) -> Message:
 async def _json(
     send: Send, status: int, data: bytes, extra: list[tuple[bytes, bytes]] | None = None
 ) -> None:
-    headers = [_JSON, (b"content-length", str(len(data)).encode())]
+    headers = [_JSON, (b"content-length", b"%d" % len(data))]
     if extra:
         headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
-
-
-async def _json_error(send: Send, status: int, error: JsonRpcError) -> None:
-    import json
-
-    await _json(send, status, json.dumps({"jsonrpc": "2.0", "error": error.to_wire()}).encode())
 
 
 async def _plain(
