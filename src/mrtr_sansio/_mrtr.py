@@ -258,7 +258,7 @@ def elicit_form(
     return InputRequest._trusted(ELICIT, params)
 
 
-_PRIMITIVE_TYPES = ("string", "number", "integer", "boolean")
+_PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean"})
 
 
 def _check_form_schema(schema: Mapping[str, Any]) -> None:
@@ -270,37 +270,42 @@ def _check_form_schema(schema: Mapping[str, Any]) -> None:
             f"flat object of fields), got type {schema.get('type')!r}"
         )
     properties = schema.get("properties")
-    if not isinstance(properties, Mapping):
+    if type(properties) is not dict and not isinstance(properties, Mapping):
         raise ValueError("requested_schema.properties: must be a mapping of field name to schema")
     for name, prop in properties.items():
-        where = f"requested_schema.properties[{name!r}]"
-        if not isinstance(name, str):
-            raise ValueError(f"{where}: field names must be strings")
-        if not isinstance(prop, Mapping):
-            raise ValueError(f"{where}: must be a schema object, got {type(prop).__name__}")
+        if type(name) is not str:
+            raise ValueError(f"{_field(name)}: field names must be strings")
+        if type(prop) is not dict and not isinstance(prop, Mapping):
+            raise ValueError(f"{_field(name)}: must be a schema object, got {type(prop).__name__}")
         kind = prop.get("type")
-        if kind == "array":
-            items = prop.get("items")
-            if not (
-                isinstance(items, Mapping)
-                and ((items.get("type") == "string" and "enum" in items) or "anyOf" in items)
-            ):
-                raise ValueError(
-                    f"{where}: an array is allowed only as a multi-select enum (items with a "
-                    f"string 'enum' or 'anyOf' of options), not a list of other values"
-                )
-        elif kind not in _PRIMITIVE_TYPES:
+        if kind in _PRIMITIVE_TYPES:
+            continue
+        if kind != "array":
             raise ValueError(
-                f"{where}: type {kind!r} is not allowed in a form; use one of string, number, "
-                f"integer, boolean (or a string enum): forms have no nested objects"
+                f"{_field(name)}: type {kind!r} is not allowed in a form; use one of string, "
+                f"number, integer, boolean (or a string enum): forms have no nested objects"
+            )
+        items = prop.get("items")
+        if not (
+            isinstance(items, Mapping)
+            and ((items.get("type") == "string" and "enum" in items) or "anyOf" in items)
+        ):
+            raise ValueError(
+                f"{_field(name)}: an array is allowed only as a multi-select enum (items with a "
+                f"string 'enum' or 'anyOf' of options), not a list of other values"
             )
     required = schema.get("required")
-    if required is not None and (
-        isinstance(required, str)
-        or not isinstance(required, (list, tuple))
-        or not all(isinstance(r, str) for r in required)
-    ):
-        raise ValueError("requested_schema.required: must be a list of property names")
+    if required is not None:
+        if type(required) is not list and not isinstance(required, (list, tuple)):
+            raise ValueError("requested_schema.required: must be a list of property names")
+        for field in required:
+            if type(field) is not str:
+                raise ValueError("requested_schema.required: must be a list of property names")
+
+
+def _field(name: object) -> str:
+    """How an error names the property ``name`` of a form."""
+    return f"requested_schema.properties[{name!r}]"
 
 
 def elicit_url(
