@@ -50,6 +50,7 @@ from mrtr_sansio.observe import (
     RequestStarted,
     TaskStatusChanged,
 )
+from mrtr_sansio.tasks import TASK
 
 __all__ = ["FLOW_ID", "INPUT_KEYS", "ROUND", "OtelObserver"]
 
@@ -59,7 +60,8 @@ ROUND = "mrtr.round"
 FLOW_ID = "mrtr.flow.id"
 #: The keys of the ``inputRequests`` an ``input_required`` result asked for.
 INPUT_KEYS = "mrtr.input_request.keys"
-_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+#: The wire statuses a task ends in (the task table's terminal states).
+_TERMINAL = frozenset(status.value for status in TASK.terminal)
 _NAMED = ("tools/call", "prompts/get")  # the methods whose target goes into the span name
 
 

@@ -28,7 +28,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
-from mrtr_sansio.tasks import RunAsTask
+from mrtr_sansio.tasks import TASK, RunAsTask
 
 __all__ = [
     "BlockingHandler",
@@ -261,7 +261,8 @@ class SubscriptionHub:
         return len(streams)
 
 
-_TERMINAL = ("completed", "failed", "cancelled")
+#: The wire statuses a task ends in (the task table's terminal states).
+_TERMINAL = frozenset(status.value for status in TASK.terminal)
 
 
 def _push_task_changes(ctx: RequestContext, watched: dict[str, Any]) -> None:
