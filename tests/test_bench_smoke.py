@@ -106,3 +106,18 @@ def test_stdio_e2e() -> None:
     lines = _run("stdio_e2e.py", "--quick")
     assert "errors: 0" in lines, lines
     assert re.fullmatch(r"ratio ours/sdk: stdio=(\d+\.\d\d|skipped)", lines[-1]), lines[-1]
+
+
+def test_scale_table() -> None:
+    """The scale table starts one process alone and a cluster behind nginx, drives both without
+    an error and prints one markdown row per setup."""
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed (Debian: apt-get install wrk)")
+    if shutil.which("nginx") is None and shutil.which("nginx", path="/usr/sbin:/sbin") is None:
+        pytest.skip("nginx is not installed (Debian: apt-get install nginx)")
+    pytest.importorskip("uvicorn", reason="uvicorn is not installed (the server extra)")
+    lines = _run("scale_table.py", "--processes", "2", "--seconds", "1", "--rounds", "1")
+    rows = [line for line in lines if re.match(r"\| (direct|nginx) x\d ", line)]
+    assert [row.split(" | ")[0] for row in rows] == ["| direct x1", "| nginx x2"], lines
+    assert all(row.endswith("| 0 |") for row in rows), rows
+    assert re.search(r"load average [\d.]+ before", lines[-1]), lines[-1]
