@@ -6,7 +6,18 @@ from typing import Any
 
 import pytest
 
-from builders import CLIENT, call, error, events, legacy_request, meta, only, request, sent
+from helpers import (
+    CLIENT,
+    call,
+    drain,
+    error,
+    events,
+    legacy_request,
+    meta,
+    only,
+    request,
+    sent,
+)
 from mrtr_sansio import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -28,7 +39,6 @@ from mrtr_sansio import (
     decode_header_value,
     elicit_url,
 )
-from wire import drain
 
 V = "2026-07-28"
 

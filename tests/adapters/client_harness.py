@@ -27,6 +27,9 @@ from stream_harness import Gate
 from stream_scenarios import TIMEOUT
 
 import mrtr_sansio as m
+from helpers import (
+    check_message,
+)
 from mrtr_sansio.adapters import (
     AsyncClientBase,
     BlockingClientOptions,
@@ -36,7 +39,6 @@ from mrtr_sansio.adapters import (
 )
 from mrtr_sansio.adapters import asyncio as asyncio_adapter
 from mrtr_sansio.adapters import trio as trio_adapter
-from wire import check_message
 
 #: The example client's scripted user answers the tests' callbacks too.
 DATES = booking.DATES

@@ -14,9 +14,11 @@ from asgi_transport import StreamingAsgi
 from fixtures import Everything, server_config
 
 import mrtr_sansio as m
+from helpers import (
+    check_message,
+)
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.http import HttpClient
-from wire import check_message
 
 URL = "http://localhost:8000/mcp"
 INFO = {"name": "http-test-client", "version": "1.0.0"}

@@ -20,6 +20,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from helpers import (
+    check_message,
+)
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     LOG_LEVEL,
@@ -33,7 +36,6 @@ from mrtr_sansio import (
     elicit_form,
 )
 from mrtr_sansio.adapters import HandlerResult
-from wire import check_message
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"

@@ -14,9 +14,11 @@ import pytest
 from asgi_driver import Client
 
 import mrtr_sansio as m
+from helpers import (
+    check_message,
+)
 from mrtr_sansio.adapters import RequestContext, SubscriptionHub
 from mrtr_sansio.adapters.asgi import McpHttpApp
-from wire import check_message
 
 pytestmark = pytest.mark.anyio
 

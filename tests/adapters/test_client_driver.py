@@ -14,6 +14,9 @@ from client_harness import EraName
 from stream_scenarios import LEGACY
 
 import mrtr_sansio as m
+from helpers import (
+    check_message,
+)
 from mrtr_sansio.adapters import (
     CallFailedError,
     ClientDriver,
@@ -22,7 +25,6 @@ from mrtr_sansio.adapters import (
     InputRejectedError,
     client_config,
 )
-from wire import check_message
 
 
 class Hooks:

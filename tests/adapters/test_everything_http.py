@@ -20,8 +20,10 @@ from asgi_driver import Client, Response
 from fixtures import SERVER_INFO, Everything, server_config
 
 import mrtr_sansio as m
+from helpers import (
+    check_message,
+)
 from mrtr_sansio.adapters.asgi import McpHttpApp
-from wire import check_message
 
 pytestmark = pytest.mark.anyio
 
