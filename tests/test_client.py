@@ -73,10 +73,6 @@ def start(conn: ClientConnection, method: str = "tools/call", params: Any = TOOL
     return call
 
 
-def last_id(conn: ClientConnection) -> int:
-    return conn._next_id - 1
-
-
 # --- the envelope and ids -------------------------------------------------------------------
 
 
@@ -466,14 +462,17 @@ def test_capabilities_must_be_objects(caps: Any) -> None:
 def test_round_cap() -> None:
     conn = client(max_rounds=3)
     call = start(conn)
+    rid = 0  # each retry's id is read from the wire
     for rnd in range(1, 4):
-        reply(conn, last_id(conn), input_required({"k": FORM}, f"s{rnd}"))
+        reply(conn, rid, input_required({"k": FORM}, f"s{rnd}"))
         (event,) = needed(conn)
         assert event.round == rnd
         conn.fulfil(event, ACCEPT)
-        assert one(conn)["params"]["requestState"] == f"s{rnd}"
+        retry = one(conn)
+        assert retry["params"]["requestState"] == f"s{rnd}"
+        rid = retry["id"]
     last = input_required({"k": FORM}, "s4")
-    reply(conn, last_id(conn), last)
+    reply(conn, rid, last)
     assert conn.events() == [RoundsExhausted(call, 3, last)]
     assert sent(conn) == []
     assert conn.next_deadline() is None
@@ -515,8 +514,9 @@ def test_state_only_rounds_back_off_through_the_timer() -> None:
     call = start(conn)
     assert conn.next_deadline() is None
     delays = []
+    rid = 0  # each retry's id is read from the wire
     for rnd in range(1, 6):
-        reply(conn, last_id(conn), input_required(state=f"wait-{rnd}"))
+        reply(conn, rid, input_required(state=f"wait-{rnd}"))
         assert conn.events() == []  # nothing for the application to do
         assert sent(conn) == []
         due = conn.next_deadline()
@@ -528,17 +528,19 @@ def test_state_only_rounds_back_off_through_the_timer() -> None:
         conn.handle_timer(due)
         retry = one(conn)
         assert retry["params"] == {**TOOL, "_meta": meta(), "requestState": f"wait-{rnd}"}
+        rid = retry["id"]
         assert conn.next_deadline() is None
     assert delays == [0.05, 0.1, 0.2, 0.25, 0.25]
     # a round with requests resets the backoff
-    reply(conn, last_id(conn), input_required({"k": ROOTS}))
+    reply(conn, rid, input_required({"k": ROOTS}))
     conn.fulfil(needed(conn)[0], ROOTS_ANSWER)
-    one(conn)
-    reply(conn, last_id(conn), input_required(state="again"))
+    rid = one(conn)["id"]
+    reply(conn, rid, input_required(state="again"))
     assert conn.next_deadline() == pytest.approx(clock.now + 0.05)
     clock.now += 0.05
     conn.handle_timer(clock.now)
-    reply(conn, last_id(conn), {"content": []})
+    rid = one(conn)["id"]
+    reply(conn, rid, {"content": []})
     assert conn.events() == [CallCompleted(call, {"content": []})]
 
 
