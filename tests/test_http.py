@@ -189,8 +189,14 @@ def test_matching_headers_are_accepted(
 
 
 def test_base64_method_header_is_decoded(conn: ServerConnection) -> None:
+    # "dG9vbHMvbGlzdA==" is "tools/list": decoded, it matches the body and the request is served.
     conn.receive_message(request(1, "tools/list"), http=facts(V, "=?base64?dG9vbHMvbGlzdA==?="))
-    served(conn)
+    assert served(conn).method == "tools/list"
+    # "dG9vbHMvY2FsbA==" is "tools/call": decoded, it disagrees with the body.
+    conn.receive_message(request(2, "tools/list"), http=facts(V, "=?base64?dG9vbHMvY2FsbA==?="))
+    (refused,) = sent(conn)
+    assert refused["error"]["code"] == HEADER_MISMATCH
+    assert "tools/call" in refused["error"]["message"]
 
 
 @pytest.mark.parametrize(
