@@ -11,7 +11,9 @@ from typing import Any
 
 import anyio
 import pytest
-from asgi_driver import Client
+from http_harness import (
+    Client,
+)
 
 import mrtr_sansio as m
 from helpers import (

@@ -12,8 +12,15 @@ from typing import Any
 
 import anyio
 import pytest
-from asgi_transport import StreamingAsgi
-from http_kit import User, connected, everything_app, methods, posts, texts
+from http_harness import (
+    StreamingAsgi,
+    User,
+    connected,
+    everything_app,
+    methods,
+    posts,
+    texts,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import (
