@@ -10,8 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from client_harness import EraName
-from stream_scenarios import LEGACY
+from stream_harness import (
+    LEGACY,
+    EraName,
+)
 
 import mrtr_sansio as m
 from helpers import (

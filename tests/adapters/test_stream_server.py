@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from stream_scenarios import (
+from stream_harness import (
     ADA,
     INITIALIZED,
     NAME_SCHEMA,
