@@ -27,6 +27,7 @@ from helpers import (
     FORM,
     SAMPLE,
     SAMPLED,
+    App,
     Clock,
     Pair,
     ScriptedClient,
@@ -331,7 +332,7 @@ def shim_held_until_initialized(_taken: dict[str, Taken]) -> Taken:
     conn = server()
     client = ScriptedClient(conn)
     client.initialize(initialized=False)
-    app = _App(conn, _asking(ASK_TWO, DONE))
+    app = App(conn, _calls_only(_asking(ASK_TWO, DONE)))
     client.request("tools/call", TOOL)
     app.run()
     assert _legs(client) == []
@@ -356,7 +357,7 @@ def shim_held_legs_time_out_are_cancelled_or_closed(_taken: dict[str, Taken]) ->
         conn = server(clock=lambda: now[0], legacy_leg_timeout=5.0)
         client = ScriptedClient(conn)
         client.initialize(initialized=False)
-        app = _App(conn, _asking(ASK_ONE))
+        app = App(conn, _calls_only(_asking(ASK_ONE)))
         rid = client.request("tools/call", TOOL)
         app.run()
         if ending == "timeout":
@@ -429,20 +430,9 @@ def shim_replay_cancelled_or_closed(_taken: dict[str, Taken]) -> Taken:
     ]
 
 
-class _App:
-    """Runs a handler for each request, as ``helpers.App`` does, without its bookkeeping."""
-
-    def __init__(self, conn: ServerConnection, handler: Callable[[RequestReceived], Any]) -> None:
-        self.conn = conn
-        self.handler = handler
-
-    def run(self) -> None:
-        while events := self.conn.events():
-            for event in events:
-                if isinstance(event, RequestReceived) and event.method == "tools/call":
-                    answer = self.handler(event)
-                    if answer is not None:
-                        self.conn.respond(event.request_id, answer)
+def _calls_only(handler: Callable[[RequestReceived], Any]) -> Callable[[RequestReceived], Any]:
+    """``handler`` for ``tools/call`` requests; every other request is left unanswered."""
+    return lambda event: handler(event) if event.method == "tools/call" else None
 
 
 SHIM_RUNS = [
