@@ -501,7 +501,9 @@ class App:
 class Pair:
     """Our client and our server in memory: bytes through ``outgoing``/``receive_data``.
 
-    ``handler`` answers every request the server application sees. Client messages are
+    The client is ``client_config``, or the test client of ``era`` (``"modern"``, ``"legacy"``
+    or ``"auto"``) declaring every capability. ``handler`` answers every request the server
+    application sees. Client messages are
     schema-checked as the client's, server messages as the server's. The server's state is
     unsealed unless ``server_config`` says otherwise, so tests can read it on the wire.
     ``wire`` keeps every message with its side (``"c"`` or ``"s"``).
@@ -512,9 +514,11 @@ class Pair:
         handler: Handler,
         client_config: ClientConfig | None = None,
         server_config: ServerConfig | None = None,
+        *,
+        era: str = "modern",
     ) -> None:
         self.client = ClientConnection(
-            client_config or ClientConfig(client_info=CLIENT, capabilities=CAPS)
+            client_config or ClientConfig(client_info=CLIENT, capabilities=CAPS, era=era)  # type: ignore[arg-type]
         )
         self.server = ServerConnection(
             server_config
@@ -523,6 +527,8 @@ class Pair:
         self.app = App(self.server, handler)
         self.wire: list[tuple[str, dict[str, Any]]] = []
         self.methods: dict[Any, str] = {}  # client request id -> method, to check results
+        #: Every event the client gave, in order (``run`` also returns those of its call).
+        self.client_events: list[Event] = []
 
     @property
     def server_events(self) -> list[Event]:
@@ -566,6 +572,7 @@ class Pair:
         for _ in range(limit):
             moved = self.to_server() | self.serve() | self.to_client()
             new = self.client.events()
+            self.client_events.extend(new)
             for event in new:
                 seen.append(event)
                 if answer is not None:

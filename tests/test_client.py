@@ -1253,7 +1253,7 @@ def test_pair_multi_round_with_every_kind_of_input() -> None:
         name = responses.accepted_content("who")
         return {"content": [{"type": "text", "text": f"{name} {responses.root_uris('where')}"}]}
 
-    pair = Pair(handler, ClientConfig(client_info=CLIENT, capabilities=CAPS))
+    pair = Pair(handler)
     call = pair.client.call("tools/call", {"name": "t"})
     answers: dict[Any, dict[str, Any]] = {"who": ACCEPT, "llm": SAMPLED, "where": ROOTS_ANSWER}
 

@@ -811,7 +811,7 @@ def test_pair_legacy_reject_fails_the_original_at_the_server() -> None:
     def handler(ev: RequestReceived) -> Any:
         return InputRequiredResult({"s": sample("hi", 5)})
 
-    pair = Pair(handler, ClientConfig(client_info=CLIENT, capabilities=CAPS, era="legacy"))
+    pair = Pair(handler, era="legacy")
     call = pair.client.call("tools/call", {"name": "t"})
 
     def answer(event: Any) -> None:
@@ -828,7 +828,7 @@ def test_pair_legacy_cancel_cancels_the_shim_legs_quietly() -> None:
     def handler(ev: RequestReceived) -> Any:
         return InputRequiredResult({"a": list_roots(), "b": list_roots()})
 
-    pair = Pair(handler, ClientConfig(client_info=CLIENT, capabilities=CAPS, era="legacy"))
+    pair = Pair(handler, era="legacy")
     call = pair.client.call("tools/call", {"name": "t"})
     evs = pair.run()
     assert [type(e).__name__ for e in evs] == ["EraDetected", "InputNeeded", "InputNeeded"]
