@@ -1,4 +1,4 @@
-"""Shared pytest configuration: ``tests/`` modules (``wire``) importable from every subfolder,
+"""Shared pytest configuration: ``tests/`` modules (``helpers``) importable from every subfolder,
 and hypothesis profiles.
 
 ``pytest --hypothesis-profile=thorough`` runs every property with many more examples (for a
@@ -22,7 +22,7 @@ settings.register_profile("thorough", max_examples=3000)
 def pytest_report_header() -> str:
     """Say whether the official schemas and spec examples were found: without them the tests
     that validate our wire messages against the schemas skip, and a run must say so."""
-    from wire import spec_dir
+    from helpers import spec_dir
 
     found = spec_dir()
     if found is None:

@@ -7,14 +7,16 @@ from typing import Any
 
 import pytest
 
-from builders import ALL_CAPS
+from helpers import (
+    CAPS,
+    spec_dir,
+)
 from mrtr_sansio import (
     InputRequest,
     merge_capabilities,
     missing_capabilities,
     required_capabilities,
 )
-from wire import spec_dir
 
 E = "elicitation/create"
 S = "sampling/createMessage"
@@ -134,7 +136,7 @@ def test_everything_is_granted_by_the_full_set() -> None:
             required_capabilities(R, None),
         ]
     )
-    assert missing_capabilities(required, ALL_CAPS) == {}
+    assert missing_capabilities(required, CAPS) == {}
 
 
 def test_missing_tolerates_odd_required_values() -> None:

@@ -2,7 +2,7 @@
 cap, state-only backoff, result validation, errors and cancellation.
 
 Scripted server answers go in as dicts; every message the client emits is asserted exactly and
-schema-checked (``clientkit.sent`` uses ``wire.drain``).
+schema-checked (``helpers.sent`` uses ``helpers.drain``).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from clientkit import (
+from helpers import (
     ACCEPT,
     CAPS,
+    CLIENT,
     FORM,
-    INFO,
     ROOTS,
     ROOTS_ANSWER,
     SAMPLE,
@@ -25,11 +25,11 @@ from clientkit import (
     Clock,
     Pair,
     client,
-    envelope,
-    error,
     input_required,
+    meta,
     one,
-    result,
+    reply,
+    reply_error,
     sent,
 )
 from mrtr_sansio import (
@@ -73,10 +73,6 @@ def start(conn: ClientConnection, method: str = "tools/call", params: Any = TOOL
     return call
 
 
-def last_id(conn: ClientConnection) -> int:
-    return conn._next_id - 1
-
-
 # --- the envelope and ids -------------------------------------------------------------------
 
 
@@ -87,7 +83,7 @@ def test_first_request_is_exact() -> None:
         "jsonrpc": "2.0",
         "id": 0,
         "method": "tools/call",
-        "params": {**TOOL, "_meta": envelope()},
+        "params": {**TOOL, "_meta": meta()},
     }
     assert conn.era is Era.MODERN
     assert conn.protocol_version == "2026-07-28"
@@ -112,19 +108,19 @@ def test_every_request_carries_the_envelope(method: str, params: Any) -> None:
     conn = client()
     conn.call(method, params)
     msg = one(conn)
-    assert msg["params"] == {**(params or {}), "_meta": envelope()}
+    assert msg["params"] == {**(params or {}), "_meta": meta()}
 
 
 def test_user_meta_is_kept_beside_the_envelope() -> None:
     conn = client()
     conn.call("tools/call", {**TOOL, "_meta": {"progressToken": "p-1"}})
-    assert one(conn)["params"]["_meta"] == {"progressToken": "p-1", **envelope()}
+    assert one(conn)["params"]["_meta"] == {"progressToken": "p-1", **meta()}
 
 
 def test_envelope_without_client_info_and_with_empty_capabilities() -> None:
     conn = client(client_info=None, capabilities={})
     conn.call("tools/list")
-    assert one(conn)["params"] == {"_meta": envelope(caps={}, info=None)}
+    assert one(conn)["params"] == {"_meta": meta(caps={}, info=None)}
 
 
 def test_ids_are_never_reused_across_calls_and_retries() -> None:
@@ -134,7 +130,7 @@ def test_ids_are_never_reused_across_calls_and_retries() -> None:
     ids += [m["id"] for m in sent(conn)]
     for _ in range(3):
         for rid in list(ids[-3:]):
-            result(conn, rid, input_required(state="s"))
+            reply(conn, rid, input_required(state="s"))
         conn.handle_timer(conn.next_deadline())  # type: ignore[arg-type]
         ids += [m["id"] for m in sent(conn)]
     assert len(ids) == 12
@@ -148,7 +144,7 @@ def test_ids_are_never_reused_across_calls_and_retries() -> None:
 def test_retry_is_exact() -> None:
     conn = client()
     call = start(conn)
-    result(conn, 0, input_required({"who": FORM, "llm": SAMPLE}, "opaque-1"))
+    reply(conn, 0, input_required({"who": FORM, "llm": SAMPLE}, "opaque-1"))
     who, llm = needed(conn)
     assert who == InputNeeded(call, "who", "elicitation/create", FORM["params"], 1)
     assert llm == InputNeeded(call, "llm", "sampling/createMessage", SAMPLE["params"], 1)
@@ -161,12 +157,12 @@ def test_retry_is_exact() -> None:
         "method": "tools/call",
         "params": {
             **TOOL,
-            "_meta": envelope(),
+            "_meta": meta(),
             "inputResponses": {"who": ACCEPT, "llm": SAMPLED},
             "requestState": "opaque-1",
         },
     }
-    result(conn, 1, {"content": [], "resultType": "complete"})
+    reply(conn, 1, {"content": [], "resultType": "complete"})
     assert conn.events() == [CallCompleted(call, {"content": [], "resultType": "complete"})]
     assert conn.next_event() is NEED_DATA
 
@@ -207,7 +203,7 @@ def test_request_state_is_echoed_exactly(state: str) -> None:
 def test_no_request_state_when_none_was_sent() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"k": ROOTS}))
+    reply(conn, 0, input_required({"k": ROOTS}))
     conn.fulfil(needed(conn)[0], ROOTS_ANSWER)
     params = one(conn)["params"]
     assert "requestState" not in params
@@ -217,20 +213,20 @@ def test_no_request_state_when_none_was_sent() -> None:
 def test_input_responses_are_replaced_each_round() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"a": FORM, "b": ROOTS}, "s1"))
+    reply(conn, 0, input_required({"a": FORM, "b": ROOTS}, "s1"))
     a, b = needed(conn)
     conn.fulfil(a, ACCEPT)
     conn.fulfil(b, ROOTS_ANSWER)
     first = one(conn)["params"]
     assert first["inputResponses"] == {"a": ACCEPT, "b": ROOTS_ANSWER}
-    result(conn, 1, input_required({"c": SAMPLE}))  # round 2: new key, no state
+    reply(conn, 1, input_required({"c": SAMPLE}))  # round 2: new key, no state
     (c,) = needed(conn)
     assert c.round == 2
     conn.fulfil(c, SAMPLED)
     second = one(conn)["params"]
     assert second["inputResponses"] == {"c": SAMPLED}
     assert "requestState" not in second
-    result(conn, 2, input_required({"a": FORM}, "s3"))  # round 3 reuses a key of round 1
+    reply(conn, 2, input_required({"a": FORM}, "s3"))  # round 3 reuses a key of round 1
     (a3,) = needed(conn)
     conn.fulfil(a3, {"action": "decline"})
     third = one(conn)["params"]
@@ -242,28 +238,28 @@ def test_parallel_calls_are_isolated() -> None:
     conn = client()
     a = conn.call("tools/call", {"name": "a"})
     one(conn)
-    result(conn, 0, input_required({"k": FORM}, "state-of-a"))
+    reply(conn, 0, input_required({"k": FORM}, "state-of-a"))
     (event,) = needed(conn)
     b = conn.call("tools/call", {"name": "b"})  # between A's rounds
     msg_b = one(conn)
-    assert msg_b["params"] == {"name": "b", "_meta": envelope()}
-    result(conn, msg_b["id"], input_required({"k": ROOTS}, "state-of-b"))
+    assert msg_b["params"] == {"name": "b", "_meta": meta()}
+    reply(conn, msg_b["id"], input_required({"k": ROOTS}, "state-of-b"))
     (event_b,) = needed(conn)
     assert event_b.call is b
     c = conn.call("prompts/get", {"name": "c"})
-    assert one(conn)["params"] == {"name": "c", "_meta": envelope()}
+    assert one(conn)["params"] == {"name": "c", "_meta": meta()}
     conn.fulfil(event, ACCEPT)
     retry_a = one(conn)["params"]
     assert retry_a == {
         "name": "a",
-        "_meta": envelope(),
+        "_meta": meta(),
         "inputResponses": {"k": ACCEPT},
         "requestState": "state-of-a",
     }
     conn.fulfil(event_b, ROOTS_ANSWER)
     assert one(conn)["params"] == {
         "name": "b",
-        "_meta": envelope(),
+        "_meta": meta(),
         "inputResponses": {"k": ROOTS_ANSWER},
         "requestState": "state-of-b",
     }
@@ -275,8 +271,8 @@ def test_same_key_in_two_calls_is_answered_separately() -> None:
     conn.call("tools/call", {"name": "a"})
     conn.call("tools/call", {"name": "b"})
     sent(conn)
-    result(conn, 0, input_required({"k": FORM}))
-    result(conn, 1, input_required({"k": FORM}))
+    reply(conn, 0, input_required({"k": FORM}))
+    reply(conn, 1, input_required({"k": FORM}))
     ea, eb = needed(conn)
     conn.fulfil(eb, {"action": "accept", "content": {"name": "B"}})
     assert one(conn)["params"]["inputResponses"] == {
@@ -289,7 +285,7 @@ def test_same_key_in_two_calls_is_answered_separately() -> None:
 def test_fulfil_twice_or_after_the_round_returns_false() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"a": FORM, "b": FORM}))
+    reply(conn, 0, input_required({"a": FORM, "b": FORM}))
     a, b = needed(conn)
     assert conn.fulfil(a, ACCEPT)
     assert not conn.fulfil(a, ACCEPT)  # already answered: the first answer stands
@@ -302,7 +298,7 @@ def test_fulfil_twice_or_after_the_round_returns_false() -> None:
 def test_an_equal_event_from_another_round_is_not_accepted() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"a": FORM}))
+    reply(conn, 0, input_required({"a": FORM}))
     (a,) = needed(conn)
     forged = InputNeeded(a.call, "a", a.method, dict(a.params), a.round)
     assert forged == a
@@ -325,7 +321,7 @@ def test_an_equal_event_from_another_round_is_not_accepted() -> None:
 def test_fulfil_rejects_an_answer_of_the_wrong_shape(embedded: Any, answer: Any) -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"k": embedded}))
+    reply(conn, 0, input_required({"k": embedded}))
     (event,) = needed(conn)
     with pytest.raises(LocalProtocolError):
         conn.fulfil(event, answer)
@@ -340,7 +336,7 @@ def test_fulfil_rejects_an_answer_of_the_wrong_shape(embedded: Any, answer: Any)
 def test_an_answer_that_cannot_be_serialized_is_taken_back() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"a": FORM, "b": FORM}))
+    reply(conn, 0, input_required({"a": FORM, "b": FORM}))
     a, b = needed(conn)
     conn.fulfil(a, {"action": "accept", "content": {"name": object()}})
     with pytest.raises(LocalProtocolError, match="'a'"):
@@ -354,7 +350,7 @@ def test_an_answer_that_cannot_be_serialized_is_taken_back() -> None:
 def test_mapping_answers_are_sent_as_plain_objects() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"k": ROOTS}))
+    reply(conn, 0, input_required({"k": ROOTS}))
     (event,) = needed(conn)
 
     class Answer(dict[str, Any]):
@@ -367,7 +363,7 @@ def test_mapping_answers_are_sent_as_plain_objects() -> None:
 def test_decline_and_cancel_answer_elicitations() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"d": FORM, "c": URL, "s": SAMPLE}))
+    reply(conn, 0, input_required({"d": FORM, "c": URL, "s": SAMPLE}))
     d, c, s = needed(conn)
     assert conn.decline(d)
     assert conn.cancel(c)
@@ -386,7 +382,7 @@ def test_decline_and_cancel_answer_elicitations() -> None:
 def test_reject_on_the_modern_wire_abandons_the_call() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"s": SAMPLE, "r": ROOTS}))
+    reply(conn, 0, input_required({"s": SAMPLE, "r": ROOTS}))
     s, r = needed(conn)
     assert conn.reject(s)
     assert sent(conn) == []
@@ -399,7 +395,7 @@ def test_reject_on_the_modern_wire_abandons_the_call() -> None:
 def test_api_type_errors() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"s": SAMPLE}))
+    reply(conn, 0, input_required({"s": SAMPLE}))
     (event,) = needed(conn)
     with pytest.raises(TypeError):
         conn.fulfil("s", SAMPLED)  # type: ignore[arg-type]
@@ -466,14 +462,17 @@ def test_capabilities_must_be_objects(caps: Any) -> None:
 def test_round_cap() -> None:
     conn = client(max_rounds=3)
     call = start(conn)
+    rid = 0  # each retry's id is read from the wire
     for rnd in range(1, 4):
-        result(conn, last_id(conn), input_required({"k": FORM}, f"s{rnd}"))
+        reply(conn, rid, input_required({"k": FORM}, f"s{rnd}"))
         (event,) = needed(conn)
         assert event.round == rnd
         conn.fulfil(event, ACCEPT)
-        assert one(conn)["params"]["requestState"] == f"s{rnd}"
+        retry = one(conn)
+        assert retry["params"]["requestState"] == f"s{rnd}"
+        rid = retry["id"]
     last = input_required({"k": FORM}, "s4")
-    result(conn, last_id(conn), last)
+    reply(conn, rid, last)
     assert conn.events() == [RoundsExhausted(call, 3, last)]
     assert sent(conn) == []
     assert conn.next_deadline() is None
@@ -484,16 +483,16 @@ def test_round_cap_counts_state_only_rounds() -> None:
     clock = Clock()
     conn = client(max_rounds=2, clock=clock)
     call = start(conn)
-    result(conn, 0, input_required(state="busy"))
+    reply(conn, 0, input_required(state="busy"))
     clock.now += 1
     conn.handle_timer(clock.now)
     one(conn)
-    result(conn, 1, input_required({"k": ROOTS}))
+    reply(conn, 1, input_required({"k": ROOTS}))
     (event,) = needed(conn)
     assert event.round == 2
     conn.fulfil(event, ROOTS_ANSWER)
     one(conn)
-    result(conn, 2, input_required(state="busy"))
+    reply(conn, 2, input_required(state="busy"))
     assert conn.events() == [RoundsExhausted(call, 2, input_required(state="busy"))]
     assert conn.next_deadline() is None
 
@@ -501,10 +500,10 @@ def test_round_cap_counts_state_only_rounds() -> None:
 def test_a_round_cap_of_one_allows_one_retry() -> None:
     conn = client(max_rounds=1)
     call = start(conn)
-    result(conn, 0, input_required({"k": ROOTS}))
+    reply(conn, 0, input_required({"k": ROOTS}))
     conn.fulfil(needed(conn)[0], ROOTS_ANSWER)
     one(conn)
-    result(conn, 1, input_required({"k": ROOTS}))
+    reply(conn, 1, input_required({"k": ROOTS}))
     assert type(conn.events()[0]) is RoundsExhausted
     assert call not in conn.in_flight
 
@@ -515,8 +514,9 @@ def test_state_only_rounds_back_off_through_the_timer() -> None:
     call = start(conn)
     assert conn.next_deadline() is None
     delays = []
+    rid = 0  # each retry's id is read from the wire
     for rnd in range(1, 6):
-        result(conn, last_id(conn), input_required(state=f"wait-{rnd}"))
+        reply(conn, rid, input_required(state=f"wait-{rnd}"))
         assert conn.events() == []  # nothing for the application to do
         assert sent(conn) == []
         due = conn.next_deadline()
@@ -527,32 +527,34 @@ def test_state_only_rounds_back_off_through_the_timer() -> None:
         clock.now = due
         conn.handle_timer(due)
         retry = one(conn)
-        assert retry["params"] == {**TOOL, "_meta": envelope(), "requestState": f"wait-{rnd}"}
+        assert retry["params"] == {**TOOL, "_meta": meta(), "requestState": f"wait-{rnd}"}
+        rid = retry["id"]
         assert conn.next_deadline() is None
     assert delays == [0.05, 0.1, 0.2, 0.25, 0.25]
     # a round with requests resets the backoff
-    result(conn, last_id(conn), input_required({"k": ROOTS}))
+    reply(conn, rid, input_required({"k": ROOTS}))
     conn.fulfil(needed(conn)[0], ROOTS_ANSWER)
-    one(conn)
-    result(conn, last_id(conn), input_required(state="again"))
+    rid = one(conn)["id"]
+    reply(conn, rid, input_required(state="again"))
     assert conn.next_deadline() == pytest.approx(clock.now + 0.05)
     clock.now += 0.05
     conn.handle_timer(clock.now)
-    result(conn, last_id(conn), {"content": []})
+    rid = one(conn)["id"]
+    reply(conn, rid, {"content": []})
     assert conn.events() == [CallCompleted(call, {"content": []})]
 
 
 def test_empty_input_requests_without_state_retries_plainly() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, {"resultType": "input_required", "inputRequests": {}})
+    reply(conn, 0, {"resultType": "input_required", "inputRequests": {}})
     assert conn.events() == []
     conn.handle_timer(conn.next_deadline())  # type: ignore[arg-type]
     assert one(conn) == {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {**TOOL, "_meta": envelope()},
+        "params": {**TOOL, "_meta": meta()},
     }
 
 
@@ -562,14 +564,14 @@ def test_backoff_is_configurable_and_timers_of_calls_are_independent() -> None:
     conn.call("tools/call", {"name": "a"})
     conn.call("tools/call", {"name": "b"})
     sent(conn)
-    result(conn, 0, input_required(state="a"))
+    reply(conn, 0, input_required(state="a"))
     clock.now = 0.5
-    result(conn, 1, input_required(state="b"))
+    reply(conn, 1, input_required(state="b"))
     assert conn.next_deadline() == 1.0
     conn.handle_timer(1.0)
     assert one(conn)["params"]["name"] == "a"
     assert conn.next_deadline() == 1.5
-    result(conn, 2, input_required(state="a"))
+    reply(conn, 2, input_required(state="a"))
     assert conn.next_deadline() == 1.5  # b is still first; a waits 1.5 (capped) from 1.0
     conn.handle_timer(2.5)
     assert [m["params"]["name"] for m in sent(conn)] == ["b", "a"]
@@ -581,7 +583,7 @@ def test_backoff_is_configurable_and_timers_of_calls_are_independent() -> None:
 def test_missing_result_type_is_complete() -> None:
     conn = client()
     call = start(conn)
-    result(conn, 0, {"content": [{"type": "text", "text": "old server"}]})
+    reply(conn, 0, {"content": [{"type": "text", "text": "old server"}]})
     assert conn.events() == [
         CallCompleted(call, {"content": [{"type": "text", "text": "old server"}]})
     ]
@@ -591,7 +593,7 @@ def test_missing_result_type_is_complete() -> None:
 def test_unknown_result_type_is_an_invalid_response(kind: Any) -> None:
     conn = client()
     call = start(conn)
-    result(conn, 0, {"resultType": kind, "content": []})
+    reply(conn, 0, {"resultType": kind, "content": []})
     (event,) = conn.events()
     assert type(event) is CallFailed
     assert event.call is call
@@ -604,7 +606,7 @@ def test_extension_result_types_complete_when_configured() -> None:
     conn = client(extra_result_types={"task"})
     call = start(conn)
     res = {"resultType": "task", "taskId": "t1", "status": "working"}
-    result(conn, 0, res)
+    reply(conn, 0, res)
     assert conn.events() == [CallCompleted(call, res)]
 
 
@@ -623,7 +625,7 @@ def test_extension_result_types_complete_when_configured() -> None:
 def test_input_required_on_other_methods_is_invalid(method: str, params: Any) -> None:
     conn = client()
     call = start(conn, method, params)
-    result(conn, 0, input_required({"k": FORM}, "s"))
+    reply(conn, 0, input_required({"k": FORM}, "s"))
     (event,) = conn.events()
     assert type(event) is CallFailed
     assert event.call is call
@@ -636,7 +638,7 @@ def test_input_required_on_other_methods_is_invalid(method: str, params: Any) ->
 def test_input_required_on_the_three_methods(method: str) -> None:
     conn = client()
     call = start(conn, method, {"name": "x"} if method != "resources/read" else {"uri": "u:x"})
-    result(conn, 0, input_required({"k": ROOTS}))
+    reply(conn, 0, input_required({"k": ROOTS}))
     (event,) = needed(conn)
     assert event.call is call
 
@@ -697,7 +699,7 @@ def test_input_required_on_the_three_methods(method: str) -> None:
 def test_malformed_input_required_is_an_invalid_response(res: Any, why: str) -> None:
     conn = client()
     call = start(conn)
-    result(conn, 0, res)
+    reply(conn, 0, res)
     (event,) = conn.events()
     assert type(event) is CallFailed
     assert event.call is call
@@ -709,7 +711,7 @@ def test_malformed_input_required_is_an_invalid_response(res: Any, why: str) -> 
 def test_non_string_keys_from_a_decoded_message_are_invalid() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, {"resultType": "input_required", "inputRequests": {1: ROOTS}})
+    reply(conn, 0, {"resultType": "input_required", "inputRequests": {1: ROOTS}})
     (event,) = conn.events()
     assert type(event) is CallFailed
     assert "keys" in event.error.message
@@ -718,7 +720,7 @@ def test_non_string_keys_from_a_decoded_message_are_invalid() -> None:
 def test_roots_request_with_null_or_missing_params() -> None:
     conn = client()
     start(conn)
-    result(conn, 0, input_required({"a": {"method": "roots/list", "params": None}, "b": ROOTS}))
+    reply(conn, 0, input_required({"a": {"method": "roots/list", "params": None}, "b": ROOTS}))
     a, b = needed(conn)
     assert a.params == {}
     assert b.params == {}
@@ -732,10 +734,10 @@ def test_limits_on_input_required() -> None:
     conn.call("tools/call", {"name": "c"})
     conn.call("tools/call", {"name": "d"})
     sent(conn)
-    result(conn, 0, input_required({"a": ROOTS, "b": ROOTS, "c": ROOTS}))
-    result(conn, 1, input_required(state="123456789"))
-    result(conn, 2, input_required(state="é" * 5))  # 10 bytes in UTF-8
-    result(conn, 3, input_required({"a": ROOTS, "b": ROOTS}, "12345678"))
+    reply(conn, 0, input_required({"a": ROOTS, "b": ROOTS, "c": ROOTS}))
+    reply(conn, 1, input_required(state="123456789"))
+    reply(conn, 2, input_required(state="é" * 5))  # 10 bytes in UTF-8
+    reply(conn, 3, input_required({"a": ROOTS, "b": ROOTS}, "12345678"))
     evs = conn.events()
     assert [type(e) for e in evs] == [CallFailed, CallFailed, CallFailed, InputNeeded, InputNeeded]
     assert "more than 2" in evs[0].error.message  # type: ignore[attr-defined]
@@ -778,7 +780,7 @@ def test_limits_on_input_required() -> None:
 def test_capability_violations_by_the_server(caps: Any, embedded: Any, missing: str) -> None:
     conn = client(capabilities=caps)
     call = start(conn)
-    result(
+    reply(
         conn,
         0,
         input_required({"ok": ROOTS, "bad": embedded} if "roots" in caps else {"bad": embedded}),
@@ -814,7 +816,7 @@ def test_capability_violations_by_the_server(caps: Any, embedded: Any, missing: 
 def test_requests_within_the_declared_capabilities(caps: Any, embedded: Any) -> None:
     conn = client(capabilities=caps)
     start(conn)
-    result(conn, 0, input_required({"k": embedded}))
+    reply(conn, 0, input_required({"k": embedded}))
     (event,) = needed(conn)
     assert event.method == embedded["method"]
 
@@ -826,7 +828,7 @@ def test_missing_capability_error_is_typed() -> None:
     conn = client()
     call = start(conn)
     data: dict[str, Any] = {"requiredCapabilities": {"elicitation": {"url": {}}}}
-    error(conn, 0, -32021, "URL-mode elicitation is required for this tool", data)
+    reply_error(conn, 0, -32021, "URL-mode elicitation is required for this tool", data)
     (event,) = conn.events()
     assert event == CallFailed(
         call, JsonRpcError(-32021, "URL-mode elicitation is required for this tool", data)
@@ -841,7 +843,7 @@ def test_unsupported_version_error_is_typed() -> None:
     conn = client()
     call = start(conn)
     data = {"supported": ["2026-07-28", "2025-11-25", 7], "requested": "1900-01-01"}
-    error(conn, 0, -32022, "Unsupported protocol version", data)
+    reply_error(conn, 0, -32022, "Unsupported protocol version", data)
     (event,) = conn.events()
     assert type(event) is CallFailed
     assert event.call is call
@@ -869,10 +871,10 @@ def test_other_errors_are_passed_on(err: Any) -> None:
 def test_an_error_after_some_rounds_ends_the_call() -> None:
     conn = client()
     call = start(conn)
-    result(conn, 0, input_required({"k": ROOTS}, "s"))
+    reply(conn, 0, input_required({"k": ROOTS}, "s"))
     conn.fulfil(needed(conn)[0], ROOTS_ANSWER)
     one(conn)
-    error(conn, 1, -32602, "Invalid or expired requestState")
+    reply_error(conn, 1, -32602, "Invalid or expired requestState")
     assert conn.events() == [
         CallFailed(call, JsonRpcError(-32602, "Invalid or expired requestState"))
     ]
@@ -890,9 +892,9 @@ def test_cancel_in_flight_sends_cancelled_and_ignores_the_late_answer() -> None:
         "method": "notifications/cancelled",
         "params": {"requestId": 0, "reason": "user pressed stop"},
     }
-    result(conn, 0, {"content": []})
+    reply(conn, 0, {"content": []})
     assert conn.events() == []
-    result(conn, 0, {"content": []})  # a second copy is merely unexpected
+    reply(conn, 0, {"content": []})  # a second copy is merely unexpected
     assert [type(e) for e in conn.events()] == [UnexpectedResponse]
     assert not conn.cancel(call)
 
@@ -900,7 +902,7 @@ def test_cancel_in_flight_sends_cancelled_and_ignores_the_late_answer() -> None:
 def test_cancel_a_retry_in_flight_names_the_retry() -> None:
     conn = client()
     call = start(conn)
-    result(conn, 0, input_required({"k": ROOTS}, "s"))
+    reply(conn, 0, input_required({"k": ROOTS}, "s"))
     conn.fulfil(needed(conn)[0], ROOTS_ANSWER)
     one(conn)
     conn.cancel(call)
@@ -909,14 +911,14 @@ def test_cancel_a_retry_in_flight_names_the_retry() -> None:
         "method": "notifications/cancelled",
         "params": {"requestId": 1},
     }
-    error(conn, 1, -32603, "late")
+    reply_error(conn, 1, -32603, "late")
     assert conn.events() == []
 
 
 def test_cancel_between_rounds_sends_nothing_and_voids_the_input() -> None:
     conn = client()
     call = start(conn)
-    result(conn, 0, input_required({"a": FORM, "b": ROOTS}))
+    reply(conn, 0, input_required({"a": FORM, "b": ROOTS}))
     a, b = needed(conn)
     conn.fulfil(a, ACCEPT)
     assert conn.cancel(call)
@@ -929,7 +931,7 @@ def test_cancel_between_rounds_sends_nothing_and_voids_the_input() -> None:
 def test_cancel_during_backoff_stops_the_timer() -> None:
     conn = client()
     call = start(conn)
-    result(conn, 0, input_required(state="s"))
+    reply(conn, 0, input_required(state="s"))
     assert conn.next_deadline() is not None
     conn.cancel(call)
     assert conn.next_deadline() is None
@@ -944,9 +946,9 @@ def test_late_answers_to_cancelled_calls_are_remembered_within_a_bound() -> None
         conn.cancel(call)
     sent(conn)
     for rid in (1, 2):
-        result(conn, rid, {"tools": []})
+        reply(conn, rid, {"tools": []})
     assert conn.events() == []
-    result(conn, 0, {"tools": []})  # the oldest was forgotten: merely unexpected now
+    reply(conn, 0, {"tools": []})  # the oldest was forgotten: merely unexpected now
     assert [type(e) for e in conn.events()] == [UnexpectedResponse]
 
 
@@ -957,7 +959,7 @@ def test_cancel_one_call_leaves_the_others() -> None:
     sent(conn)
     conn.cancel(a)
     sent(conn)
-    result(conn, 1, {"content": []})
+    reply(conn, 1, {"content": []})
     assert conn.events() == [CallCompleted(b, {"content": []})]
 
 
@@ -1019,7 +1021,7 @@ def test_garbage_is_reported_and_never_disturbs_calls(data: bytes) -> None:
     assert len(evs) == 1
     assert type(evs[0]) in (InvalidMessage, UnexpectedResponse)
     assert sent(conn) == []  # a client never answers junk
-    result(conn, 0, {"content": []})
+    reply(conn, 0, {"content": []})
     assert conn.events() == [CallCompleted(call, {"content": []})]
 
 
@@ -1044,7 +1046,7 @@ def test_a_broken_answer_to_a_call_fails_that_call_only(msg: Any) -> None:
     assert type(event) is CallFailed
     assert event.call is a
     assert event.local
-    result(conn, 1, {"content": []})
+    reply(conn, 1, {"content": []})
     assert conn.events() == [CallCompleted(b, {"content": []})]
 
 
@@ -1079,8 +1081,8 @@ def test_close_fails_every_open_call() -> None:
     b = conn.call("tools/call", {"name": "b"})
     c = conn.call("tools/call", {"name": "c"})
     sent(conn)
-    result(conn, 1, input_required({"k": ROOTS}))
-    result(conn, 2, input_required(state="s"))
+    reply(conn, 1, input_required({"k": ROOTS}))
+    reply(conn, 2, input_required(state="s"))
     (event,) = needed(conn)
     conn.receive_data(b"")
     evs = conn.events()
@@ -1251,7 +1253,7 @@ def test_pair_multi_round_with_every_kind_of_input() -> None:
         name = responses.accepted_content("who")
         return {"content": [{"type": "text", "text": f"{name} {responses.root_uris('where')}"}]}
 
-    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities=CAPS))
+    pair = Pair(handler)
     call = pair.client.call("tools/call", {"name": "t"})
     answers: dict[Any, dict[str, Any]] = {"who": ACCEPT, "llm": SAMPLED, "where": ROOTS_ANSWER}
 
@@ -1281,7 +1283,7 @@ def test_pair_state_only_round_through_the_timer() -> None:
             return InputRequiredResult(request_state="working")
         return {"content": [{"type": "text", "text": ev.request_state}]}
 
-    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities={}, clock=clock))
+    pair = Pair(handler, ClientConfig(client_info=CLIENT, capabilities={}, clock=clock))
     call = pair.client.call("tools/call", {"name": "slow"})
     assert pair.run() == []
     due = pair.client.next_deadline()
@@ -1303,7 +1305,7 @@ def test_pair_missing_capability_from_our_server() -> None:
     def handler(ev: RequestReceived) -> Any:
         return InputRequiredResult({"k": elicit_form("?", SCHEMA)})
 
-    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities={"roots": {}}))
+    pair = Pair(handler, ClientConfig(client_info=CLIENT, capabilities={"roots": {}}))
     call = pair.client.call("tools/call", {"name": "t"})
     (event,) = pair.run()
     assert type(event) is CallFailed
@@ -1316,7 +1318,7 @@ def test_pair_missing_capability_from_our_server() -> None:
 def test_pair_cancel_reaches_the_server() -> None:
     from mrtr_sansio import RequestCancelled
 
-    pair = Pair(lambda ev: {"content": []}, ClientConfig(client_info=INFO, capabilities={}))
+    pair = Pair(lambda ev: {"content": []}, ClientConfig(client_info=CLIENT, capabilities={}))
     call = pair.client.call("tools/call", {"name": "t"})
     pair.client.cancel(call, "stop")
     pair.to_server()
@@ -1336,7 +1338,7 @@ def test_config_defaults() -> None:
         ClientConfig(extra_result_types="task")
     conn = ClientConnection()
     conn.call("tools/list")
-    assert one(conn)["params"] == {"_meta": envelope(caps={}, info=None)}
+    assert one(conn)["params"] == {"_meta": meta(caps={}, info=None)}
     assert CAPS == {
         "elicitation": {"form": {}, "url": {}},
         "sampling": {"tools": {}, "context": {}},

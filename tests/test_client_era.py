@@ -8,7 +8,18 @@ from typing import Any
 
 import pytest
 
-from clientkit import CAPS, INFO, Clock, Pair, client, envelope, error, one, result, sent
+from helpers import (
+    CAPS,
+    CLIENT,
+    Clock,
+    Pair,
+    client,
+    meta,
+    one,
+    reply,
+    reply_error,
+    sent,
+)
 from mrtr_sansio import (
     CallCompleted,
     CallFailed,
@@ -47,7 +58,7 @@ def probing(**kwargs: Any) -> Any:
         "jsonrpc": "2.0",
         "id": 0,
         "method": "server/discover",
-        "params": {"_meta": envelope(version=kwargs.get("protocol_version", "2026-07-28"))},
+        "params": {"_meta": meta(version=kwargs.get("protocol_version", "2026-07-28"))},
     }
     assert conn.era is None
     assert conn.next_deadline() == 50.0 + kwargs.get("probe_timeout", 5.0)
@@ -59,7 +70,7 @@ def test_discover_result_means_modern_and_releases_queued_calls() -> None:
     a = conn.call("tools/call", {"name": "a"})
     b = conn.call("tools/list")
     assert sent(conn) == []
-    result(conn, 0, DISCOVER)
+    reply(conn, 0, DISCOVER)
     assert conn.events() == [
         EraDetected(
             Era.MODERN, "2026-07-28", {"tools": {}}, {"name": "srv", "version": "2"}, "Hello"
@@ -70,16 +81,16 @@ def test_discover_result_means_modern_and_releases_queued_calls() -> None:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "tools/call",
-            "params": {"name": "a", "_meta": envelope()},
+            "params": {"name": "a", "_meta": meta()},
         },
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": envelope()}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta()}},
     ]
     assert conn.next_deadline() is None
     c = conn.call("tools/list")
     assert one(conn)["id"] == 3
-    result(conn, 1, {"content": []})
-    result(conn, 2, {"tools": []})
-    result(conn, 3, {"tools": []})
+    reply(conn, 1, {"content": []})
+    reply(conn, 2, {"tools": []})
+    reply(conn, 3, {"tools": []})
     assert conn.events() == [
         CallCompleted(a, {"content": []}),
         CallCompleted(b, {"tools": []}),
@@ -89,7 +100,7 @@ def test_discover_result_means_modern_and_releases_queued_calls() -> None:
 
 def test_discover_result_with_odd_optional_fields() -> None:
     conn, _ = probing()
-    result(conn, 0, {"supportedVersions": ["2026-07-28"], "capabilities": [], "_meta": "x"})
+    reply(conn, 0, {"supportedVersions": ["2026-07-28"], "capabilities": [], "_meta": "x"})
     assert conn.events() == [EraDetected(Era.MODERN, "2026-07-28", None, None, None)]
 
 
@@ -97,16 +108,18 @@ def test_discover_result_with_odd_optional_fields() -> None:
 def test_recognised_modern_errors_mean_modern(code: int) -> None:
     conn, _ = probing()
     call = conn.call("tools/list")
-    error(conn, 0, code, "modern error", {"requiredCapabilities": {}} if code == -32021 else None)
+    reply_error(
+        conn, 0, code, "modern error", {"requiredCapabilities": {}} if code == -32021 else None
+    )
     assert conn.events() == [EraDetected(Era.MODERN, "2026-07-28", None, None, None)]
-    assert one(conn)["params"] == {"_meta": envelope()}
+    assert one(conn)["params"] == {"_meta": meta()}
     assert call in conn.in_flight
 
 
 def test_unsupported_version_picks_a_mutual_modern_version() -> None:
     conn, _ = probing(protocol_version="2099-01-01")
     conn.call("tools/list")
-    error(
+    reply_error(
         conn,
         0,
         -32022,
@@ -114,12 +127,12 @@ def test_unsupported_version_picks_a_mutual_modern_version() -> None:
         {"supported": ["2026-07-28"], "requested": "2099-01-01"},
     )
     assert conn.events() == [EraDetected(Era.MODERN, "2026-07-28", None, None, None)]
-    assert one(conn)["params"] == {"_meta": envelope(version="2026-07-28")}
+    assert one(conn)["params"] == {"_meta": meta(version="2026-07-28")}
 
 
 def test_discover_result_picks_a_mutual_modern_version() -> None:
     conn, _ = probing(protocol_version="2099-01-01")
-    result(conn, 0, {**DISCOVER, "supportedVersions": ["2026-07-28"]})
+    reply(conn, 0, {**DISCOVER, "supportedVersions": ["2026-07-28"]})
     (event,) = conn.events()
     assert type(event) is EraDetected
     assert event.protocol_version == "2026-07-28"
@@ -128,7 +141,7 @@ def test_discover_result_picks_a_mutual_modern_version() -> None:
 def test_unsupported_version_with_only_legacy_versions_goes_through_initialize() -> None:
     conn, _ = probing()
     conn.call("tools/list")
-    error(
+    reply_error(
         conn,
         0,
         -32022,
@@ -145,7 +158,7 @@ def test_unsupported_version_with_only_legacy_versions_goes_through_initialize()
 def test_no_mutual_version_fails_the_handshake(data: Any) -> None:
     conn, _ = probing()
     call = conn.call("tools/list")
-    error(conn, 0, -32022, "Unsupported protocol version", data)
+    reply_error(conn, 0, -32022, "Unsupported protocol version", data)
     err = JsonRpcError(-32022, "Unsupported protocol version", data)
     assert conn.events() == [HandshakeFailed(err), CallFailed(call, err)]
     assert sent(conn) == []
@@ -156,7 +169,7 @@ def test_no_mutual_version_fails_the_handshake(data: Any) -> None:
 
 def test_discover_result_with_no_mutual_version_fails_locally() -> None:
     conn, _ = probing()
-    result(conn, 0, {**DISCOVER, "supportedVersions": ["1999-01-01"]})
+    reply(conn, 0, {**DISCOVER, "supportedVersions": ["1999-01-01"]})
     (event,) = conn.events()
     assert type(event) is HandshakeFailed
     assert event.error.data == {"supported": ["1999-01-01"]}
@@ -187,10 +200,10 @@ def test_any_other_error_means_legacy(err: Any) -> None:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": CAPS, "clientInfo": INFO},
+            "params": {"protocolVersion": "2025-11-25", "capabilities": CAPS, "clientInfo": CLIENT},
         }
     ]
-    result(conn, 1, INIT_RESULT)
+    reply(conn, 1, INIT_RESULT)
     assert conn.events() == [
         EraDetected(Era.LEGACY, "2025-11-25", {}, {"name": "old", "version": "1"}, None)
     ]
@@ -198,7 +211,7 @@ def test_any_other_error_means_legacy(err: Any) -> None:
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t"}},
     ]
-    result(conn, 2, {"content": []})
+    reply(conn, 2, {"content": []})
     assert conn.events() == [CallCompleted(call, {"content": []})]
 
 
@@ -207,7 +220,7 @@ def test_any_other_error_means_legacy(err: Any) -> None:
 )
 def test_a_result_that_is_not_a_discover_result_means_legacy(res: Any) -> None:
     conn, _ = probing()
-    result(conn, 0, res)
+    reply(conn, 0, res)
     assert sent(conn, Era.LEGACY)[0]["method"] == "initialize"
 
 
@@ -227,9 +240,9 @@ def test_silence_until_the_deadline_means_legacy() -> None:
     (init,) = sent(conn, Era.LEGACY)
     assert init["method"] == "initialize"
     assert conn.next_deadline() is None
-    result(conn, 0, DISCOVER)  # the probe's late answer is dropped silently
+    reply(conn, 0, DISCOVER)  # the probe's late answer is dropped silently
     assert conn.events() == []
-    result(conn, 1, INIT_RESULT)
+    reply(conn, 1, INIT_RESULT)
     assert [type(e) for e in conn.events()] == [EraDetected]
     assert [m.get("method") for m in sent(conn, Era.LEGACY)] == [
         "notifications/initialized",
@@ -242,11 +255,11 @@ def test_cancel_a_queued_call_sends_nothing() -> None:
     a = conn.call("tools/list")
     b = conn.call("tools/list")
     assert conn.cancel(a)
-    result(conn, 0, DISCOVER)
+    reply(conn, 0, DISCOVER)
     conn.events()
     (msg,) = sent(conn)
     assert msg["id"] == 1
-    result(conn, 1, {"tools": []})
+    reply(conn, 1, {"tools": []})
     assert conn.events() == [CallCompleted(b, {"tools": []})]
 
 
@@ -262,7 +275,7 @@ def test_close_while_probing_fails_queued_calls() -> None:
 
 def test_unexpected_responses_while_probing() -> None:
     conn, _ = probing()
-    result(conn, 7, {})
+    reply(conn, 7, {})
     assert [type(e) for e in conn.events()] == [UnexpectedResponse]
     assert conn.era is None
 
@@ -284,7 +297,7 @@ def echo(ev: RequestReceived) -> Any:
 
 
 def test_pair_auto_finds_our_dual_era_server_modern() -> None:
-    pair = Pair(echo, ClientConfig(client_info=INFO, era="auto"))
+    pair = Pair(echo, ClientConfig(client_info=CLIENT, era="auto"))
     call = pair.client.call("tools/call", {"name": "t"})
     evs = pair.run()
     assert type(evs[0]) is EraDetected
@@ -298,7 +311,7 @@ def test_pair_auto_finds_our_dual_era_server_modern() -> None:
 def test_pair_auto_falls_back_when_our_server_serves_only_legacy() -> None:
     pair = Pair(
         echo,
-        ClientConfig(client_info=INFO, era="auto"),
+        ClientConfig(client_info=CLIENT, era="auto"),
         ServerConfig(supported_versions=(), server_info={"name": "srv", "version": "1"}),
     )
     call = pair.client.call("tools/call", {"name": "t"})

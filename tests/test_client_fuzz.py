@@ -16,7 +16,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clientkit import ACCEPT, CAPS, FORM, INFO, ROOTS, SAMPLE, URL, Clock
+from helpers import (
+    ACCEPT,
+    CAPS,
+    CLIENT,
+    FORM,
+    ROOTS,
+    SAMPLE,
+    URL,
+    Clock,
+    drain,
+)
 from mrtr_sansio import (
     NEED_DATA,
     CallCompleted,
@@ -32,7 +42,6 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from wire import drain
 
 leaf = st.one_of(
     st.none(),
@@ -166,7 +175,7 @@ def test_no_server_message_makes_the_client_raise(
 ) -> None:
     clock = Clock()
     conn = ClientConnection(
-        ClientConfig(client_info=INFO, capabilities=CAPS, era=era, clock=clock)  # type: ignore[arg-type]
+        ClientConfig(client_info=CLIENT, capabilities=CAPS, era=era, clock=clock)  # type: ignore[arg-type]
     )
     for name in "abcd":
         conn.call("tools/call", {"name": name})
@@ -213,7 +222,7 @@ def test_pair_through_data_to_send_and_receive_data(era: Any) -> None:
             return InputRequiredResult({"who": elicit_form("Name?", schema)}, request_state="s")
         return {"content": [{"type": "text", "text": name["name"]}]}
 
-    client = ClientConnection(ClientConfig(client_info=INFO, capabilities=CAPS, era=era))
+    client = ClientConnection(ClientConfig(client_info=CLIENT, capabilities=CAPS, era=era))
     server = ServerConnection(ServerConfig(server_info={"name": "srv", "version": "1"}))
     call = client.call("tools/call", {"name": "greet"})
     seen: list[Event] = []

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from clientkit import (
+from helpers import (
     ACCEPT,
     CAPS,
+    CLIENT,
     FORM,
-    INFO,
     ROOTS,
     ROOTS_ANSWER,
     SAMPLE,
@@ -20,10 +20,10 @@ from clientkit import (
     URL,
     Pair,
     client,
-    error,
     legacy_ready,
     one,
-    result,
+    reply,
+    reply_error,
     sent,
 )
 from mrtr_sansio import (
@@ -73,7 +73,7 @@ def server_request(conn: ClientConnection, rid: Any, method: str, params: Any = 
 
 
 def answers(conn: ClientConnection, methods: dict[Any, str] | None = None) -> list[Any]:
-    return sent(conn, L, methods)
+    return sent(conn, L, methods=methods)
 
 
 # --- the handshake --------------------------------------------------------------------------
@@ -89,10 +89,10 @@ def test_initialize_handshake_is_exact_and_queues_calls() -> None:
             "jsonrpc": "2.0",
             "id": 0,
             "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": CAPS, "clientInfo": INFO},
+            "params": {"protocolVersion": "2025-11-25", "capabilities": CAPS, "clientInfo": CLIENT},
         }
     ]  # the call waits for the handshake
-    result(conn, 0, INIT_RESULT)
+    reply(conn, 0, INIT_RESULT)
     assert conn.events() == [
         EraDetected(
             Era.LEGACY,
@@ -115,7 +115,7 @@ def test_initialize_handshake_is_exact_and_queues_calls() -> None:
     assert conn.server_capabilities == INIT_RESULT["capabilities"]
     assert conn.server_info == INIT_RESULT["serverInfo"]
     assert conn.instructions == "Be nice"
-    result(conn, 1, {"content": [], "isError": False})
+    reply(conn, 1, {"content": [], "isError": False})
     assert conn.events() == [CallCompleted(call, {"content": [], "isError": False})]
 
 
@@ -148,7 +148,7 @@ def test_initialize_without_client_info_uses_a_stand_in() -> None:
 def test_an_older_version_we_speak_is_accepted(version: str) -> None:
     conn = client("legacy")
     one(conn, L)
-    result(conn, 0, {**INIT_RESULT, "protocolVersion": version})
+    reply(conn, 0, {**INIT_RESULT, "protocolVersion": version})
     (event,) = conn.events()
     assert type(event) is EraDetected
     assert event.protocol_version == version
@@ -157,7 +157,7 @@ def test_an_older_version_we_speak_is_accepted(version: str) -> None:
 def test_missing_server_info_and_instructions_are_tolerated() -> None:
     conn = client("legacy")
     one(conn, L)
-    result(conn, 0, {"protocolVersion": "2025-11-25", "capabilities": {}})
+    reply(conn, 0, {"protocolVersion": "2025-11-25", "capabilities": {}})
     assert conn.events() == [EraDetected(Era.LEGACY, "2025-11-25", {}, None, None)]
 
 
@@ -165,7 +165,7 @@ def test_a_version_we_do_not_speak_fails_the_handshake() -> None:
     conn = client("legacy")
     call = conn.call("tools/list")
     one(conn, L)
-    result(conn, 0, {**INIT_RESULT, "protocolVersion": "2030-01-01"})
+    reply(conn, 0, {**INIT_RESULT, "protocolVersion": "2030-01-01"})
     failed, call_failed = conn.events()
     assert type(failed) is HandshakeFailed
     assert failed.local
@@ -181,7 +181,7 @@ def test_initialize_refused_by_the_server() -> None:
     call = conn.call("tools/list")
     one(conn, L)
     data = {"supported": ["2024-11-05"], "requested": "2025-11-25"}
-    error(conn, 0, -32602, "Unsupported protocol version", data)
+    reply_error(conn, 0, -32602, "Unsupported protocol version", data)
     err = JsonRpcError(-32602, "Unsupported protocol version", data)
     assert conn.events() == [HandshakeFailed(err), CallFailed(call, err)]
 
@@ -200,7 +200,7 @@ def test_initialize_refused_by_the_server() -> None:
 def test_invalid_initialize_result_fails_the_handshake(res: Any) -> None:
     conn = client("legacy")
     one(conn, L)
-    result(conn, 0, res)
+    reply(conn, 0, res)
     (event,) = conn.events()
     assert type(event) is HandshakeFailed
     assert event.local
@@ -284,7 +284,7 @@ def test_server_ids_are_a_separate_space_from_ours() -> None:
     (event,) = server_request(conn, 1, "roots/list")
     conn.fulfil(event, ROOTS_ANSWER)
     assert answers(conn) == [{"jsonrpc": "2.0", "id": 1, "result": ROOTS_ANSWER}]
-    result(conn, 1, {"content": []})
+    reply(conn, 1, {"content": []})
     assert conn.events() == [CallCompleted(call, {"content": []})]
 
 
@@ -386,7 +386,7 @@ def test_a_request_cancelled_in_flight_stays_a_possible_origin_until_settled() -
     # The server may not have read the cancellation yet: this may be a's, so it is not b's.
     (event,) = server_request(conn, 10, "roots/list")
     assert event.call is None
-    result(conn, 2, {"content": []})  # b was sent before the cancellation: proves nothing
+    reply(conn, 2, {"content": []})  # b was sent before the cancellation: proves nothing
     assert conn.events() == [CallCompleted(b, {"content": []})]
     c = conn.call("tools/call", {"name": "c"})
     (msg,) = answers(conn)
@@ -394,7 +394,7 @@ def test_a_request_cancelled_in_flight_stays_a_possible_origin_until_settled() -
     assert event.call is None
     d = conn.call("tools/list")
     answers(conn)
-    result(conn, msg["id"] + 1, {"tools": []})  # sent after the cancellation: a is settled
+    reply(conn, msg["id"] + 1, {"tools": []})  # sent after the cancellation: a is settled
     assert conn.events() == [CallCompleted(d, {"tools": []})]
     (event,) = server_request(conn, 12, "roots/list")
     assert event.call is c
@@ -421,7 +421,7 @@ def test_a_server_request_that_can_only_be_for_a_cancelled_call_is_refused() -> 
 
 def test_a_server_request_after_the_call_completed_is_unassociated() -> None:
     conn, call = ready_with_call()
-    result(conn, 1, {"content": []})
+    reply(conn, 1, {"content": []})
     assert conn.events() == [CallCompleted(call, {"content": []})]
     (event,) = server_request(conn, 3, "roots/list")
     assert type(event) is InvalidMessage
@@ -448,7 +448,7 @@ def test_ping_is_answered_by_the_connection_at_any_time() -> None:
 
 
 def legacy_ready_after_init(conn: ClientConnection) -> None:
-    result(conn, 0, INIT_RESULT)
+    reply(conn, 0, INIT_RESULT)
     conn.events()
     conn.outgoing()
 
@@ -604,7 +604,7 @@ def test_cancel_a_legacy_call_voids_its_server_requests() -> None:
     conn.receive_message(
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}
     )
-    result(conn, 1, {"content": []})
+    reply(conn, 1, {"content": []})
     assert conn.events() == []  # nothing more about the cancelled call
 
 
@@ -619,7 +619,7 @@ def test_the_end_of_a_call_voids_its_server_requests_but_not_unlinked_ones() -> 
     one(conn, L)
     (unlinked,) = server_request(conn, 6, "roots/list")
     assert unlinked.call is None
-    result(conn, 1, {"content": []})
+    reply(conn, 1, {"content": []})
     assert conn.events() == [CallCompleted(a, {"content": []})]
     assert not conn.fulfil(linked, ROOTS_ANSWER)
     assert conn.fulfil(unlinked, ROOTS_ANSWER)
@@ -655,9 +655,9 @@ def test_legacy_results_complete_whatever_stray_result_type_they_carry() -> None
     b = conn.call("tools/call", {"name": "b"})
     c = conn.call("tools/list")
     sent(conn, L)
-    result(conn, 1, {"content": [], "resultType": "complete"})
-    result(conn, 2, {"content": [], "resultType": "something"})
-    result(conn, 3, {"tools": [], "resultType": "input_required"})
+    reply(conn, 1, {"content": [], "resultType": "complete"})
+    reply(conn, 2, {"content": [], "resultType": "something"})
+    reply(conn, 3, {"tools": [], "resultType": "input_required"})
     evs = conn.events()
     assert evs[:2] == [
         CallCompleted(a, {"content": [], "resultType": "complete"}),
@@ -670,7 +670,7 @@ def test_legacy_results_complete_whatever_stray_result_type_they_carry() -> None
 
 def test_input_required_on_the_legacy_wire_is_invalid() -> None:
     conn, call = ready_with_call()
-    result(conn, 1, {"resultType": "input_required", "inputRequests": {"k": ROOTS}})
+    reply(conn, 1, {"resultType": "input_required", "inputRequests": {"k": ROOTS}})
     (event,) = conn.events()
     assert type(event) is CallFailed
     assert event.call is call
@@ -708,7 +708,7 @@ def test_legacy_rounds_are_counted_and_capped() -> None:
             "params": {"requestId": 1, "reason": "Too many rounds of input"},
         },
     ]
-    result(conn, 1, {"content": []})
+    reply(conn, 1, {"content": []})
     assert conn.events() == []
 
 
@@ -751,7 +751,7 @@ def test_pair_legacy_shim_round_trips() -> None:
 
     # A dict state needs sealing (the default) on the legacy wire too.
     sealed = ServerConfig(server_info={"name": "srv", "version": "1"})
-    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities=CAPS, era="legacy"), sealed)
+    pair = Pair(handler, ClientConfig(client_info=CLIENT, capabilities=CAPS, era="legacy"), sealed)
     call = pair.client.call("tools/call", {"name": "book"})
     by_method: dict[str, dict[str, Any]] = {
         "elicitation/create": ACCEPT,
@@ -786,7 +786,7 @@ def test_pair_legacy_shim_cap_surfaces_as_call_failed() -> None:
 
     pair = Pair(
         handler,
-        ClientConfig(client_info=INFO, capabilities=CAPS, era="legacy"),
+        ClientConfig(client_info=CLIENT, capabilities=CAPS, era="legacy"),
         ServerConfig(legacy_max_rounds=2),
     )
     call = pair.client.call("tools/call", {"name": "loop"})
@@ -811,7 +811,7 @@ def test_pair_legacy_reject_fails_the_original_at_the_server() -> None:
     def handler(ev: RequestReceived) -> Any:
         return InputRequiredResult({"s": sample("hi", 5)})
 
-    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities=CAPS, era="legacy"))
+    pair = Pair(handler, era="legacy")
     call = pair.client.call("tools/call", {"name": "t"})
 
     def answer(event: Any) -> None:
@@ -828,7 +828,7 @@ def test_pair_legacy_cancel_cancels_the_shim_legs_quietly() -> None:
     def handler(ev: RequestReceived) -> Any:
         return InputRequiredResult({"a": list_roots(), "b": list_roots()})
 
-    pair = Pair(handler, ClientConfig(client_info=INFO, capabilities=CAPS, era="legacy"))
+    pair = Pair(handler, era="legacy")
     call = pair.client.call("tools/call", {"name": "t"})
     evs = pair.run()
     assert [type(e).__name__ for e in evs] == ["EraDetected", "InputNeeded", "InputNeeded"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clientkit import (
+from helpers import (
     FORM,
     ROOTS_ANSWER,
     SAMPLE,
@@ -14,7 +14,7 @@ from clientkit import (
     input_required,
     legacy_ready,
     one,
-    result,
+    reply,
     sent,
 )
 from mrtr_sansio import (
@@ -51,12 +51,12 @@ def test_request_call_follows_every_leg_of_a_call() -> None:
     first = one(conn)["id"]
     assert conn.request_call(first) is call
     assert conn.request_call(first + 1) is None
-    result(conn, first, input_required(state="s"))
+    reply(conn, first, input_required(state="s"))
     assert conn.request_call(first) is None  # answered: no longer awaited
     conn.handle_timer(10_000.0)
     retry = one(conn)["id"]
     assert conn.request_call(retry) is call
-    result(conn, retry, {"content": []})
+    reply(conn, retry, {"content": []})
     conn.events()
     assert conn.request_call(retry) is None
 
@@ -71,7 +71,7 @@ def test_a_lost_request_fails_its_call_locally_with_the_reason() -> None:
     ]
     assert conn.request_failed(rid, "again") is False
     assert conn.events() == []
-    result(conn, rid, {"content": []})  # a late answer matches nothing
+    reply(conn, rid, {"content": []})  # a late answer matches nothing
     assert [type(e).__name__ for e in conn.events()] == ["UnexpectedResponse"]
 
 
@@ -91,7 +91,7 @@ def test_other_calls_survive_a_lost_request() -> None:
     b = conn.call("tools/call", {"name": "b"})
     ida, idb = (m["id"] for m in sent(conn))
     conn.request_failed(ida, "connection reset")
-    result(conn, idb, {"content": []})
+    reply(conn, idb, {"content": []})
     assert conn.events() == [
         CallFailed(a, JsonRpcError(-32603, "connection reset"), local=True),
         CallCompleted(b, {"content": []}),
@@ -144,7 +144,7 @@ def test_a_request_on_a_calls_stream_is_linked_even_with_others_in_flight() -> N
     assert event_a.round == 1
     conn.fulfil(event, ROOTS_ANSWER)
     assert sent(conn, L) == [{"jsonrpc": "2.0", "id": 7, "result": ROOTS_ANSWER}]
-    result(conn, idb, {"content": []})
+    reply(conn, idb, {"content": []})
     assert conn.events() == [CallCompleted(b, {"content": []})]
 
 
@@ -192,7 +192,7 @@ def test_a_request_on_the_initialize_stream_is_refused() -> None:
     (event,) = server_request(conn, 3, "roots/list", init["id"])
     assert type(event) is InvalidMessage
     assert sent(conn, L)[0]["error"]["code"] == -32602
-    result(
+    reply(
         conn,
         init["id"],
         {"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "s"}},

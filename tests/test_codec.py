@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from builders import FORM_SCHEMA, SERVER, call, line, normalize, request
+from helpers import (
+    FORM_SCHEMA,
+    SERVER,
+    call,
+    line,
+    normalize,
+    request,
+)
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     LEGACY_VERSIONS,

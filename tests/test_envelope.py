@@ -6,7 +6,17 @@ from typing import Any
 
 import pytest
 
-from builders import CLIENT, error, events, feed, legacy_request, meta, only, request, sent
+from helpers import (
+    CLIENT,
+    error,
+    events,
+    feed,
+    legacy_request,
+    meta,
+    only,
+    request,
+    sent,
+)
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,

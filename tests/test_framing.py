@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from builders import call, error, events, line, normalize, only, out_items, request, sent
+from helpers import (
+    call,
+    error,
+    events,
+    line,
+    normalize,
+    only,
+    out_items,
+    request,
+    sent,
+)
 from mrtr_sansio import (
     INVALID_REQUEST,
     ConnectionClosed,

@@ -25,11 +25,14 @@ from hypothesis import event as note
 from hypothesis import strategies as st
 
 import mrtr_sansio as m
+from helpers import (
+    MODEL_KEYS,
+    check_message,
+    model_handler,
+)
 from mrtr_sansio.adapters import RequestContext, call_handler
 from mrtr_sansio.testing import run_to_completion
 from mrtr_sansio.testing import strategies as s
-from testing_servers import KEYS, handler
-from wire import check_message
 
 LONG = int(os.environ.get("MRTR_FUZZ_EXAMPLES", "0"))
 
@@ -61,7 +64,7 @@ ENVELOPE = {m.PROTOCOL_VERSION: V, m.CLIENT_CAPABILITIES: s.FULL_CAPABILITIES}
 
 def config(*, legacy: bool) -> m.ServerConfig:
     """A deterministic server: fixed clock and randomness, small limits."""
-    security = m.RequestStateSecurity(KEYS, token_bytes=bytes)
+    security = m.RequestStateSecurity(MODEL_KEYS, token_bytes=bytes)
     return m.ServerConfig(
         server_info={"name": "fuzz", "version": "1"},
         request_state=security,
@@ -144,7 +147,7 @@ class Harness:
     def answer(self, event: m.RequestReceived) -> None:
         conn = self.conn
         ctx = RequestContext(conn, event, lambda: None, _no_sleep)
-        result = run_to_completion(call_handler(handler, ctx))
+        result = run_to_completion(call_handler(model_handler, ctx))
         try:
             conn.respond(event.request_id, result)
         except m.LocalProtocolError:

@@ -6,7 +6,18 @@ from typing import Any
 
 import pytest
 
-from builders import CLIENT, call, error, events, legacy_request, meta, only, request, sent
+from helpers import (
+    CLIENT,
+    call,
+    drain,
+    error,
+    events,
+    legacy_request,
+    meta,
+    only,
+    request,
+    sent,
+)
 from mrtr_sansio import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -28,7 +39,6 @@ from mrtr_sansio import (
     decode_header_value,
     elicit_url,
 )
-from wire import drain
 
 V = "2026-07-28"
 
@@ -179,8 +189,14 @@ def test_matching_headers_are_accepted(
 
 
 def test_base64_method_header_is_decoded(conn: ServerConnection) -> None:
+    # "dG9vbHMvbGlzdA==" is "tools/list": decoded, it matches the body and the request is served.
     conn.receive_message(request(1, "tools/list"), http=facts(V, "=?base64?dG9vbHMvbGlzdA==?="))
-    served(conn)
+    assert served(conn).method == "tools/list"
+    # "dG9vbHMvY2FsbA==" is "tools/call": decoded, it disagrees with the body.
+    conn.receive_message(request(2, "tools/list"), http=facts(V, "=?base64?dG9vbHMvY2FsbA==?="))
+    (refused,) = sent(conn)
+    assert refused["error"]["code"] == HEADER_MISMATCH
+    assert "tools/call" in refused["error"]["message"]
 
 
 @pytest.mark.parametrize(

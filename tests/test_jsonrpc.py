@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from builders import call, error, events, feed, line, only, request, sent
+from helpers import (
+    call,
+    error,
+    events,
+    feed,
+    line,
+    only,
+    request,
+    sent,
+)
 from mrtr_sansio import (
     INTERNAL_ERROR,
     INVALID_PARAMS,

@@ -13,8 +13,19 @@ from typing import Any
 
 import pytest
 
-from legacy_peer import CLIENT_INFO, FULL_CAPS, LEGACY, SERVER_INFO, App, LegacyClient, server
-from legacy_peer import session as open_session
+from helpers import (
+    CLIENT,
+    LEGACY,
+    LEGACY_CAPS,
+    SERVER,
+    App,
+    ScriptedClient,
+    drain,
+    server,
+)
+from helpers import (
+    session as open_session,
+)
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     PROTOCOL_VERSION,
@@ -37,7 +48,6 @@ from mrtr_sansio import (
     SessionInitialized,
     UnexpectedResponse,
 )
-from wire import drain
 
 TEXT = {"content": [{"type": "text", "text": "done"}]}
 
@@ -45,8 +55,8 @@ TEXT = {"content": [{"type": "text", "text": "done"}]}
 def init_params(version: str = LEGACY, caps: Any = None) -> dict[str, Any]:
     return {
         "protocolVersion": version,
-        "capabilities": FULL_CAPS if caps is None else caps,
-        "clientInfo": CLIENT_INFO,
+        "capabilities": LEGACY_CAPS if caps is None else caps,
+        "clientInfo": CLIENT,
     }
 
 
@@ -63,7 +73,7 @@ def echo(event: RequestReceived) -> dict[str, Any]:
 
 def test_initialize_answers_with_the_requested_version() -> None:
     conn = server(instructions="Use the tools.")
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params())
     assert client.take() == [
         {
@@ -72,16 +82,16 @@ def test_initialize_answers_with_the_requested_version() -> None:
             "result": {
                 "protocolVersion": LEGACY,
                 "capabilities": {"tools": {}, "prompts": {}, "resources": {}},
-                "serverInfo": SERVER_INFO,
+                "serverInfo": SERVER,
                 "instructions": "Use the tools.",
             },
         }
     ]
-    assert conn.events() == [SessionInitialized(LEGACY, FULL_CAPS, CLIENT_INFO)]
+    assert conn.events() == [SessionInitialized(LEGACY, LEGACY_CAPS, CLIENT)]
     assert conn.session is not None
     assert conn.session.protocol_version == LEGACY
-    assert conn.session.client_capabilities == FULL_CAPS
-    assert conn.session.client_info == CLIENT_INFO
+    assert conn.session.client_capabilities == LEGACY_CAPS
+    assert conn.session.client_info == CLIENT
     assert conn.session.initialized is False
     assert conn.in_flight == frozenset()
 
@@ -100,7 +110,7 @@ def test_initialize_answers_with_the_requested_version() -> None:
 )
 def test_version_negotiation(requested: str, negotiated: str) -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params(requested))
     (reply,) = client.take()
     assert reply["result"]["protocolVersion"] == negotiated
@@ -110,7 +120,7 @@ def test_version_negotiation(requested: str, negotiated: str) -> None:
 
 def test_negotiation_falls_back_to_the_first_configured_legacy_version() -> None:
     conn = server(legacy_versions=("2025-06-18", "2025-03-26"))
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params("2025-11-25"))
     (reply,) = client.take()
     assert reply["result"]["protocolVersion"] == "2025-06-18"
@@ -118,7 +128,7 @@ def test_negotiation_falls_back_to_the_first_configured_legacy_version() -> None
 
 def test_initialize_without_server_info_uses_a_placeholder_identity() -> None:
     conn = server(server_info=None)
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params())
     (reply,) = client.take()
     assert reply["result"]["serverInfo"] == {"name": "mrtr-sansio", "version": "0"}
@@ -127,7 +137,7 @@ def test_initialize_without_server_info_uses_a_placeholder_identity() -> None:
 
 def test_application_answers_initialize_when_discovery_is_not_automatic() -> None:
     conn = server(answer_discovery=False)
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params("2025-06-18"))
     assert client.take() == []
     (request,) = conn.events()  # SessionInitialized waits for the answer
@@ -144,22 +154,22 @@ def test_application_answers_initialize_when_discovery_is_not_automatic() -> Non
             "result": {
                 "protocolVersion": "2025-06-18",
                 "capabilities": {"tools": {}, "prompts": {}, "resources": {}},
-                "serverInfo": SERVER_INFO,
+                "serverInfo": SERVER,
             },
         }
     ]
-    assert conn.events() == [SessionInitialized("2025-06-18", FULL_CAPS, CLIENT_INFO)]
+    assert conn.events() == [SessionInitialized("2025-06-18", LEGACY_CAPS, CLIENT)]
 
 
 def test_the_version_the_application_answers_is_the_negotiated_one() -> None:
     conn = server(answer_discovery=False)
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params())
     conn.events()
     conn.send(Respond(1, conn.initialize_result("2025-03-26")))
     (reply,) = client.take()
     assert reply["result"]["protocolVersion"] == "2025-03-26"
-    assert conn.events() == [SessionInitialized("2025-03-26", FULL_CAPS, CLIENT_INFO)]
+    assert conn.events() == [SessionInitialized("2025-03-26", LEGACY_CAPS, CLIENT)]
     assert conn.session is not None
     assert conn.session.protocol_version == "2025-03-26"
     client.request("tools/call", {"name": "t"})
@@ -170,12 +180,12 @@ def test_the_version_the_application_answers_is_the_negotiated_one() -> None:
 
 def test_an_initialize_answer_without_a_version_keeps_the_negotiated_one() -> None:
     conn = server(answer_discovery=False)
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params("2025-06-18"))
     conn.events()
-    conn.send(Respond(1, {"capabilities": {}, "serverInfo": SERVER_INFO}))  # an app bug
+    conn.send(Respond(1, {"capabilities": {}, "serverInfo": SERVER}))  # an app bug
     conn.outgoing()  # not schema-valid on purpose
-    assert conn.events() == [SessionInitialized("2025-06-18", FULL_CAPS, CLIENT_INFO)]
+    assert conn.events() == [SessionInitialized("2025-06-18", LEGACY_CAPS, CLIENT)]
 
 
 def test_initialize_result_needs_a_session_or_an_explicit_version() -> None:
@@ -187,7 +197,7 @@ def test_initialize_result_needs_a_session_or_an_explicit_version() -> None:
 
 def test_initialize_twice_is_an_error_and_keeps_the_session() -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.initialize()
     client.request("initialize", init_params("2025-06-18", {}))
     assert client.take() == [
@@ -202,15 +212,15 @@ def test_initialize_twice_is_an_error_and_keeps_the_session() -> None:
     ]
     assert conn.session is not None
     assert conn.session.protocol_version == LEGACY
-    assert conn.session.client_capabilities == FULL_CAPS
+    assert conn.session.client_capabilities == LEGACY_CAPS
 
 
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"capabilities": {}, "clientInfo": CLIENT_INFO}, "protocolVersion must be a string"),
+        ({"capabilities": {}, "clientInfo": CLIENT}, "protocolVersion must be a string"),
         ({"protocolVersion": 20251125, "capabilities": {}}, "protocolVersion must be a string"),
-        ({"protocolVersion": LEGACY, "clientInfo": CLIENT_INFO}, "capabilities must be an object"),
+        ({"protocolVersion": LEGACY, "clientInfo": CLIENT}, "capabilities must be an object"),
         ({"protocolVersion": LEGACY, "capabilities": []}, "capabilities must be an object"),
         ({"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": "x"}, "clientInfo must"),
     ],
@@ -219,7 +229,7 @@ def test_malformed_initialize_is_invalid_params_and_opens_no_session(
     params: dict[str, Any], message: str
 ) -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", params)
     (reply,) = client.take()
     assert reply["id"] == 1
@@ -233,7 +243,7 @@ def test_malformed_initialize_is_invalid_params_and_opens_no_session(
 
 def test_initialize_without_params_is_invalid_params() -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize")
     (reply,) = client.take()
     assert reply["error"]["code"] == -32602
@@ -241,7 +251,7 @@ def test_initialize_without_params_is_invalid_params() -> None:
 
 def test_modern_only_server_refuses_initialize_naming_its_versions() -> None:
     conn = server(legacy_versions=())
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params())
     assert client.take() == [
         {
@@ -260,7 +270,7 @@ def test_modern_only_server_refuses_initialize_naming_its_versions() -> None:
 
 def test_initialize_with_a_modern_envelope_is_method_not_found() -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", {**init_params(), "_meta": modern_meta()})
     (reply,) = client.take()
     assert reply["error"]["code"] == -32601
@@ -270,7 +280,7 @@ def test_initialize_with_a_modern_envelope_is_method_not_found() -> None:
 @pytest.mark.parametrize("method", ["tools/call", "tools/list", "ping", "logging/setLevel"])
 def test_legacy_request_before_initialize_is_invalid_params(method: str) -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request(method, {"name": "x"})
     assert client.take() == [
         {
@@ -289,7 +299,7 @@ def test_legacy_request_before_initialize_is_invalid_params(method: str) -> None
 
 def test_initialize_answered_with_an_error_discards_the_session() -> None:
     conn = server(answer_discovery=False)
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params())
     conn.events()
     conn.send(Respond(1, JsonRpcError(-32602, "Unsupported protocol version")))
@@ -308,7 +318,7 @@ def test_initialize_answered_with_an_error_discards_the_session() -> None:
 
 def test_initialize_cannot_be_cancelled() -> None:
     conn = server(answer_discovery=False)
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.request("initialize", init_params())
     conn.events()
     client.cancel(1)
@@ -324,7 +334,7 @@ def test_initialize_cannot_be_cancelled() -> None:
 
 def test_initialized_notification_is_tracked_and_reported() -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.initialize(initialized=False)
     conn.events()
     assert conn.session is not None
@@ -337,7 +347,7 @@ def test_initialized_notification_is_tracked_and_reported() -> None:
 
 def test_initialized_before_initialize_is_only_reported() -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.notify("notifications/initialized")
     assert conn.session is None
     assert conn.events() == [NotificationReceived("notifications/initialized", None)]
@@ -358,7 +368,7 @@ def test_client_ping_is_answered_with_an_empty_result(params: Any) -> None:
 
 def test_client_ping_is_answered_before_initialized() -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.initialize(initialized=False)
     client.request("ping", request_id=9)
     assert client.take() == [{"jsonrpc": "2.0", "id": 9, "result": {}}]
@@ -405,7 +415,7 @@ def test_server_ping_needs_a_session_that_carries_requests() -> None:
     with pytest.raises(LocalProtocolError):
         server().ping()
     conn = server(server_requests=False)
-    LegacyClient(conn).initialize()
+    ScriptedClient(conn).initialize()
     with pytest.raises(LocalProtocolError):
         conn.ping()
 
@@ -497,7 +507,7 @@ def test_legacy_request_carries_the_session_facts() -> None:
     assert event.era is Era.LEGACY
     assert event.protocol_version == LEGACY
     assert event.client_capabilities == caps
-    assert event.client_info == CLIENT_INFO
+    assert event.client_info == CLIENT
     assert event.request_state is None
     assert event.round == 1
     assert event.arguments == {"a": 1}

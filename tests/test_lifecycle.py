@@ -20,23 +20,34 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import call, feed, meta, request
-from clientkit import (
+from helpers import (
     ACCEPT,
     CAPS,
+    CLIENT,
     FORM,
-    INFO,
     SAMPLE,
     SAMPLED,
+    App,
     Clock,
     Pair,
+    ScriptedClient,
+    call,
     client,
-    error,
+    drain,
+    feed,
     input_required,
+    meta,
+    reply_error,
+    request,
+    server,
+    session,
 )
-from clientkit import one as client_one
-from clientkit import result as client_result
-from legacy_peer import LegacyClient, server, session
+from helpers import (
+    one as client_one,
+)
+from helpers import (
+    reply as client_result,
+)
 from mrtr_sansio import (
     NEED_DATA,
     ClientConfig,
@@ -68,7 +79,6 @@ from mrtr_sansio._lifecycle import (
     _Member,
     modern_trigger,
 )
-from wire import drain
 
 Taken = list[tuple[Any, Any]]
 
@@ -268,7 +278,7 @@ def _asking(*answers: Any) -> Callable[[RequestReceived], Any]:
     return lambda _event: next(runs)
 
 
-def _legs(client: LegacyClient) -> list[Any]:
+def _legs(client: ScriptedClient) -> list[Any]:
     return [m["id"] for m in client.take() if m.get("method") == "elicitation/create"]
 
 
@@ -320,9 +330,9 @@ def shim_round_cap(_taken: dict[str, Taken]) -> Taken:
 
 def shim_held_until_initialized(_taken: dict[str, Taken]) -> Taken:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.initialize(initialized=False)
-    app = _App(conn, _asking(ASK_TWO, DONE))
+    app = App(conn, _calls_only(_asking(ASK_TWO, DONE)))
     client.request("tools/call", TOOL)
     app.run()
     assert _legs(client) == []
@@ -345,9 +355,9 @@ def shim_held_legs_time_out_are_cancelled_or_closed(_taken: dict[str, Taken]) ->
     now = [1000.0]
     for ending in ("timeout", "cancel", "close"):
         conn = server(clock=lambda: now[0], legacy_leg_timeout=5.0)
-        client = LegacyClient(conn)
+        client = ScriptedClient(conn)
         client.initialize(initialized=False)
-        app = _App(conn, _asking(ASK_ONE))
+        app = App(conn, _calls_only(_asking(ASK_ONE)))
         rid = client.request("tools/call", TOOL)
         app.run()
         if ending == "timeout":
@@ -420,20 +430,9 @@ def shim_replay_cancelled_or_closed(_taken: dict[str, Taken]) -> Taken:
     ]
 
 
-class _App:
-    """Runs a handler for each request, as ``legacy_peer.App`` does, without its bookkeeping."""
-
-    def __init__(self, conn: ServerConnection, handler: Callable[[RequestReceived], Any]) -> None:
-        self.conn = conn
-        self.handler = handler
-
-    def run(self) -> None:
-        while events := self.conn.events():
-            for event in events:
-                if isinstance(event, RequestReceived) and event.method == "tools/call":
-                    answer = self.handler(event)
-                    if answer is not None:
-                        self.conn.respond(event.request_id, answer)
+def _calls_only(handler: Callable[[RequestReceived], Any]) -> Callable[[RequestReceived], Any]:
+    """``handler`` for ``tools/call`` requests; every other request is left unanswered."""
+    return lambda event: handler(event) if event.method == "tools/call" else None
 
 
 SHIM_RUNS = [
@@ -509,7 +508,7 @@ def call_state_only_backoff_then_error(_taken: dict[str, Taken]) -> Taken:
     assert deadline is not None
     conn.handle_timer(deadline)
     (retry,) = _sent_ids(conn)
-    error(conn, retry, -32602, "Unknown tool")
+    reply_error(conn, retry, -32602, "Unknown tool")
     return [
         (C.SENDING, K.SENT),
         (C.AWAITING_ANSWER, K.STATE_ONLY),
@@ -638,7 +637,7 @@ def call_legacy_answer_ends_while_answering(_taken: dict[str, Taken]) -> Taken:
         conn, rid = _legacy_client()
         _server_request(conn, "s1")
         if ending == "error":
-            error(conn, rid, -32603, "boom")
+            reply_error(conn, rid, -32603, "boom")
         else:
             client_result(conn, rid, "not an object")
     return [
@@ -687,7 +686,7 @@ def call_handshake_failed_while_queued(_taken: dict[str, Taken]) -> Taken:
     conn = client("legacy")
     conn.call("tools/call", TOOL)
     (init,) = _sent_ids(conn, Era.LEGACY)
-    error(conn, init, -32602, "Unsupported protocol version")
+    reply_error(conn, init, -32602, "Unsupported protocol version")
     return [(C.SENDING, K.QUEUED), (C.QUEUED, K.HANDSHAKE_FAILED)]
 
 
@@ -973,7 +972,7 @@ def test_lifecycles_are_stepped_by_a_real_pair(taken: dict[str, Taken]) -> None:
     """Our client against our server on the legacy wire: both tables walked in step."""
     pair = Pair(
         _asking(ASK_ONE, DONE),
-        ClientConfig(client_info=INFO, capabilities=CAPS, era="legacy"),
+        ClientConfig(client_info=CLIENT, capabilities=CAPS, era="legacy"),
     )
     pair.client.call("tools/call", TOOL)
 

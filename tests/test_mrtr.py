@@ -11,7 +11,11 @@ from typing import Any
 import attrs
 import pytest
 
-from builders import FORM_SCHEMA
+from helpers import (
+    FORM_SCHEMA,
+    check,
+    spec_dir,
+)
 from mrtr_sansio import (
     EMBEDDABLE_METHODS,
     MRTR_METHODS,
@@ -23,7 +27,6 @@ from mrtr_sansio import (
     list_roots,
     sample,
 )
-from wire import check, spec_dir
 
 E = "elicitation/create"
 S = "sampling/createMessage"

@@ -15,7 +15,12 @@ import transcript
 from hypothesis import HealthCheck, Phase, settings
 
 import mrtr_sansio as m
-from clientkit import client, legacy_ready, one, sent
+from helpers import (
+    client,
+    legacy_ready,
+    one,
+    sent,
+)
 from mrtr_sansio import (
     LOG_LEVEL,
     UNSEALED,

@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import mrtr_sansio as m
-from wire import drain
+from helpers import (
+    drain,
+)
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -9,7 +9,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import normalize
+from helpers import (
+    check_message,
+    normalize,
+)
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
@@ -34,7 +37,6 @@ from mrtr_sansio import (
     missing_capabilities,
     required_capabilities,
 )
-from wire import check_message
 
 PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -14,6 +14,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 import mrtr_sansio as m
+from helpers import (
+    MODEL_OPERATIONS,
+)
+from helpers import (
+    model_config as sealed_config,
+)
+from helpers import (
+    model_handler as model_test_handler,
+)
 from mrtr_sansio.adapters import BlockingRequestContext, RequestContext
 from mrtr_sansio.testing import (
     REPLAY_CHECKS,
@@ -24,9 +33,6 @@ from mrtr_sansio.testing import (
     tool,
 )
 from mrtr_sansio.testing._replay_report import WIDTH, unwrap
-from testing_servers import OPERATIONS
-from testing_servers import config as sealed_config
-from testing_servers import handler as model_test_handler
 
 BOOK = tool("book_vm", {"size": "small"})
 HEAD = '[{check}] tools/call book_vm {{"size":"small"}}, {where}: '
@@ -64,11 +70,11 @@ def test_a_correct_handler_passes_and_reports_its_state_per_round() -> None:
 def test_the_model_servers_handler_passes_too() -> None:
     report = check_replay(
         model_test_handler,
-        [op for op in OPERATIONS if op.target != "pause"],
+        [op for op in MODEL_OPERATIONS if op.target != "pause"],
         config=sealed_config(),
         settings=settings(max_examples=30, deadline=None, database=None, derandomize=True),
     )
-    assert len(report.operations) == len(OPERATIONS) - 1
+    assert len(report.operations) == len(MODEL_OPERATIONS) - 1
 
 
 def test_determinism_a_random_id_in_a_question() -> None:

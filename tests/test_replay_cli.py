@@ -149,8 +149,8 @@ def test_server_needs_a_url_or_a_handler(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_server_checks_a_handler_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["server", "--path", str(ROOT / "tests"), "--handler", "testing_servers:handler"]
-    argv += ["--config", "testing_servers:config()", "--tool", "greet:mrtr", "--examples", "3"]
+    argv = ["server", "--path", str(ROOT / "tests"), "--handler", "helpers:model_handler"]
+    argv += ["--config", "helpers:model_config()", "--tool", "greet:mrtr", "--examples", "3"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Checking testing_servers:handler, in process: 1 operations")
+    assert out.startswith("Checking helpers:model_handler, in process: 1 operations")

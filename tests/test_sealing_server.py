@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 
+from helpers import (
+    drain,
+)
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     LATEST_MODERN_VERSION,
@@ -26,7 +29,6 @@ from mrtr_sansio import (
     elicit_form,
 )
 from mrtr_sansio._sealing_codecs import b64url_decode
-from wire import drain
 
 KEY = bytes(range(32))
 T0 = 1_800_000_000.0

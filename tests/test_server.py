@@ -9,12 +9,13 @@ from typing import Any
 import attrs
 import pytest
 
-from builders import (
-    ALL_CAPS,
+from helpers import (
+    CAPS,
     CLIENT,
     FORM_SCHEMA,
     SERVER,
     call,
+    drain,
     error,
     events,
     feed,
@@ -25,6 +26,7 @@ from builders import (
     only,
     request,
     sent,
+    spec_dir,
 )
 from mrtr_sansio import (
     INTERNAL_ERROR,
@@ -64,7 +66,6 @@ from mrtr_sansio import (
     list_roots,
     sample,
 )
-from wire import drain, spec_dir
 
 FORM = elicit_form("Your name?", FORM_SCHEMA)
 INFO_META = {SERVER_INFO: SERVER}
@@ -106,7 +107,7 @@ def initialize(conn: ServerConnection) -> None:
         legacy_request(
             0,
             "initialize",
-            {"protocolVersion": "2025-11-25", "capabilities": ALL_CAPS, "clientInfo": CLIENT},
+            {"protocolVersion": "2025-11-25", "capabilities": CAPS, "clientInfo": CLIENT},
         ),
         notification("notifications/initialized"),
     )
@@ -646,7 +647,7 @@ def test_declared_capabilities_let_the_request_through(
 
 
 def test_capabilities_are_those_of_this_request(bare: ServerConnection) -> None:
-    feed(bare, call(1, caps=ALL_CAPS), call(2, caps={}))
+    feed(bare, call(1, caps=CAPS), call(2, caps={}))
     events(bare)
     bare.respond(2, InputRequiredResult({"r": list_roots()}))
     bare.respond(1, InputRequiredResult({"r": list_roots()}))

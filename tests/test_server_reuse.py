@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import json
 
-from builders import call, events, feed, legacy_request, notification, request, sent
+from helpers import (
+    call,
+    events,
+    feed,
+    legacy_request,
+    notification,
+    request,
+    sent,
+)
 from mrtr_sansio import (
     UNSEALED,
     Era,

@@ -19,7 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from legacy_peer import FULL_CAPS, LEGACY, App, LegacyClient, server, session
+from helpers import (
+    LEGACY,
+    LEGACY_CAPS,
+    SERVER,
+    App,
+    ScriptedClient,
+    drain,
+    server,
+    session,
+)
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     PROTOCOL_VERSION,
@@ -47,7 +56,6 @@ from mrtr_sansio import (
     list_roots,
     sample,
 )
-from wire import drain
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 LOGIN = elicit_form("Please provide your GitHub username", SCHEMA)
@@ -146,7 +154,7 @@ def test_tools_call_completes_through_a_real_elicitation_leg() -> None:
     assert replay.input_responses == {"login": ACCEPT}
     assert replay.input_responses.accepted_content("login") == {"name": "octocat"}
     assert replay.params == {**TARGET["tools/call"], "inputResponses": {"login": ACCEPT}}
-    assert replay.client_capabilities == first.client_capabilities == FULL_CAPS
+    assert replay.client_capabilities == first.client_capabilities == LEGACY_CAPS
     assert replay.protocol_version == LEGACY
     (final,) = client.take_items()
     assert isinstance(final, OutgoingResult)
@@ -524,7 +532,7 @@ def test_opting_out_of_the_shim_restores_the_strict_rejection() -> None:
 
 def test_a_session_that_cannot_carry_server_requests_rejects_shim_needing_requests() -> None:
     conn = server(server_requests=False)
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.initialize()
     app = App(conn, one_question)
     app.run()
@@ -621,7 +629,7 @@ def test_client_cancellation_cancels_every_outstanding_leg() -> None:
 
 def test_cancellation_after_the_last_answer_drops_the_late_handler_answer() -> None:
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.initialize()
     conn.events()
     rid = client.request("tools/call", TARGET["tools/call"])
@@ -845,9 +853,7 @@ def test_modern_requests_on_a_dual_era_connection_still_get_input_required() -> 
             "resultType": "input_required",
             "inputRequests": {"login": LOGIN.to_wire()},
             "requestState": "s-1",
-            "_meta": {
-                "io.modelcontextprotocol/serverInfo": {"name": "TestServer", "version": "2.0.0"}
-            },
+            "_meta": {"io.modelcontextprotocol/serverInfo": SERVER},
         },
     }
     assert conn.next_deadline() is None
@@ -869,7 +875,7 @@ def test_closing_the_stream_drops_pending_legs() -> None:
 def test_closing_the_stream_forgets_requests_waiting_for_the_client() -> None:
     """A request waiting on legs can never complete; one whose replay is queued still can."""
     conn = server()
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.initialize()
     conn.events()
     waiting = client.request("tools/call", {"name": "a"})
@@ -892,9 +898,9 @@ def test_closing_the_stream_forgets_requests_waiting_for_the_client() -> None:
 # --- before notifications/initialized -------------------------------------------------------
 
 
-def uninitialized(handler: Any, **config: Any) -> tuple[Any, LegacyClient, App]:
+def uninitialized(handler: Any, **config: Any) -> tuple[Any, ScriptedClient, App]:
     conn = server(**config)
-    client = LegacyClient(conn)
+    client = ScriptedClient(conn)
     client.initialize(initialized=False)
     app = App(conn, handler)
     app.run()

@@ -13,6 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers import (
+    drain,
+)
 from mrtr_sansio import (
     CLIENT_CAPABILITIES,
     LATEST_MODERN_VERSION,
@@ -33,7 +36,6 @@ from mrtr_sansio import (
     UnsealedState,
     elicit_form,
 )
-from wire import drain
 
 OLD, NEW, OTHER = bytes(range(32)), bytes(range(1, 33)), bytes(range(2, 34))
 T0 = 1_800_000_000.0

@@ -9,7 +9,7 @@ or state only), then a result. Rules make calls, move bytes in random chunks, le
 application answer, answer input (accept, decline, cancel, reject), cancel calls, advance the
 clock and feed junk. Checked on every step:
 
-* every message the client writes is valid for its era's schema (``wire.drain``), and the
+* every message the client writes is valid for its era's schema (``helpers.drain``), and the
   server never sees an invalid message from it;
 * request ids are never reused;
 * the server application sees, on every retry, the exact ``requestState`` it wrote last (any
@@ -33,7 +33,11 @@ from hypothesis import event as record
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from clientkit import INFO, Clock
+from helpers import (
+    CLIENT,
+    Clock,
+    drain,
+)
 from mrtr_sansio import (
     NEED_DATA,
     UNSEALED,
@@ -56,7 +60,6 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
-from wire import drain
 
 KINDS = ("form", "url", "sample", "roots")
 ODD_STATES = ["", " ", "☃𝄞", '{"json": [1, 2]}', "\x00\n", "é" * 300]
@@ -176,7 +179,7 @@ class ClientServerMachine(RuleBasedStateMachine):
         self.shim_rounds = shim_rounds
         self.client = ClientConnection(
             ClientConfig(
-                client_info=INFO,
+                client_info=CLIENT,
                 capabilities=caps,
                 era="legacy" if era == "legacy" else "auto" if era.startswith("auto") else "modern",
                 max_rounds=self.max_rounds,
@@ -201,7 +204,7 @@ class ClientServerMachine(RuleBasedStateMachine):
         assert ev.era is (Era.LEGACY if self.legacy else Era.MODERN)
         if ev.era is Era.MODERN:
             assert ev.client_capabilities == self.caps
-            assert ev.client_info == INFO
+            assert ev.client_info == CLIENT
         params = ev.params
         if ev.method == "tools/list":
             assert "inputResponses" not in params

@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 import mrtr_sansio as m
-from builders import events, feed, meta, request, sent
+from helpers import (
+    events,
+    feed,
+    meta,
+    request,
+    sent,
+)
 
 SID = m.SUBSCRIPTION_ID
 

@@ -18,7 +18,12 @@ from typing import Any
 import pytest
 
 import mrtr_sansio as m
-from builders import ALL_CAPS, FORM_SCHEMA, legacy_request, meta
+from helpers import (
+    CAPS,
+    FORM_SCHEMA,
+    legacy_request,
+    meta,
+)
 from mrtr_sansio.tasks import (
     EXTENSION,
     TASK,
@@ -33,7 +38,7 @@ from mrtr_sansio.tasks import (
     iso_time,
 )
 
-TASK_CAPS: dict[str, Any] = {**ALL_CAPS, "extensions": {EXTENSION: {}}}
+TASK_CAPS: dict[str, Any] = {**CAPS, "extensions": {EXTENSION: {}}}
 Handler = Callable[[m.RequestReceived], Any]
 
 # --- the extension's schema -------------------------------------------------------------------
@@ -215,13 +220,13 @@ def test_must_not_return_create_task_result_without_the_extension_on_that_reques
     # whatever that client declared on earlier requests.
     server = Server(as_task(done))
     create(server)  # declared on this one
-    result = server.send(call(2, caps=ALL_CAPS))["result"]
+    result = server.send(call(2, caps=CAPS))["result"]
     assert result == {"content": [{"type": "text", "text": "done"}], "resultType": "complete"}
 
 
 def test_run_as_task_on_a_request_that_cannot_become_a_task_is_a_local_error() -> None:
     conn = m.ServerConnection(Server(done).config)
-    conn.receive_message(call(1, caps=ALL_CAPS))
+    conn.receive_message(call(1, caps=CAPS))
     event = conn.next_event()
     assert isinstance(event, m.RequestReceived)
     assert not event.can_create_task
@@ -248,7 +253,7 @@ def test_run_as_task_without_task_settings_is_a_local_error() -> None:
 
 def test_must_return_32021_when_a_task_required_tool_is_called_without_the_extension() -> None:
     server = Server(as_task(done))
-    response = server.send(call(1, name="must", caps=ALL_CAPS))
+    response = server.send(call(1, name="must", caps=CAPS))
     assert response["error"]["code"] == -32021
     assert response["error"]["data"] == {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
     # Refused before the handler runs: no request reached the application.
@@ -265,7 +270,7 @@ def test_task_required_tool_with_the_extension_becomes_a_task() -> None:
 def test_must_return_32021_for_task_requests_from_non_declaring_clients(method: str) -> None:
     server = Server(as_task(done))
     task_id = create(server)
-    response = server.send(task_request(2, method, task_id, caps=ALL_CAPS, inputResponses={}))
+    response = server.send(task_request(2, method, task_id, caps=CAPS, inputResponses={}))
     assert response["error"]["code"] == -32021
     assert response["error"]["data"]["requiredCapabilities"] == {"extensions": {EXTENSION: {}}}
 
@@ -276,7 +281,7 @@ def test_must_return_32021_for_task_notifications_from_non_declaring_clients() -
         "jsonrpc": "2.0",
         "id": 1,
         "method": "subscriptions/listen",
-        "params": {"notifications": {"taskIds": ["t"]}, "_meta": meta(ALL_CAPS)},
+        "params": {"notifications": {"taskIds": ["t"]}, "_meta": meta(CAPS)},
     }
     assert server.send(listen)["error"]["code"] == -32021
 
@@ -746,10 +751,10 @@ def test_one_handler_runs_synchronously_by_mrtr_and_as_a_task() -> None:
     handler = as_task(ask_name)
     server = Server(handler)
     # 1. A client without the extension: MRTR rounds on the original request.
-    first = server.send(call(1, caps=ALL_CAPS))["result"]
+    first = server.send(call(1, caps=CAPS))["result"]
     assert first["resultType"] == "input_required"
     assert set(first["inputRequests"]) == {"name"}
-    second = server.send(call(2, caps=ALL_CAPS, inputResponses={"name": accept("Mo")}))["result"]
+    second = server.send(call(2, caps=CAPS, inputResponses={"name": accept("Mo")}))["result"]
     assert second["content"][0]["text"] == "Hello, Mo!"
     # 2. With the extension: a task that parks in input_required, resumed by tasks/update.
     task_id = create(server, 3)

@@ -11,10 +11,16 @@ from types import ModuleType
 import pytest
 from hypothesis import settings
 
+from helpers import (
+    MODEL_OPERATIONS,
+    correct_server,
+    model_config,
+    model_handler,
+    plain_state_handler,
+)
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.testing import ModelConfig, ServerModel
 from test_testing_http import Served
-from testing_servers import OPERATIONS, config, correct_server, handler, plain_state_handler
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "testing" / "check_server.py"
 
@@ -35,7 +41,7 @@ def test_example_checks_the_fixtures_in_process(capsys: pytest.CaptureFixture[st
 
 
 def test_example_checks_an_http_endpoint(capsys: pytest.CaptureFixture[str]) -> None:
-    served = Served(McpHttpApp(handler, config(), principal=lambda scope: "alice"))
+    served = Served(McpHttpApp(model_handler, model_config(), principal=lambda scope: "alice"))
     try:
         code = load().main(
             [
@@ -62,7 +68,7 @@ def test_example_checks_an_http_endpoint(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_example_reports_a_broken_server(capsys: pytest.CaptureFixture[str]) -> None:
-    served = Served(McpHttpApp(plain_state_handler, config(sealed=False)))
+    served = Served(McpHttpApp(plain_state_handler, model_config(sealed=False)))
     try:
         code = load().main([served.url, "--examples", "20", "--tool", "greet", "--tool", "pause"])
     finally:
@@ -86,5 +92,5 @@ def test_operation_specs() -> None:
 
 
 # The README's unittest form: collected and run by pytest like any TestCase.
-BoundTestCase = ServerModel.against(correct_server(), ModelConfig(OPERATIONS)).TestCase
+BoundTestCase = ServerModel.against(correct_server(), ModelConfig(MODEL_OPERATIONS)).TestCase
 BoundTestCase.settings = settings(max_examples=3, stateful_step_count=5, deadline=None)

@@ -13,6 +13,12 @@ import pytest
 import uvicorn
 
 import mrtr_sansio as m
+from helpers import (
+    MODEL_OPERATIONS,
+    model_config,
+    model_handler,
+    plain_state_handler,
+)
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.testing import (
     ModelConfig,
@@ -22,7 +28,6 @@ from mrtr_sansio.testing import (
 )
 from mrtr_sansio.testing.http import expected_status, parse_sse
 from test_testing_model import fast, schema_valid
-from testing_servers import OPERATIONS, config, handler, plain_state_handler
 
 ASGIApp = Callable[
     [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
@@ -60,7 +65,7 @@ class Served:
 
 @pytest.fixture(scope="module")
 def correct_url() -> Iterator[str]:
-    served = Served(McpHttpApp(handler, config(), principal=lambda scope: "alice"))
+    served = Served(McpHttpApp(model_handler, model_config(), principal=lambda scope: "alice"))
     yield served.url
     served.close()
 
@@ -69,17 +74,17 @@ def test_model_passes_our_http_server(correct_url: str) -> None:
     endpoint = http_endpoint(correct_url)
     check_server(
         endpoint,
-        ModelConfig(OPERATIONS, validate=schema_valid, reject_foreign_state=True),
+        ModelConfig(MODEL_OPERATIONS, validate=schema_valid, reject_foreign_state=True),
         settings=fast(4, steps=10),
     )
     assert endpoint.last_status in (200, 400, 404)
 
 
 def test_model_finds_a_seeded_bug_over_http() -> None:
-    served = Served(McpHttpApp(plain_state_handler, config(sealed=False)))
+    served = Served(McpHttpApp(plain_state_handler, model_config(sealed=False)))
     try:
         with pytest.raises(SpecViolationError) as caught:
-            check_server(http_endpoint(served.url), settings=fast(10), operations=OPERATIONS)
+            check_server(http_endpoint(served.url), settings=fast(10), operations=MODEL_OPERATIONS)
         assert caught.value.check == "tampered-state"
     finally:
         served.close()
@@ -224,7 +229,7 @@ def test_param_headers_are_mirrored() -> None:
 
 def test_param_headers_satisfy_a_server_that_checks_them() -> None:
     mirrored = {"echo": {"Region": ("region",)}}
-    served = Served(McpHttpApp(handler, m.ServerConfig(param_headers=mirrored)))
+    served = Served(McpHttpApp(model_handler, m.ServerConfig(param_headers=mirrored)))
     try:
         message = {
             "jsonrpc": "2.0",

@@ -16,30 +16,30 @@ from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
 import mrtr_sansio as m
+from helpers import (
+    MODEL_KEYS,
+    MODEL_OPERATIONS,
+    accepts_tampered_state,
+    check_message,
+    correct_server,
+    errors_on_missing_answer,
+    input_required_on_list,
+    model_config,
+    model_handler,
+    no_result_type,
+    undeclared_elicitation,
+)
 from mrtr_sansio.testing import (
     CHECKS,
     ModelConfig,
     Operation,
+    Server,
     ServerModel,
     SpecViolationError,
     check_server,
     in_process_server,
     tool,
 )
-from testing_servers import (
-    KEYS,
-    OPERATIONS,
-    Server,
-    accepts_tampered_state,
-    config,
-    correct_server,
-    errors_on_missing_answer,
-    handler,
-    input_required_on_list,
-    no_result_type,
-    undeclared_elicitation,
-)
-from wire import check_message
 
 #: ``MRTR_MODEL_EXAMPLES=<n>``: run the correct-server check with ``n`` random examples (the
 #: long profile, ``fuzz/run.py --model n``).
@@ -69,7 +69,7 @@ def schema_valid(response: Mapping[str, Any], method: str) -> None:
 
 def violation(server: Server, *, examples: int = 80, **options: Any) -> str:
     """Run the model against ``server`` and return the check it reports."""
-    options.setdefault("operations", OPERATIONS)
+    options.setdefault("operations", MODEL_OPERATIONS)
     with pytest.raises(SpecViolationError) as caught:
         check_server(server, settings=fast(examples), **options)
     assert caught.value.check in CHECKS
@@ -81,7 +81,8 @@ def violation(server: Server, *, examples: int = 80, **options: Any) -> str:
 
 def test_correct_server_passes_every_check() -> None:
     bound = ServerModel.against(
-        correct_server(), ModelConfig(OPERATIONS, validate=schema_valid, reject_foreign_state=True)
+        correct_server(),
+        ModelConfig(MODEL_OPERATIONS, validate=schema_valid, reject_foreign_state=True),
     )
     runs: list[int] = []
 
@@ -116,7 +117,9 @@ def test_model_drives_every_rule_against_the_correct_server() -> None:
         seen[key] = seen.get(key, 0) + 1
         return response
 
-    check_server(server, ModelConfig(OPERATIONS, reject_foreign_state=True), settings=fast(15))
+    check_server(
+        server, ModelConfig(MODEL_OPERATIONS, reject_foreign_state=True), settings=fast(15)
+    )
     for expected in [
         "tools/call first input_required",
         "tools/call retry complete",
@@ -150,7 +153,9 @@ def test_seeded_bug_is_found(make: Callable[[], Server], check: str) -> None:
 
 def test_failures_are_shrunk_to_a_small_exchange() -> None:
     with pytest.raises(SpecViolationError) as caught:
-        check_server(no_result_type(), ModelConfig(OPERATIONS), settings=fast(20, shrink=True))
+        check_server(
+            no_result_type(), ModelConfig(MODEL_OPERATIONS), settings=fast(20, shrink=True)
+        )
     error = caught.value
     assert error.check == "result-type"
     assert error.request is not None
@@ -195,7 +200,7 @@ def test_unknown_meta_keys_must_not_change_the_outcome() -> None:
 
     assert violation(_wrapped(strict)) == "unknown-keys"
     check_server(
-        _wrapped(strict), settings=fast(8), operations=OPERATIONS, ignore_unknown_keys=False
+        _wrapped(strict), settings=fast(8), operations=MODEL_OPERATIONS, ignore_unknown_keys=False
     )
 
 
@@ -241,7 +246,7 @@ class _UnboundState:
     """Seals and verifies, but binds every state to the same request: any operation takes it."""
 
     def __init__(self) -> None:
-        self._inner = m.RequestStateSecurity(KEYS)
+        self._inner = m.RequestStateSecurity(MODEL_KEYS)
         self._anything = m.StateBinding("tools/call", None, None, None)
 
     def seal(self, state: Any, binding: m.StateBinding, round: int, now: float) -> str:
@@ -252,9 +257,9 @@ class _UnboundState:
 
 
 def test_foreign_state_is_found_when_binding_is_required() -> None:
-    server = in_process_server(handler, m.ServerConfig(request_state=_UnboundState()))
+    server = in_process_server(model_handler, m.ServerConfig(request_state=_UnboundState()))
     assert violation(server, reject_foreign_state=True) == "foreign-state"
-    check_server(server, settings=fast(8), operations=OPERATIONS)
+    check_server(server, settings=fast(8), operations=MODEL_OPERATIONS)
 
 
 def test_replayed_state_is_found_when_single_use_is_required() -> None:
@@ -262,22 +267,25 @@ def test_replayed_state_is_found_when_single_use_is_required() -> None:
 
 
 def test_single_use_server_passes_when_declared_single_use() -> None:
-    server = in_process_server(handler, config(single_use=True), principal="alice")
-    check_server(server, settings=fast(10), operations=OPERATIONS, single_use_state=True)
+    server = in_process_server(model_handler, model_config(single_use=True), principal="alice")
+    check_server(server, settings=fast(10), operations=MODEL_OPERATIONS, single_use_state=True)
 
 
 def test_tampering_is_not_checked_when_not_required() -> None:
     check_server(
         accepts_tampered_state(),
         settings=fast(8),
-        operations=OPERATIONS,
+        operations=MODEL_OPERATIONS,
         reject_tampered_state=False,
     )
 
 
 def test_missing_answers_may_be_errors_when_configured() -> None:
     check_server(
-        errors_on_missing_answer(), settings=fast(8), operations=OPERATIONS, reask_missing=False
+        errors_on_missing_answer(),
+        settings=fast(8),
+        operations=MODEL_OPERATIONS,
+        reask_missing=False,
     )
 
 
@@ -290,10 +298,10 @@ def test_unbound_model_refuses_to_run() -> None:
 
 
 def test_against_merges_options_into_a_config() -> None:
-    base = ModelConfig(OPERATIONS)
+    base = ModelConfig(MODEL_OPERATIONS)
     bound = ServerModel.against(correct_server(), base, max_rounds=3)
     assert bound.config.max_rounds == 3
-    assert bound.config.operations == OPERATIONS
+    assert bound.config.operations == MODEL_OPERATIONS
     assert ServerModel.against(correct_server(), base).config is base
     assert issubclass(bound, ServerModel)
 
@@ -335,14 +343,14 @@ def test_capabilities_strategy_can_be_fixed() -> None:
         return inner(request)
 
     check_server(
-        server, settings=fast(5), operations=OPERATIONS, capabilities=st.just({"roots": {}})
+        server, settings=fast(5), operations=MODEL_OPERATIONS, capabilities=st.just({"roots": {}})
     )
     assert declared
     assert all(caps == {"roots": {}} for caps in declared)
 
 
 def test_model_config_defaults_follow_the_spec_and_the_suite() -> None:
-    cfg = ModelConfig(OPERATIONS)
+    cfg = ModelConfig(MODEL_OPERATIONS)
     assert cfg.reject_tampered_state
     assert cfg.reask_missing
     assert cfg.reject_invalid_answers
@@ -355,8 +363,8 @@ def test_model_config_defaults_follow_the_spec_and_the_suite() -> None:
 
 
 def test_config_helper_is_sealed() -> None:
-    assert isinstance(config().request_state, m.RequestStateSecurity)
-    assert config(sealed=False).request_state is m.UNSEALED
+    assert isinstance(model_config().request_state, m.RequestStateSecurity)
+    assert model_config(sealed=False).request_state is m.UNSEALED
 
 
 def test_decoy_keys_never_collide_with_requested_ones() -> None:

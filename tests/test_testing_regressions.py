@@ -1,8 +1,9 @@
 """Bugs the ServerModel and the fuzz tests found, pinned so they stay fixed.
 
 The ``InputResponses`` ones were found by running ``mrtr_sansio.testing.ServerModel`` against a
-handler written with the typed readers (tests/testing_servers.py): each malformed answer below
-made the handler complete a request instead of asking again (the ``invalid-answers`` check, S11).
+handler written with the typed readers (``model_handler`` in tests/helpers.py): each malformed
+answer below made the handler complete a request instead of asking again (the
+``invalid-answers`` check, S11).
 The progress one was found by the long fuzz profile (tests/test_fuzz.py): a hostile
 ``progressToken`` came back out in a notification that is not valid JSON-RPC for MCP.
 """

@@ -13,9 +13,13 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 import mrtr_sansio as m
+from helpers import (
+    SCHEMA_SKIP_REASON,
+    check,
+    spec_dir,
+)
 from mrtr_sansio.testing import strategies as s
 from mrtr_sansio.testing._checks import check_response
-from wire import SCHEMA_SKIP_REASON, check, spec_dir
 
 needs_schema = pytest.mark.skipif(spec_dir() is None, reason=SCHEMA_SKIP_REASON)
 V = "2026-07-28"

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import (
+    SCHEMA_SKIP_REASON,
+    check,
+    check_message,
+    spec_dir,
+)
 from mrtr_sansio import Era
-from wire import SCHEMA_SKIP_REASON, check, check_message, spec_dir
 
 needs_schema = pytest.mark.skipif(spec_dir() is None, reason=SCHEMA_SKIP_REASON)
 

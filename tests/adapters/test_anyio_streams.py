@@ -15,8 +15,11 @@ import pytest
 import trio
 import trio.testing
 from anyio.abc import SocketAttribute
-from client_harness import FixtureServer, sealed_config
-from stream_scenarios import TIMEOUT
+from stream_harness import (
+    TIMEOUT,
+    FixtureServer,
+    sealed_config,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.anyio import Client, StdioStream, serve_tcp

@@ -11,12 +11,16 @@ from typing import Any
 
 import anyio
 import pytest
-from asgi_driver import Client
+from http_harness import (
+    Client,
+)
 
 import mrtr_sansio as m
+from helpers import (
+    check_message,
+)
 from mrtr_sansio.adapters import RequestContext, SubscriptionHub
 from mrtr_sansio.adapters.asgi import McpHttpApp
-from wire import check_message
 
 pytestmark = pytest.mark.anyio
 

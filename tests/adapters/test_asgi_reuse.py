@@ -9,7 +9,10 @@ from typing import Any
 
 import anyio
 import pytest
-from asgi_driver import Client, scope
+from http_harness import (
+    Client,
+    scope,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import RequestContext

@@ -8,7 +8,9 @@ from typing import Any
 
 import anyio
 import pytest
-from asgi_driver import Client
+from http_harness import (
+    Client,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import RequestContext

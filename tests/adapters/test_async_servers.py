@@ -15,14 +15,17 @@ import time
 from typing import Any
 
 import pytest
-from stream_harness import HARNESSES, Harness, Peer, Probe, open_legacy
-from stream_pipes import BlockingPeer
-from stream_scenarios import (
+from stream_harness import (
     ADA,
+    HARNESSES,
     INTERNAL,
     SERVER,
     TIMED_OUT,
     TIMEOUT,
+    BlockingPeer,
+    Harness,
+    Peer,
+    Probe,
     ask_name,
     cancelled,
     chatty_call,
@@ -33,6 +36,7 @@ from stream_scenarios import (
     leg_cancelled,
     legacy_call,
     modern_call,
+    open_legacy,
     request,
     result,
     text,

@@ -14,10 +14,12 @@ from typing import Any
 import anyio
 import pytest
 from anyio.abc import SocketAttribute
-from stream_harness import AsyncioHarness, AsyncioPeer, Probe
-from stream_scenarios import (
+from stream_harness import (
     CONFIG,
     TIMEOUT,
+    AsyncioHarness,
+    AsyncioPeer,
+    Probe,
     Transcript,
     initialize,
     initialize_result,

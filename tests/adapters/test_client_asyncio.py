@@ -9,7 +9,11 @@ import json
 import socket
 
 import pytest
-from client_harness import AsyncioLib, FixtureServer, sealed_config
+from stream_harness import (
+    AsyncioLib,
+    FixtureServer,
+    sealed_config,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import ConnectionClosedError

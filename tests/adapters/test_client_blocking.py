@@ -14,18 +14,21 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from client_harness import (
+from stream_harness import (
     BOOKED,
+    CONFIG,
     DIES,
     ESCALATIONS,
+    EXAMPLES,
     LISBON,
+    TIMEOUT,
     Answers,
     EraName,
     Wire,
+    answer_plain,
     check_retries,
+    text,
 )
-from stream_pipes import EXAMPLES
-from stream_scenarios import CONFIG, TIMEOUT, answer_plain, text
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import (

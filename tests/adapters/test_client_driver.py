@@ -10,10 +10,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from client_harness import EraName
-from stream_scenarios import LEGACY
+from stream_harness import (
+    LEGACY,
+    EraName,
+)
 
 import mrtr_sansio as m
+from helpers import (
+    check_message,
+)
 from mrtr_sansio.adapters import (
     CallFailedError,
     ClientDriver,
@@ -22,7 +27,6 @@ from mrtr_sansio.adapters import (
     InputRejectedError,
     client_config,
 )
-from wire import check_message
 
 
 class Hooks:

@@ -8,9 +8,12 @@ import subprocess
 import sys
 
 import pytest
-from client_harness import BOOKED, EraName
-from stream_pipes import EXAMPLES
-from stream_scenarios import TIMEOUT
+from stream_harness import (
+    BOOKED,
+    EXAMPLES,
+    TIMEOUT,
+    EraName,
+)
 
 LAST_LINES = [f"=> {line}" for line in BOOKED.splitlines()]
 

@@ -10,10 +10,11 @@ import sys
 import anyio
 import pytest
 from anyio.abc import SocketAttribute
-from client_harness import (
+from stream_harness import (
     BOOKED,
     DIES,
     ESCALATIONS,
+    EXAMPLES,
     LIBS,
     LISBON,
     Answers,
@@ -23,7 +24,6 @@ from client_harness import (
     Wire,
     sealed_config,
 )
-from stream_pipes import EXAMPLES
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import ConnectionClosedError

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import trio
 import trio.testing
-from client_harness import FixtureServer, TrioLib, sealed_config
+from stream_harness import (
+    FixtureServer,
+    TrioLib,
+    sealed_config,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import trio as trio_adapter

@@ -8,11 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from client_harness import (
+from stream_harness import (
     BOOKED,
     DATES,
+    LEGACY,
     LIBS,
     LISBON,
+    MODERN,
     PITCH,
     WORKSPACE,
     Answers,
@@ -25,7 +27,6 @@ from client_harness import (
     check_retries,
     sealed_config,
 )
-from stream_scenarios import LEGACY, MODERN
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import (

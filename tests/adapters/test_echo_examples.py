@@ -4,11 +4,11 @@ pipes, driven like a client would: both wires, then end of input, then a clean e
 from __future__ import annotations
 
 import pytest
-from stream_pipes import example_server
-from stream_scenarios import (
+from stream_harness import (
     ADA,
     ASK_NAME,
     INITIALIZED,
+    example_server,
     initialize,
     leg,
     legacy_call,

@@ -16,12 +16,17 @@ from typing import Any
 
 import anyio
 import pytest
-from asgi_driver import Client, Response
 from fixtures import SERVER_INFO, Everything, server_config
+from http_harness import (
+    Client,
+    Response,
+)
 
 import mrtr_sansio as m
+from helpers import (
+    check_message,
+)
 from mrtr_sansio.adapters.asgi import McpHttpApp
-from wire import check_message
 
 pytestmark = pytest.mark.anyio
 

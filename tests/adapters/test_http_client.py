@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from fixtures import Everything, server_config
-from http_kit import (
+from http_harness import (
     DATES,
     INFO,
     ROOTS,

@@ -12,8 +12,15 @@ from typing import Any
 
 import anyio
 import pytest
-from asgi_transport import StreamingAsgi
-from http_kit import User, connected, everything_app, methods, posts, texts
+from http_harness import (
+    StreamingAsgi,
+    User,
+    connected,
+    everything_app,
+    methods,
+    posts,
+    texts,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import (
@@ -327,9 +334,22 @@ async def test_closing_cancels_the_callbacks_still_running() -> None:
 
 
 async def test_the_standalone_stream_is_opened_once_and_a_405_ends_it() -> None:
-    async with connected(everything_app(), "legacy") as (client, transport):
+    app = everything_app()
+    get_statuses: list[int] = []
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        async def spy(message: Any) -> None:
+            if message["type"] == "http.response.start" and scope.get("method") == "GET":
+                get_statuses.append(message["status"])
+            await send(message)
+
+        await app(scope, receive, spy)
+
+    async with connected(recording, "legacy") as (client, transport):
         assert texts(await client.call_tool("test_simple_text"))
+        assert texts(await client.call_tool("test_simple_text"))  # still working, no new GET
         session = client.session_id
+    assert get_statuses == [405]
     gets = [r for r in transport.requests if r.method == "GET"]
     assert len(gets) == 1
     (get,) = gets

@@ -14,7 +14,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from raw_http import RawConnection, Response, SseReader, post
+from http_harness import (
+    RawConnection,
+    RawResponse,
+    SseReader,
+    post,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import RequestContext
@@ -121,13 +126,13 @@ def legacy(rid: Any, method: str, params: dict[str, Any] | None = None) -> bytes
     return json.dumps(body).encode()
 
 
-def exchange(port: int, data: bytes) -> Response:
+def exchange(port: int, data: bytes) -> RawResponse:
     with RawConnection(port) as c:
         c.send(data)
         return c.response()
 
 
-def refused(response: Response, status: int, code: int) -> str:
+def refused(response: RawResponse, status: int, code: int) -> str:
     """Assert a JSON-RPC refusal; return its message."""
     assert response.status == status, (response.status, response.body)
     error = response.json()["error"]
@@ -135,7 +140,7 @@ def refused(response: Response, status: int, code: int) -> str:
     return str(error["message"])
 
 
-def served_text(response: Response) -> str:
+def served_text(response: RawResponse) -> str:
     assert response.status == 200, (response.status, response.body)
     return str(response.json()["result"]["content"][0]["text"])
 
@@ -165,7 +170,7 @@ class Session:
     def headers(self) -> list[tuple[str, str]]:
         return [("Mcp-Session-Id", self.id), ("MCP-Protocol-Version", LEGACY)]
 
-    def post(self, body: bytes, headers: list[tuple[str, str]] | None = None) -> Response:
+    def post(self, body: bytes, headers: list[tuple[str, str]] | None = None) -> RawResponse:
         return exchange(self.port, post(body, self.headers() if headers is None else headers))
 
     def open_call(self, stream: RawConnection, rid: int) -> tuple[SseReader, dict[str, Any]]:

@@ -16,8 +16,14 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 import pytest
-from stream_pipes import EXAMPLES
-from stream_scenarios import ADA, TIMEOUT, Transcript, modern_call, request
+from stream_harness import (
+    ADA,
+    EXAMPLES,
+    TIMEOUT,
+    Transcript,
+    modern_call,
+    request,
+)
 
 from mrtr_sansio import ServerConfig
 from mrtr_sansio.adapters.stdio import serve

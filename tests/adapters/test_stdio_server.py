@@ -16,8 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from stream_pipes import BlockingPeer
-from stream_scenarios import (
+from stream_harness import (
     ADA,
     CONFIG,
     INITIALIZED,
@@ -25,6 +24,7 @@ from stream_scenarios import (
     SERVER,
     TIMED_OUT,
     TIMEOUT,
+    BlockingPeer,
     answer_plain,
     ask_name,
     cancelled,

@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 import pytest
-from stream_scenarios import (
+from stream_harness import (
     ADA,
     INITIALIZED,
     NAME_SCHEMA,
@@ -24,6 +24,9 @@ from stream_scenarios import (
     text,
 )
 
+from helpers import (
+    drain,
+)
 from mrtr_sansio import (
     Era,
     InputRequiredResult,
@@ -35,7 +38,6 @@ from mrtr_sansio import (
     elicit_form,
 )
 from mrtr_sansio.adapters import StreamServer, answer
-from wire import drain
 
 ASK = elicit_form("What is your name?", NAME_SCHEMA)
 

@@ -10,8 +10,11 @@ from typing import Any
 
 import anyio
 import pytest
-from asgi_driver import Client, Request
 from fixtures import Everything, server_config
+from http_harness import (
+    Client,
+    Request,
+)
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import McpHttpApp

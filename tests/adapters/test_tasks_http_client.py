@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from http_kit import User, connected, everything_app, methods, texts
+from http_harness import (
+    User,
+    connected,
+    everything_app,
+    methods,
+    texts,
+)
 
 from mrtr_sansio.tasks import EXTENSION
 

@@ -8,10 +8,10 @@ from typing import Any
 import trio
 import trio.testing
 from anyio.abc import SocketAttribute
-from stream_harness import Probe
-from stream_scenarios import (
+from stream_harness import (
     CONFIG,
     TIMEOUT,
+    Probe,
     Transcript,
     initialize,
     initialize_result,

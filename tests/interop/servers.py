@@ -1,5 +1,6 @@
 """Our example servers as real processes for the interop and live tests: the HTTP one under
-uvicorn on a free loopback port, and the stdio one."""
+uvicorn on a free loopback port, the stdio one (``examples/asyncio/server.py``: the fixtures,
+both eras, sealed state), and the official SDK's server (``sdk_server.py``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HTTP_SERVER = ROOT / "examples" / "http" / "server.py"
-STDIO_SERVER = Path(__file__).resolve().parent / "stdio_server.py"
+STDIO_SERVER = ROOT / "examples" / "asyncio" / "server.py"
 SDK_SERVER = Path(__file__).resolve().parent / "sdk_server.py"
 
 
