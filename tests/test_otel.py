@@ -36,6 +36,7 @@ from mrtr_sansio import (
     RequestStateSecurity,
     ServerConfig,
     ServerConnection,
+    SwappableStateProtector,
     elicit_form,
 )
 from mrtr_sansio.observe import (
@@ -188,10 +189,10 @@ def modern_net(
     **server: Any,
 ) -> Net:
     clock = Clock()
+    server.setdefault("request_state", RequestStateSecurity(keys=KEYS))
     servers = [
         ServerConnection(
             ServerConfig(
-                request_state=RequestStateSecurity(keys=KEYS),
                 observer=observer,
                 clock=clock,
                 **server,
@@ -278,6 +279,46 @@ def test_a_carry_at_the_limit_is_sealed() -> None:
     net.client.call("tools/call", {"name": "join", "arguments": {}})
     net.pump(accept)
     assert [s.carried for s in rec.of(RequestStarted)] == [None, carry, carry]
+
+
+class PlainProtector:
+    """A protector that cannot seal a carry (no ``seals_carry``): forwards to a ring."""
+
+    def __init__(self) -> None:
+        self.inner = RequestStateSecurity(keys=KEYS)
+
+    def seal(self, state: Any, binding: Any, round: int, now: float) -> str:
+        return self.inner.seal(state, binding, round, now)
+
+    def unseal(self, token: str, binding: Any, now: float) -> Any:
+        return self.inner.unseal(token, binding, now)
+
+
+def test_a_swappable_protector_forwards_the_carry_across_a_swap() -> None:
+    carry = {"flow": "f1", "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    rec = Recorder(carry)
+    protector = SwappableStateProtector(RequestStateSecurity(keys=KEYS))
+    net = modern_net(rec, processes=2, request_state=protector)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert [s.carried for s in rec.of(RequestStarted)] == [None, carry, carry]
+    # a ring swapped in (the same keys, a new object) keeps carrying
+    protector.swap(RequestStateSecurity(keys=KEYS))
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert [s.carried for s in rec.of(RequestStarted)[3:]] == [None, carry, carry]
+
+
+def test_a_swappable_protector_drops_the_carry_for_a_protector_that_cannot_seal_it() -> None:
+    rec = Recorder({"flow": "f1"})
+    protector = SwappableStateProtector(PlainProtector())
+    net = modern_net(rec, request_state=protector)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert [s.carried for s in rec.of(RequestStarted)] == [None, None, None]
+    assert len(rec.asked) == 2  # asked, offered, and dropped by the plain protector
 
 
 def test_unsealed_state_carries_nothing() -> None:
