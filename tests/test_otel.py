@@ -32,6 +32,7 @@ from mrtr_sansio import (
     InputNeeded,
     InputRequiredResult,
     JsonRpcError,
+    LocalProtocolError,
     RequestReceived,
     RequestStateSecurity,
     ServerConfig,
@@ -43,6 +44,7 @@ from mrtr_sansio.observe import (
     CARRY_MAX_BYTES,
     CallFinished,
     CallRoundSent,
+    CallRoundUnsent,
     CallStarted,
     Fact,
     LegAnswered,
@@ -684,3 +686,83 @@ def test_a_request_ended_without_an_answer_ends_its_spans(otel: Any, how: str) -
     (request,) = by_name(spans, SpanKind.SERVER)
     assert request.attributes["mrtr.outcome"] == how  # type: ignore[index]
     assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]
+
+
+def test_a_retry_that_cannot_be_encoded_ends_its_round_span_as_an_error(otel: Any) -> None:
+    observer, exporter, reader = otel
+    net = modern_net(None, client_observer=observer)
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)  # the application holds the question
+    (event,) = held
+    with pytest.raises(LocalProtocolError, match="'a'"):
+        net.client.fulfil(event, {"action": "accept", "content": {"v": object()}})
+    spans = exporter.get_finished_spans()
+    unsent = [s for s in spans if s.kind is SpanKind.CLIENT and s.attributes[ROUND] == 2]
+    (span,) = unsent
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "unsent"
+    assert span.end_time is not None
+    # the application answers again: a new round 2 goes out, and the call completes
+    net.client.fulfil(event, accept(event))
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert net.events[-1].call is call
+    spans = exporter.get_finished_spans()
+    rounds = [s.attributes[ROUND] for s in by_name(spans, SpanKind.CLIENT)]  # type: ignore[index]
+    assert rounds == [1, 2, 2, 3]
+    (call_span,) = [s for s in spans if s.kind is SpanKind.INTERNAL and s.name.startswith("tools")]
+    assert call_span.attributes[ROUND] == 3  # requests that went out
+    (point,) = metric_points(reader)["mrtr.client.call.rounds"]
+    assert point.sum == 3
+
+
+def test_an_unsent_request_is_reported_with_its_reason() -> None:
+    rec = Recorder()
+    net = modern_net(None, client_observer=rec)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)
+    (event,) = held
+    with pytest.raises(LocalProtocolError):
+        net.client.fulfil(event, {"action": "accept", "content": {"v": object()}})
+    (sent_then_unsent,) = [f for f in rec.of(CallRoundSent) if f.round == 2]
+    (unsent,) = rec.of(CallRoundUnsent)
+    assert unsent.request_id == sent_then_unsent.request_id
+    assert unsent.call_id == sent_then_unsent.call_id
+    assert unsent.reason
+
+
+def test_a_task_update_that_cannot_be_encoded_is_reported_unsent() -> None:
+    rec = Recorder()
+
+    def handler(event: RequestReceived) -> Any:
+        if event.task_id is None:
+            return RunAsTask()
+        if not event.input_responses:
+            return InputRequiredResult(input_requests={"a": elicit_form("a", FORM)})
+        return {"content": []}
+
+    net = modern_net(
+        None,
+        handler,
+        client_observer=rec,
+        caps=TASK_CAPS,
+        tasks=TaskSettings(store=InMemoryTaskStore(), tools={"slow": "optional"}),
+    )
+    net.client.call("tools/call", {"name": "slow", "arguments": {}})
+    clock = net.servers[0].config.clock
+    assert isinstance(clock, Clock)
+    held: list[InputNeeded] = []
+    for _ in range(5):
+        net.pump(held.append)
+        if held:
+            break
+        clock.now += 1.0
+        net.client.handle_timer(clock.now)
+    (event,) = held
+    with pytest.raises(LocalProtocolError):
+        net.client.fulfil(event, {"action": "accept", "content": {"v": object()}})
+    (unsent,) = rec.of(CallRoundUnsent)
+    (update,) = [f for f in rec.of(CallRoundSent) if f.method == "tasks/update"]
+    assert unsent.request_id == update.request_id

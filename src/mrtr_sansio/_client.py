@@ -71,6 +71,7 @@ from .observe import (
     CallFinished,
     CallRoundAnswered,
     CallRoundSent,
+    CallRoundUnsent,
     CallStarted,
     connection_key,
     trace_of,
@@ -607,7 +608,12 @@ class ClientConnection(Connection):
         if self._observer is not None:
             params = self._observe_leg(st, rid, st.call.method, params)
         msg = request_message(rid, st.call.method, params)
-        data = self._encode(msg)
+        try:
+            data = self._encode(msg)
+        except LocalProtocolError as exc:
+            if self._observer is not None:
+                self._observe_unsent(st, rid, exc)
+            raise
         st.phase = moves[st.phase]
         st.leg = rid
         self._legs[rid] = st
@@ -623,7 +629,12 @@ class ClientConnection(Connection):
         if self._observer is not None:
             params = self._observe_leg(st, rid, method, params)  # type: ignore[assignment]
         msg = request_message(rid, method, params)
-        data = self._encode(msg)
+        try:
+            data = self._encode(msg)
+        except LocalProtocolError as exc:
+            if self._observer is not None:
+                self._observe_unsent(st, rid, exc)
+            raise
         st.phase = moves[st.phase]
         st.leg = rid
         st.task_leg = method
@@ -988,6 +999,14 @@ class ClientConnection(Connection):
         meta = params.get("_meta")
         params["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), **trace}
         return params
+
+    def _observe_unsent(self, st: _CallState, rid: int, exc: LocalProtocolError) -> None:
+        """Tell the observer the request just reported sent could not be encoded: it never
+        went out (the application may answer again, and a new request is reported)."""
+        assert self._observer is not None
+        self._observer.observe(
+            CallRoundUnsent(self._clock(), self._obs_key, st.call.call_id, rid, str(exc))
+        )
 
     def _observe_answer(self, st: _CallState, msg: dict[str, Any]) -> None:
         """Tell the observer the server answered a request of the call."""

@@ -27,6 +27,7 @@ __all__ = [
     "CallFinished",
     "CallRoundAnswered",
     "CallRoundSent",
+    "CallRoundUnsent",
     "CallStarted",
     "ErrorSent",
     "Fact",
@@ -171,6 +172,17 @@ class CallRoundSent(Fact):
     request_id: Any
     method: str
     round: int
+
+
+@attrs.frozen
+class CallRoundUnsent(Fact):
+    """The request :class:`CallRoundSent` reported could not be encoded (an answer that is
+    not JSON, say) and never went out; ``reason`` says why. The call goes on: the
+    application may answer again, and that request is reported as sent anew."""
+
+    call_id: int
+    request_id: Any
+    reason: str
 
 
 @attrs.frozen

@@ -39,6 +39,7 @@ from mrtr_sansio.observe import (
     CallFinished,
     CallRoundAnswered,
     CallRoundSent,
+    CallRoundUnsent,
     CallStarted,
     ErrorSent,
     Fact,
@@ -410,6 +411,19 @@ class OtelObserver:
                 start_time=self._ns(fact.at),
             )
 
+    def _call_round_unsent(self, fact: CallRoundUnsent) -> None:
+        open_ = self._rounds.pop((fact.connection, fact.request_id), None)
+        if open_ is None:
+            return
+        key = (fact.connection, fact.call_id)
+        if key in self._sent:
+            self._sent[key] -= 1  # the request never went out: not one of the call's rounds
+        span = open_.span
+        span.set_attribute("error.type", "unsent")
+        span.set_attribute("mrtr.outcome", "unsent")
+        span.set_status(Status(StatusCode.ERROR, fact.reason))
+        span.end(self._ns(fact.at))
+
     def _call_finished(self, fact: CallFinished) -> None:
         key = (fact.connection, fact.call_id)
         call = self._calls.pop(key, None)
@@ -442,5 +456,6 @@ _HANDLERS: dict[type[Fact], Callable[[OtelObserver, Any], None]] = {
     CallStarted: OtelObserver._call_started,
     CallRoundSent: OtelObserver._call_round_sent,
     CallRoundAnswered: OtelObserver._call_round_answered,
+    CallRoundUnsent: OtelObserver._call_round_unsent,
     CallFinished: OtelObserver._call_finished,
 }
