@@ -7,12 +7,17 @@ share one key ring. Spans are read back from the OpenTelemetry SDK's in-memory e
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -40,6 +45,8 @@ from mrtr_sansio import (
     SwappableStateProtector,
     elicit_form,
 )
+from mrtr_sansio.adapters.asgi import McpHttpApp
+from mrtr_sansio.adapters.serve import http_server
 from mrtr_sansio.observe import (
     CARRY_MAX_BYTES,
     CallFinished,
@@ -60,6 +67,10 @@ from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskSettings
 FORM = {"type": "object", "properties": {"v": {"type": "string"}}}
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 TASK_CAPS: dict[str, Any] = {**CAPS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+ENVELOPE: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 KEYS = [b"k" * 32]
 Handler = Callable[[RequestReceived], Any]
 
@@ -766,3 +777,114 @@ def test_a_task_update_that_cannot_be_encoded_is_reported_unsent() -> None:
     (unsent,) = rec.of(CallRoundUnsent)
     (update,) = [f for f in rec.of(CallRoundSent) if f.method == "tasks/update"]
     assert unsent.request_id == update.request_id
+
+
+# --- over HTTP ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` under uvicorn (``http_server``) in a thread on a free loopback port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = http_server(app, log_level="error", lifespan="off")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive(), "uvicorn did not start"
+        assert time.monotonic() < deadline, "uvicorn did not start in time"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(20)
+        sock.close()
+        assert not thread.is_alive()
+
+
+async def greet(event: RequestReceived, context: Any) -> Any:
+    return {"content": [{"type": "text", "text": "hello"}]}
+
+
+def legacy_session(http: httpx.Client, url: str) -> str:
+    """Open a legacy session over HTTP (initialize, initialized); its Mcp-Session-Id."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    response = http.post(url, json=init)
+    assert response.status_code == 200
+    session = response.headers["mcp-session-id"]
+    headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    done = http.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+    )
+    assert done.status_code == 202
+    return session
+
+
+def test_a_legacy_request_over_http_names_its_session(otel: Any) -> None:
+    observer, exporter, _ = otel
+    rec = Recorder()
+    config = ServerConfig(
+        request_state=RequestStateSecurity(keys=KEYS), observer=Tee(observer, rec)
+    )
+    app = McpHttpApp(greet, config)
+    headers = {"accept": "application/json, text/event-stream"}
+    with served(app) as url, httpx.Client(headers=headers, timeout=20) as http:
+        sessions = [legacy_session(http, url) for _ in range(2)]
+        for rid, session in enumerate(sessions, 2):
+            call = {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "tools/call",
+                "params": {"name": "greet"},
+            }
+            extra = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+            response = http.post(url, json=call, headers=extra)
+            assert response.status_code == 200
+            assert b"hello" in response.content
+        modern = {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": "greet", "arguments": {}, "_meta": dict(ENVELOPE)},
+        }
+        extra = {
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "greet",
+        }
+        assert http.post(url, json=modern, headers=extra).status_code == 200
+    assert sessions[0] != sessions[1]
+    started = rec.of(RequestStarted)
+    assert [(s.legacy, s.session_id) for s in started] == [
+        (True, sessions[0]),
+        (True, sessions[1]),
+        (False, None),
+    ]
+    spans = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert [(s.attributes or {}).get("mcp.session.id") for s in spans] == [*sessions, None]
+
+
+class Tee:
+    """Two observers as one (the first one carries)."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+
+    def observe(self, fact: Fact) -> None:
+        self.first.observe(fact)
+        self.second.observe(fact)
+
+    def carry(self, connection: int, request_id: Any) -> Mapping[str, str] | None:
+        result: Mapping[str, str] | None = self.first.carry(connection, request_id)
+        return result
