@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import socket
 import subprocess
 import sys
@@ -55,6 +56,8 @@ from mrtr_sansio.observe import (
     CallStarted,
     Fact,
     LegAnswered,
+    LegReceived,
+    LegReplied,
     LegSent,
     LegTimedOut,
     RequestAnswered,
@@ -454,10 +457,14 @@ def test_a_missing_capability_refusal_is_an_error_span_and_counted(otel: Any) ->
     assert point.value == 1
 
 
-def legacy_net(observer: Any, handler: Handler = three_rounds, **server: Any) -> Net:
+def legacy_net(
+    observer: Any, handler: Handler = three_rounds, *, client_observer: Any = None, **server: Any
+) -> Net:
     clock = Clock()
     srv = ServerConnection(ServerConfig(observer=observer, clock=clock, **server))
-    client = ClientConnection(ClientConfig(era="legacy", capabilities=CAPS, clock=clock))
+    client = ClientConnection(
+        ClientConfig(era="legacy", capabilities=CAPS, clock=clock, observer=client_observer)
+    )
     return Net(client, [srv], handler)
 
 
@@ -888,3 +895,100 @@ class Tee:
     def carry(self, connection: int, request_id: Any) -> Mapping[str, str] | None:
         result: Mapping[str, str] | None = self.first.carry(connection, request_id)
         return result
+
+
+# --- the client on the legacy wire: the server's requests it answers ---------------------
+
+
+def test_a_legacy_call_has_a_child_span_per_server_request_with_the_user_s_time(
+    otel: Any,
+) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    clock = net.servers[0].config.clock
+    assert isinstance(clock, Clock)
+
+    def slow_user(event: InputNeeded) -> dict[str, Any]:
+        clock.now += 2.5 if event.round == 1 else 4.0
+        return accept(event)
+
+    net.pump(slow_user)
+    assert isinstance(net.events[-1], CallCompleted)
+    spans = exporter.get_finished_spans()
+    (call,) = [s for s in spans if s.kind is SpanKind.INTERNAL and s.name == "tools/call join"]
+    (request,) = by_name(spans, SpanKind.CLIENT)
+    legs = by_name(spans, SpanKind.SERVER)
+    assert [s.name for s in legs] == ["elicitation/create"] * 2
+    assert all(s.parent is not None and s.parent.span_id == call.context.span_id for s in legs)
+    assert [((s.end_time or 0) - (s.start_time or 0)) / 1e9 for s in legs] == [2.5, 4.0]
+    assert [s.attributes[ROUND] for s in legs] == [1, 2]  # type: ignore[index]
+    assert all(s.attributes["mrtr.outcome"] == "answered" for s in legs)  # type: ignore[index]
+    assert all(s.attributes["mrtr.legacy"] is True for s in legs)  # type: ignore[index]
+    assert request.parent is not None
+    assert request.parent.span_id == call.context.span_id
+    assert {s.context.trace_id for s in spans} == {call.context.trace_id}
+
+
+def test_legacy_server_requests_are_facts_with_their_call_and_outcome() -> None:
+    rec = Recorder()
+    net = legacy_net(None, client_observer=rec)
+    net.pump()
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)
+    (first,) = held
+    assert net.client.reject(first)
+    net.pump()
+    (received,) = rec.of(LegReceived)
+    assert (received.call_id, received.request_id, received.method, received.round) == (
+        call.call_id,
+        first.key,
+        "elicitation/create",
+        1,
+    )
+    assert [(r.request_id, r.outcome) for r in rec.of(LegReplied)] == [(first.key, "error")]
+
+
+def test_a_server_request_withdrawn_or_dropped_with_its_call_ends_its_span(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)  # the user has not answered yet
+    assert net.client.cancel(call)
+    (leg,) = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]
+    assert leg.status.status_code is StatusCode.UNSET
+    # the server withdraws its request (notifications/cancelled)
+    rec = Recorder()
+    net = legacy_net(None, client_observer=rec)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)
+    (received,) = rec.of(LegReceived)
+    cancel = {"method": "notifications/cancelled", "params": {"requestId": received.request_id}}
+    net.client.receive_data(json.dumps({"jsonrpc": "2.0", **cancel}).encode() + b"\n")
+    assert [(r.request_id, r.outcome) for r in rec.of(LegReplied)] == [
+        (received.request_id, "withdrawn")
+    ]
+
+
+def test_a_server_request_of_no_call_is_withdrawn_when_the_stream_closes(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    for _ in range(2):  # with two calls in flight, the request belongs to neither for sure
+        net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.client.data_to_send()  # (not delivered: the server never answers them)
+    ask = {"id": 77, "method": "elicitation/create", "params": elicit_form("?", FORM).params}
+    net.client.receive_data(json.dumps({"jsonrpc": "2.0", **ask}).encode() + b"\n")
+    (event,) = [e for e in net.client.events() if isinstance(e, InputNeeded)]
+    assert event.call is None
+    net.client.receive_data(b"")
+    (leg,) = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert leg.name == "elicitation/create"
+    assert leg.attributes["jsonrpc.request.id"] == "77"  # type: ignore[index]
+    assert leg.parent is None
+    assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]

@@ -73,6 +73,8 @@ from .observe import (
     CallRoundSent,
     CallRoundUnsent,
     CallStarted,
+    LegReceived,
+    LegReplied,
     connection_key,
     trace_of,
 )
@@ -713,6 +715,17 @@ class ClientConnection(Connection):
             round_,
         )
         self._server.opened(event)
+        if self._observer is not None:
+            self._observer.observe(
+                LegReceived(
+                    self._clock(),
+                    self._obs_key,
+                    None if st is None else st.call.call_id,
+                    accepted.request_id,
+                    accepted.method,
+                    round_,
+                )
+            )
         self._events.append(event)
 
     def _server_rounds_exhausted(self, st: _CallState, msg: dict[str, Any]) -> None:
@@ -745,6 +758,9 @@ class ClientConnection(Connection):
             return False
         self._reply(reply)
         self._server.closed(event)
+        if self._observer is not None:
+            outcome = "answered" if reply.error is None else "error"
+            self._observer.observe(LegReplied(self._clock(), self._obs_key, event.key, outcome))
         self._server_request_closed(event)
         return True
 
@@ -942,6 +958,10 @@ class ClientConnection(Connection):
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
             withdrawn = self._server.on_cancelled(params)
             if withdrawn is not None:
+                if self._observer is not None:
+                    self._observer.observe(
+                        LegReplied(self._clock(), self._obs_key, withdrawn.key, "withdrawn")
+                    )
                 self._server_request_closed(withdrawn)
                 self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
             return
@@ -1045,6 +1065,10 @@ class ClientConnection(Connection):
         for st in list(self._calls.values()):
             self._end(st, CallFailed(st.call, error, True), _CLOSED)
         for event in self._server.close():
+            if self._observer is not None:
+                self._observer.observe(
+                    LegReplied(self._clock(), self._obs_key, event.key, "withdrawn")
+                )
             self._events.append(InputWithdrawn(event.call, event.key))
 
 

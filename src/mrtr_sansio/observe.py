@@ -32,6 +32,8 @@ __all__ = [
     "ErrorSent",
     "Fact",
     "LegAnswered",
+    "LegReceived",
+    "LegReplied",
     "LegSent",
     "LegTimedOut",
     "Observer",
@@ -205,6 +207,29 @@ class CallFinished(Fact):
     outcome: str
     rounds: int
     error_code: int | None = None
+
+
+@attrs.frozen
+class LegReceived(Fact):
+    """Legacy wire: the server sent a request the client is to answer (``elicitation/create``,
+    ``sampling/createMessage``, ``roots/list``), reported to the application as
+    :class:`~mrtr_sansio.InputNeeded`; ``call_id`` is the call it belongs to (None: none)."""
+
+    call_id: int | None
+    request_id: Any
+    method: str
+    round: int
+
+
+@attrs.frozen
+class LegReplied(Fact):
+    """A :class:`LegReceived` request ended: ``outcome`` is ``answered`` (a result went back),
+    ``error`` (an error went back, :meth:`~mrtr_sansio.ClientConnection.reject`) or
+    ``withdrawn`` (the server cancelled it, or the stream closed). A request of a call that
+    ends is dropped with it: the :class:`CallFinished` of ``call_id`` says so."""
+
+    request_id: Any
+    outcome: str
 
 
 class Observer(Protocol):
