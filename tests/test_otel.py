@@ -751,7 +751,8 @@ def test_an_unsent_request_is_reported_with_its_reason() -> None:
     assert unsent.reason
 
 
-def test_a_task_update_that_cannot_be_encoded_is_reported_unsent() -> None:
+@pytest.mark.parametrize("observed", [True, False])
+def test_a_task_update_that_cannot_be_encoded_is_reported_unsent(observed: bool) -> None:
     rec = Recorder()
 
     def handler(event: RequestReceived) -> Any:
@@ -764,7 +765,7 @@ def test_a_task_update_that_cannot_be_encoded_is_reported_unsent() -> None:
     net = modern_net(
         None,
         handler,
-        client_observer=rec,
+        client_observer=rec if observed else None,
         caps=TASK_CAPS,
         tasks=TaskSettings(store=InMemoryTaskStore(), tools={"slow": "optional"}),
     )
@@ -781,6 +782,9 @@ def test_a_task_update_that_cannot_be_encoded_is_reported_unsent() -> None:
     (event,) = held
     with pytest.raises(LocalProtocolError):
         net.client.fulfil(event, {"action": "accept", "content": {"v": object()}})
+    if not observed:
+        assert rec.facts == []
+        return
     (unsent,) = rec.of(CallRoundUnsent)
     (update,) = [f for f in rec.of(CallRoundSent) if f.method == "tasks/update"]
     assert unsent.request_id == update.request_id
@@ -992,3 +996,17 @@ def test_a_server_request_of_no_call_is_withdrawn_when_the_stream_closes(otel: A
     assert leg.attributes["jsonrpc.request.id"] == "77"  # type: ignore[index]
     assert leg.parent is None
     assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]
+
+
+def test_a_refused_server_request_ends_its_span_as_an_error(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)
+    assert net.client.reject(held[0])
+    (leg,) = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert leg.status.status_code is StatusCode.ERROR
+    assert leg.attributes["mrtr.outcome"] == "error"  # type: ignore[index]
+    assert leg.attributes["error.type"] == "error"  # type: ignore[index]
