@@ -7,12 +7,18 @@ share one key ring. Spans are read back from the OpenTelemetry SDK's in-memory e
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
+import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import httpx
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -32,19 +38,26 @@ from mrtr_sansio import (
     InputNeeded,
     InputRequiredResult,
     JsonRpcError,
+    LocalProtocolError,
     RequestReceived,
     RequestStateSecurity,
     ServerConfig,
     ServerConnection,
+    SwappableStateProtector,
     elicit_form,
 )
+from mrtr_sansio.adapters.asgi import McpHttpApp
+from mrtr_sansio.adapters.serve import http_server
 from mrtr_sansio.observe import (
     CARRY_MAX_BYTES,
     CallFinished,
     CallRoundSent,
+    CallRoundUnsent,
     CallStarted,
     Fact,
     LegAnswered,
+    LegReceived,
+    LegReplied,
     LegSent,
     LegTimedOut,
     RequestAnswered,
@@ -57,6 +70,10 @@ from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskSettings
 FORM = {"type": "object", "properties": {"v": {"type": "string"}}}
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 TASK_CAPS: dict[str, Any] = {**CAPS, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+ENVELOPE: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 KEYS = [b"k" * 32]
 Handler = Callable[[RequestReceived], Any]
 
@@ -188,10 +205,10 @@ def modern_net(
     **server: Any,
 ) -> Net:
     clock = Clock()
+    server.setdefault("request_state", RequestStateSecurity(keys=KEYS))
     servers = [
         ServerConnection(
             ServerConfig(
-                request_state=RequestStateSecurity(keys=KEYS),
                 observer=observer,
                 clock=clock,
                 **server,
@@ -278,6 +295,46 @@ def test_a_carry_at_the_limit_is_sealed() -> None:
     net.client.call("tools/call", {"name": "join", "arguments": {}})
     net.pump(accept)
     assert [s.carried for s in rec.of(RequestStarted)] == [None, carry, carry]
+
+
+class PlainProtector:
+    """A protector that cannot seal a carry (no ``seals_carry``): forwards to a ring."""
+
+    def __init__(self) -> None:
+        self.inner = RequestStateSecurity(keys=KEYS)
+
+    def seal(self, state: Any, binding: Any, round: int, now: float) -> str:
+        return self.inner.seal(state, binding, round, now)
+
+    def unseal(self, token: str, binding: Any, now: float) -> Any:
+        return self.inner.unseal(token, binding, now)
+
+
+def test_a_swappable_protector_forwards_the_carry_across_a_swap() -> None:
+    carry = {"flow": "f1", "traceparent": "00-" + "1" * 32 + "-" + "2" * 16 + "-01"}
+    rec = Recorder(carry)
+    protector = SwappableStateProtector(RequestStateSecurity(keys=KEYS))
+    net = modern_net(rec, processes=2, request_state=protector)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert [s.carried for s in rec.of(RequestStarted)] == [None, carry, carry]
+    # a ring swapped in (the same keys, a new object) keeps carrying
+    protector.swap(RequestStateSecurity(keys=KEYS))
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert [s.carried for s in rec.of(RequestStarted)[3:]] == [None, carry, carry]
+
+
+def test_a_swappable_protector_drops_the_carry_for_a_protector_that_cannot_seal_it() -> None:
+    rec = Recorder({"flow": "f1"})
+    protector = SwappableStateProtector(PlainProtector())
+    net = modern_net(rec, request_state=protector)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert [s.carried for s in rec.of(RequestStarted)] == [None, None, None]
+    assert len(rec.asked) == 2  # asked, offered, and dropped by the plain protector
 
 
 def test_unsealed_state_carries_nothing() -> None:
@@ -400,10 +457,14 @@ def test_a_missing_capability_refusal_is_an_error_span_and_counted(otel: Any) ->
     assert point.value == 1
 
 
-def legacy_net(observer: Any, handler: Handler = three_rounds, **server: Any) -> Net:
+def legacy_net(
+    observer: Any, handler: Handler = three_rounds, *, client_observer: Any = None, **server: Any
+) -> Net:
     clock = Clock()
     srv = ServerConnection(ServerConfig(observer=observer, clock=clock, **server))
-    client = ClientConnection(ClientConfig(era="legacy", capabilities=CAPS, clock=clock))
+    client = ClientConnection(
+        ClientConfig(era="legacy", capabilities=CAPS, clock=clock, observer=client_observer)
+    )
     return Net(client, [srv], handler)
 
 
@@ -643,3 +704,309 @@ def test_a_request_ended_without_an_answer_ends_its_spans(otel: Any, how: str) -
     (request,) = by_name(spans, SpanKind.SERVER)
     assert request.attributes["mrtr.outcome"] == how  # type: ignore[index]
     assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]
+
+
+def test_a_retry_that_cannot_be_encoded_ends_its_round_span_as_an_error(otel: Any) -> None:
+    observer, exporter, reader = otel
+    net = modern_net(None, client_observer=observer)
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)  # the application holds the question
+    (event,) = held
+    with pytest.raises(LocalProtocolError, match="'a'"):
+        net.client.fulfil(event, {"action": "accept", "content": {"v": object()}})
+    spans = exporter.get_finished_spans()
+    unsent = [s for s in spans if s.kind is SpanKind.CLIENT and s.attributes[ROUND] == 2]
+    (span,) = unsent
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "unsent"
+    assert span.end_time is not None
+    # the application answers again: a new round 2 goes out, and the call completes
+    net.client.fulfil(event, accept(event))
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    assert net.events[-1].call is call
+    spans = exporter.get_finished_spans()
+    rounds = [s.attributes[ROUND] for s in by_name(spans, SpanKind.CLIENT)]  # type: ignore[index]
+    assert rounds == [1, 2, 2, 3]
+    (call_span,) = [s for s in spans if s.kind is SpanKind.INTERNAL and s.name.startswith("tools")]
+    assert call_span.attributes[ROUND] == 3  # requests that went out
+    (point,) = metric_points(reader)["mrtr.client.call.rounds"]
+    assert point.sum == 3
+
+
+def test_an_unsent_request_is_reported_with_its_reason() -> None:
+    rec = Recorder()
+    net = modern_net(None, client_observer=rec)
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)
+    (event,) = held
+    with pytest.raises(LocalProtocolError):
+        net.client.fulfil(event, {"action": "accept", "content": {"v": object()}})
+    (sent_then_unsent,) = [f for f in rec.of(CallRoundSent) if f.round == 2]
+    (unsent,) = rec.of(CallRoundUnsent)
+    assert unsent.request_id == sent_then_unsent.request_id
+    assert unsent.call_id == sent_then_unsent.call_id
+    assert unsent.reason
+
+
+@pytest.mark.parametrize("observed", [True, False])
+def test_a_task_update_that_cannot_be_encoded_is_reported_unsent(observed: bool) -> None:
+    rec = Recorder()
+
+    def handler(event: RequestReceived) -> Any:
+        if event.task_id is None:
+            return RunAsTask()
+        if not event.input_responses:
+            return InputRequiredResult(input_requests={"a": elicit_form("a", FORM)})
+        return {"content": []}
+
+    net = modern_net(
+        None,
+        handler,
+        client_observer=rec if observed else None,
+        caps=TASK_CAPS,
+        tasks=TaskSettings(store=InMemoryTaskStore(), tools={"slow": "optional"}),
+    )
+    net.client.call("tools/call", {"name": "slow", "arguments": {}})
+    clock = net.servers[0].config.clock
+    assert isinstance(clock, Clock)
+    held: list[InputNeeded] = []
+    for _ in range(5):
+        net.pump(held.append)
+        if held:
+            break
+        clock.now += 1.0
+        net.client.handle_timer(clock.now)
+    (event,) = held
+    with pytest.raises(LocalProtocolError):
+        net.client.fulfil(event, {"action": "accept", "content": {"v": object()}})
+    if not observed:
+        assert rec.facts == []
+        return
+    (unsent,) = rec.of(CallRoundUnsent)
+    (update,) = [f for f in rec.of(CallRoundSent) if f.method == "tasks/update"]
+    assert unsent.request_id == update.request_id
+
+
+# --- over HTTP ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` under uvicorn (``http_server``) in a thread on a free loopback port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = http_server(app, log_level="error", lifespan="off")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive(), "uvicorn did not start"
+        assert time.monotonic() < deadline, "uvicorn did not start in time"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        server.should_exit = True
+        thread.join(20)
+        sock.close()
+        assert not thread.is_alive()
+
+
+async def greet(event: RequestReceived, context: Any) -> Any:
+    return {"content": [{"type": "text", "text": "hello"}]}
+
+
+def legacy_session(http: httpx.Client, url: str) -> str:
+    """Open a legacy session over HTTP (initialize, initialized); its Mcp-Session-Id."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    response = http.post(url, json=init)
+    assert response.status_code == 200
+    session = response.headers["mcp-session-id"]
+    headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    done = http.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+    )
+    assert done.status_code == 202
+    return session
+
+
+def test_a_legacy_request_over_http_names_its_session(otel: Any) -> None:
+    observer, exporter, _ = otel
+    rec = Recorder()
+    config = ServerConfig(
+        request_state=RequestStateSecurity(keys=KEYS), observer=Tee(observer, rec)
+    )
+    app = McpHttpApp(greet, config)
+    headers = {"accept": "application/json, text/event-stream"}
+    with served(app) as url, httpx.Client(headers=headers, timeout=20) as http:
+        sessions = [legacy_session(http, url) for _ in range(2)]
+        for rid, session in enumerate(sessions, 2):
+            call = {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "tools/call",
+                "params": {"name": "greet"},
+            }
+            extra = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+            response = http.post(url, json=call, headers=extra)
+            assert response.status_code == 200
+            assert b"hello" in response.content
+        modern = {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {"name": "greet", "arguments": {}, "_meta": dict(ENVELOPE)},
+        }
+        extra = {
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "greet",
+        }
+        assert http.post(url, json=modern, headers=extra).status_code == 200
+    assert sessions[0] != sessions[1]
+    started = rec.of(RequestStarted)
+    assert [(s.legacy, s.session_id) for s in started] == [
+        (True, sessions[0]),
+        (True, sessions[1]),
+        (False, None),
+    ]
+    spans = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert [(s.attributes or {}).get("mcp.session.id") for s in spans] == [*sessions, None]
+
+
+class Tee:
+    """Two observers as one (the first one carries)."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+
+    def observe(self, fact: Fact) -> None:
+        self.first.observe(fact)
+        self.second.observe(fact)
+
+    def carry(self, connection: int, request_id: Any) -> Mapping[str, str] | None:
+        result: Mapping[str, str] | None = self.first.carry(connection, request_id)
+        return result
+
+
+# --- the client on the legacy wire: the server's requests it answers ---------------------
+
+
+def test_a_legacy_call_has_a_child_span_per_server_request_with_the_user_s_time(
+    otel: Any,
+) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    clock = net.servers[0].config.clock
+    assert isinstance(clock, Clock)
+
+    def slow_user(event: InputNeeded) -> dict[str, Any]:
+        clock.now += 2.5 if event.round == 1 else 4.0
+        return accept(event)
+
+    net.pump(slow_user)
+    assert isinstance(net.events[-1], CallCompleted)
+    spans = exporter.get_finished_spans()
+    (call,) = [s for s in spans if s.kind is SpanKind.INTERNAL and s.name == "tools/call join"]
+    (request,) = by_name(spans, SpanKind.CLIENT)
+    legs = by_name(spans, SpanKind.SERVER)
+    assert [s.name for s in legs] == ["elicitation/create"] * 2
+    assert all(s.parent is not None and s.parent.span_id == call.context.span_id for s in legs)
+    assert [((s.end_time or 0) - (s.start_time or 0)) / 1e9 for s in legs] == [2.5, 4.0]
+    assert [s.attributes[ROUND] for s in legs] == [1, 2]  # type: ignore[index]
+    assert all(s.attributes["mrtr.outcome"] == "answered" for s in legs)  # type: ignore[index]
+    assert all(s.attributes["mrtr.legacy"] is True for s in legs)  # type: ignore[index]
+    assert request.parent is not None
+    assert request.parent.span_id == call.context.span_id
+    assert {s.context.trace_id for s in spans} == {call.context.trace_id}
+
+
+def test_legacy_server_requests_are_facts_with_their_call_and_outcome() -> None:
+    rec = Recorder()
+    net = legacy_net(None, client_observer=rec)
+    net.pump()
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)
+    (first,) = held
+    assert net.client.reject(first)
+    net.pump()
+    (received,) = rec.of(LegReceived)
+    assert (received.call_id, received.request_id, received.method, received.round) == (
+        call.call_id,
+        first.key,
+        "elicitation/create",
+        1,
+    )
+    assert [(r.request_id, r.outcome) for r in rec.of(LegReplied)] == [(first.key, "error")]
+
+
+def test_a_server_request_withdrawn_or_dropped_with_its_call_ends_its_span(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    call = net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)  # the user has not answered yet
+    assert net.client.cancel(call)
+    (leg,) = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]
+    assert leg.status.status_code is StatusCode.UNSET
+    # the server withdraws its request (notifications/cancelled)
+    rec = Recorder()
+    net = legacy_net(None, client_observer=rec)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(lambda e: None)
+    (received,) = rec.of(LegReceived)
+    cancel = {"method": "notifications/cancelled", "params": {"requestId": received.request_id}}
+    net.client.receive_data(json.dumps({"jsonrpc": "2.0", **cancel}).encode() + b"\n")
+    assert [(r.request_id, r.outcome) for r in rec.of(LegReplied)] == [
+        (received.request_id, "withdrawn")
+    ]
+
+
+def test_a_server_request_of_no_call_is_withdrawn_when_the_stream_closes(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    for _ in range(2):  # with two calls in flight, the request belongs to neither for sure
+        net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.client.data_to_send()  # (not delivered: the server never answers them)
+    ask = {"id": 77, "method": "elicitation/create", "params": elicit_form("?", FORM).params}
+    net.client.receive_data(json.dumps({"jsonrpc": "2.0", **ask}).encode() + b"\n")
+    (event,) = [e for e in net.client.events() if isinstance(e, InputNeeded)]
+    assert event.call is None
+    net.client.receive_data(b"")
+    (leg,) = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert leg.name == "elicitation/create"
+    assert leg.attributes["jsonrpc.request.id"] == "77"  # type: ignore[index]
+    assert leg.parent is None
+    assert leg.attributes["mrtr.outcome"] == "withdrawn"  # type: ignore[index]
+
+
+def test_a_refused_server_request_ends_its_span_as_an_error(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)
+    assert net.client.reject(held[0])
+    (leg,) = by_name(exporter.get_finished_spans(), SpanKind.SERVER)
+    assert leg.status.status_code is StatusCode.ERROR
+    assert leg.attributes["mrtr.outcome"] == "error"  # type: ignore[index]
+    assert leg.attributes["error.type"] == "error"  # type: ignore[index]

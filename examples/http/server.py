@@ -16,6 +16,11 @@ of one machine, or with ``--tasks-redis URL`` in Redis, shared by processes on a
 (the ``tasks-redis`` extra); ``--task-lease SECONDS`` fails a task whose run stopped renewing
 its lease (a process that died mid-task).
 
+``--trace-file PATH`` exports an OpenTelemetry span for every request, shim leg and task to
+PATH, one JSON object a line (:class:`mrtr_sansio.otel.OtelObserver`; needs the
+``opentelemetry-sdk`` package): ``examples/scale/trace.py`` reads three servers' files back as
+one trace.
+
 It is served by :func:`mrtr_sansio.adapters.serve.serve_http`: idle and slow connections are
 closed, connections are capped, ambiguous framing is refused, and uvicorn picks the loop
 (uvloop when installed). The legacy session caps and idle timeout are options too (``--help``).
@@ -34,7 +39,7 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import attrs
 
@@ -42,12 +47,13 @@ import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import LOCAL_HOSTS, McpHttpApp
 from mrtr_sansio.adapters.serve import ServeOptions, http_server
 from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
+from mrtr_sansio.observe import Observer
 from mrtr_sansio.tasks import TaskStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fixtures import Everything, server_config
 
-__all__ = ["build_app", "load_keys", "main", "reload_keys"]
+__all__ = ["build_app", "file_observer", "load_keys", "main", "reload_keys"]
 
 log = logging.getLogger("mrtr_sansio.examples.http")
 
@@ -97,11 +103,13 @@ def build_app(
     tasks_redis: str | None = None,
     task_lease: float | None = None,
     sessions: Mapping[str, Any] | None = None,
+    observer: Observer | None = None,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
     :func:`reload_keys`. ``sessions`` sets ``ServerConfig`` session fields (``max_sessions``,
-    ``max_sessions_per_principal``, ``session_idle_timeout``).
+    ``max_sessions_per_principal``, ``session_idle_timeout``); ``observer`` is told what
+    every connection does (:func:`file_observer`).
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
@@ -120,8 +128,28 @@ def build_app(
     config = attrs.evolve(
         server_config(request_state=sealing, task_store=store, task_lease=task_lease),
         **(sessions or {}),
+        observer=observer,
     )
     return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts)
+
+
+def file_observer(out: TextIO, instance: str) -> Observer:
+    """An :class:`~mrtr_sansio.otel.OtelObserver` whose spans go to ``out`` (one JSON object a
+    line, written and flushed as each span ends), from the service ``mrtr-example-http`` whose
+    ``service.instance.id`` is ``instance``. Needs ``opentelemetry-sdk``."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+
+    from mrtr_sansio.otel import OtelObserver
+
+    resource = Resource.create(
+        {"service.name": "mrtr-example-http", "service.instance.id": instance}
+    )
+    provider = TracerProvider(resource=resource)
+    exporter = ConsoleSpanExporter(out=out, formatter=lambda s: s.to_json(indent=None) + "\n")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return OtelObserver(provider, to_epoch=float)  # the server clock is time.time already
 
 
 def reload_keys(app: McpHttpApp, file: str) -> bool:
@@ -253,6 +281,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=serve.http,
         help="HTTP parser; auto prefers httptools (default %(default)s)",
     )
+    parser.add_argument(
+        "--trace-file",
+        metavar="PATH",
+        help="append an OpenTelemetry span per request to PATH, one JSON a line "
+        "(needs opentelemetry-sdk)",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
 
@@ -274,6 +308,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     try:
         keys = load_keys(args.state_keys_file, args.state_keys_env)
+        observer = None
+        if args.trace_file is not None:
+            spans = open(args.trace_file, "a", encoding="utf-8")  # noqa: SIM115 - for life
+            observer = file_observer(spans, f"{args.host}:{args.port}")
         app = build_app(
             keys,
             codec=args.state_codec,
@@ -288,6 +326,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "max_sessions_per_principal": args.max_sessions_per_principal,
                 "session_idle_timeout": args.session_idle_timeout,
             },
+            observer=observer,
         )
         options = serve_options(args)
     except (ValueError, OSError, ImportError) as exc:

@@ -30,6 +30,7 @@ import httpx
 import mrtr_sansio as m
 from mrtr_sansio.adapters import CallFailedError, ClientError
 from mrtr_sansio.adapters.http import HttpClient
+from mrtr_sansio.observe import Observer
 
 __all__ = [
     "UPSTREAM_HEADER",
@@ -151,10 +152,12 @@ async def http_clients(count: int, timeout: float = 60.0) -> AsyncIterator[list[
                 await http.aclose()
 
 
-async def book_trip(http: httpx.AsyncClient, url: str, n: int) -> Outcome:
+async def book_trip(
+    http: httpx.AsyncClient, url: str, n: int, *, observer: Observer | None = None
+) -> Outcome:
     """Run flow ``n`` to its end with :class:`HttpClient` over ``http`` (one flow at a time
     per ``http``: the flow puts its own response hook on it); never raises for what the server
-    or the network does."""
+    or the network does. ``observer`` watches the client's connection (``trace.py``)."""
     trip = Trip(n)
     wire = _Wire()
     http.event_hooks = {"request": [], "response": [wire.on_response]}
@@ -167,7 +170,7 @@ async def book_trip(http: httpx.AsyncClient, url: str, n: int) -> Outcome:
     try:
         async with HttpClient.connect(
             url,
-            m.ClientConfig(client_info=CLIENT_INFO),
+            m.ClientConfig(client_info=CLIENT_INFO, observer=observer),
             http=http,
             listen=False,
             elicitation=answer,

@@ -71,7 +71,10 @@ from .observe import (
     CallFinished,
     CallRoundAnswered,
     CallRoundSent,
+    CallRoundUnsent,
     CallStarted,
+    LegReceived,
+    LegReplied,
     connection_key,
     trace_of,
 )
@@ -607,7 +610,12 @@ class ClientConnection(Connection):
         if self._observer is not None:
             params = self._observe_leg(st, rid, st.call.method, params)
         msg = request_message(rid, st.call.method, params)
-        data = self._encode(msg)
+        try:
+            data = self._encode(msg)
+        except LocalProtocolError as exc:
+            if self._observer is not None:
+                self._observe_unsent(st, rid, exc)
+            raise
         st.phase = moves[st.phase]
         st.leg = rid
         self._legs[rid] = st
@@ -623,7 +631,12 @@ class ClientConnection(Connection):
         if self._observer is not None:
             params = self._observe_leg(st, rid, method, params)  # type: ignore[assignment]
         msg = request_message(rid, method, params)
-        data = self._encode(msg)
+        try:
+            data = self._encode(msg)
+        except LocalProtocolError as exc:
+            if self._observer is not None:
+                self._observe_unsent(st, rid, exc)
+            raise
         st.phase = moves[st.phase]
         st.leg = rid
         st.task_leg = method
@@ -702,6 +715,17 @@ class ClientConnection(Connection):
             round_,
         )
         self._server.opened(event)
+        if self._observer is not None:
+            self._observer.observe(
+                LegReceived(
+                    self._clock(),
+                    self._obs_key,
+                    None if st is None else st.call.call_id,
+                    accepted.request_id,
+                    accepted.method,
+                    round_,
+                )
+            )
         self._events.append(event)
 
     def _server_rounds_exhausted(self, st: _CallState, msg: dict[str, Any]) -> None:
@@ -734,6 +758,9 @@ class ClientConnection(Connection):
             return False
         self._reply(reply)
         self._server.closed(event)
+        if self._observer is not None:
+            outcome = "answered" if reply.error is None else "error"
+            self._observer.observe(LegReplied(self._clock(), self._obs_key, event.key, outcome))
         self._server_request_closed(event)
         return True
 
@@ -931,6 +958,10 @@ class ClientConnection(Connection):
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
             withdrawn = self._server.on_cancelled(params)
             if withdrawn is not None:
+                if self._observer is not None:
+                    self._observer.observe(
+                        LegReplied(self._clock(), self._obs_key, withdrawn.key, "withdrawn")
+                    )
                 self._server_request_closed(withdrawn)
                 self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
             return
@@ -989,6 +1020,14 @@ class ClientConnection(Connection):
         params["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), **trace}
         return params
 
+    def _observe_unsent(self, st: _CallState, rid: int, exc: LocalProtocolError) -> None:
+        """Tell the observer the request just reported sent could not be encoded: it never
+        went out (the application may answer again, and a new request is reported)."""
+        assert self._observer is not None
+        self._observer.observe(
+            CallRoundUnsent(self._clock(), self._obs_key, st.call.call_id, rid, str(exc))
+        )
+
     def _observe_answer(self, st: _CallState, msg: dict[str, Any]) -> None:
         """Tell the observer the server answered a request of the call."""
         assert self._observer is not None
@@ -1026,6 +1065,10 @@ class ClientConnection(Connection):
         for st in list(self._calls.values()):
             self._end(st, CallFailed(st.call, error, True), _CLOSED)
         for event in self._server.close():
+            if self._observer is not None:
+                self._observer.observe(
+                    LegReplied(self._clock(), self._obs_key, event.key, "withdrawn")
+                )
             self._events.append(InputWithdrawn(event.call, event.key))
 
 

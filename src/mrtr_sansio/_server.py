@@ -791,7 +791,7 @@ class ServerConnection(Connection):
                 event.round,
                 session is not None,
                 version if type(version) is str else None,
-                None,  # the Mcp-Session-Id lives in the HTTP adapter, not in the core
+                None if session is None else session.session_id,  # the adapter's name
                 event.principal,
                 trace_of(meta),
                 carried,

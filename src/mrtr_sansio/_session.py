@@ -17,6 +17,7 @@ class LegacySession:
         "initialized",
         "log_level",
         "protocol_version",
+        "session_id",
     )
 
     def __init__(
@@ -32,3 +33,6 @@ class LegacySession:
         self.initialized = False
         #: Minimum level set by ``logging/setLevel``, or None (send every level).
         self.log_level: str | None = None
+        #: The transport's name for the session (HTTP ``Mcp-Session-Id``), set by the adapter
+        #: that issued it; None on stdio. Observers report it (``mcp.session.id``).
+        self.session_id: str | None = None

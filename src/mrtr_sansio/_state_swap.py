@@ -17,7 +17,8 @@ each phase reaches every instance before the next one starts.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from ._state import StateBinding, StateProtector, UnsealedState
 
@@ -28,10 +29,13 @@ class SwappableStateProtector:
     """A :class:`StateProtector` that forwards to another one, replaceable at any time.
 
     A swap is one reference assignment: a seal or unseal already under way finishes with the
-    protector it started with, and the next one uses the new protector.
+    protector it started with, and the next one uses the new protector. An observer's carry
+    is passed on to a current protector that seals carries (``seals_carry``), and dropped for
+    one that does not (its next round is then reported unlinked).
     """
 
     __slots__ = ("_current",)
+    seals_carry: ClassVar[bool] = True
 
     def __init__(self, protector: StateProtector) -> None:
         self._current: StateProtector = self._checked(protector)
@@ -46,9 +50,19 @@ class SwappableStateProtector:
         old, self._current = self._current, self._checked(protector)
         return old
 
-    def seal(self, state: Any, binding: StateBinding, round: int, now: float) -> str:
-        """Seal with the current protector."""
-        return self._current.seal(state, binding, round, now)
+    def seal(
+        self,
+        state: Any,
+        binding: StateBinding,
+        round: int,
+        now: float,
+        carry: Mapping[str, str] | None = None,
+    ) -> str:
+        """Seal with the current protector (with ``carry`` when it seals carries)."""
+        current = self._current
+        if carry is not None and getattr(current, "seals_carry", False) is True:
+            return current.seal(state, binding, round, now, carry=carry)  # type: ignore[call-arg]
+        return current.seal(state, binding, round, now)
 
     def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
         """Unseal with the current protector."""

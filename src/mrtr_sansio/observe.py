@@ -27,10 +27,13 @@ __all__ = [
     "CallFinished",
     "CallRoundAnswered",
     "CallRoundSent",
+    "CallRoundUnsent",
     "CallStarted",
     "ErrorSent",
     "Fact",
     "LegAnswered",
+    "LegReceived",
+    "LegReplied",
     "LegSent",
     "LegTimedOut",
     "Observer",
@@ -174,6 +177,17 @@ class CallRoundSent(Fact):
 
 
 @attrs.frozen
+class CallRoundUnsent(Fact):
+    """The request :class:`CallRoundSent` reported could not be encoded (an answer that is
+    not JSON, say) and never went out; ``reason`` says why. The call goes on: the
+    application may answer again, and that request is reported as sent anew."""
+
+    call_id: int
+    request_id: Any
+    reason: str
+
+
+@attrs.frozen
 class CallRoundAnswered(Fact):
     """The server answered a request of the call (``result_type`` as on the wire, or
     ``error``), with the keys of the input it asked for."""
@@ -193,6 +207,29 @@ class CallFinished(Fact):
     outcome: str
     rounds: int
     error_code: int | None = None
+
+
+@attrs.frozen
+class LegReceived(Fact):
+    """Legacy wire: the server sent a request the client is to answer (``elicitation/create``,
+    ``sampling/createMessage``, ``roots/list``), reported to the application as
+    :class:`~mrtr_sansio.InputNeeded`; ``call_id`` is the call it belongs to (None: none)."""
+
+    call_id: int | None
+    request_id: Any
+    method: str
+    round: int
+
+
+@attrs.frozen
+class LegReplied(Fact):
+    """A :class:`LegReceived` request ended: ``outcome`` is ``answered`` (a result went back),
+    ``error`` (an error went back, :meth:`~mrtr_sansio.ClientConnection.reject`) or
+    ``withdrawn`` (the server cancelled it, or the stream closed). A request of a call that
+    ends is dropped with it: the :class:`CallFinished` of ``call_id`` says so."""
+
+    request_id: Any
+    outcome: str
 
 
 class Observer(Protocol):

@@ -16,7 +16,9 @@ id ride in the sealed ``requestState``, so a round answered by another process l
 round before it (and is its child when the client sent no trace context). Legacy shim legs are
 child spans (the wait for the user is their length); a task is a span whose events are its
 status changes. **Client.** A span per call, a child per request sent (which carries its trace
-context in ``_meta``), and an ``input`` span for the time the application took to answer.
+context in ``_meta``), and an ``input`` span for the time the application took to answer; on
+the legacy wire, a child span per server request the client answers (its length is the time
+the application took).
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ from mrtr_sansio.observe import (
     CallFinished,
     CallRoundAnswered,
     CallRoundSent,
+    CallRoundUnsent,
     CallStarted,
     ErrorSent,
     Fact,
     LegAnswered,
+    LegReceived,
+    LegReplied,
     LegSent,
     LegTimedOut,
     RequestAbandoned,
@@ -79,7 +84,7 @@ class _Open:
         round: int | None = None,
         request: Any = None,
     ) -> None:
-        self.request = request  # a leg's: the request it belongs to
+        self.request = request  # a leg's: the request (server) or call (client) it is for
         self.span = span
         self.started = started
         self.attributes = attributes
@@ -136,6 +141,7 @@ class OtelObserver:
         self._rounds: dict[tuple[int, Any], _Open] = {}
         self._waits: dict[tuple[int, int], Span] = {}
         self._sent: dict[tuple[int, int], int] = {}
+        self._served: dict[tuple[int, Any], _Open] = {}  # legacy: server requests answered
         self._server_duration = meter.create_histogram(
             "mcp.server.operation.duration", "s", "MCP request duration on the server"
         )
@@ -410,8 +416,57 @@ class OtelObserver:
                 start_time=self._ns(fact.at),
             )
 
+    def _call_round_unsent(self, fact: CallRoundUnsent) -> None:
+        open_ = self._rounds.pop((fact.connection, fact.request_id), None)
+        if open_ is None:
+            return
+        key = (fact.connection, fact.call_id)
+        if key in self._sent:
+            self._sent[key] -= 1  # the request never went out: not one of the call's rounds
+        span = open_.span
+        span.set_attribute("error.type", "unsent")
+        span.set_attribute("mrtr.outcome", "unsent")
+        span.set_status(Status(StatusCode.ERROR, fact.reason))
+        span.end(self._ns(fact.at))
+
+    def _leg_received(self, fact: LegReceived) -> None:
+        call = None if fact.call_id is None else self._calls.get((fact.connection, fact.call_id))
+        span = self._tracer.start_span(
+            fact.method,
+            None if call is None else trace.set_span_in_context(call.span),
+            SpanKind.SERVER,
+            {
+                "mcp.method.name": fact.method,
+                "jsonrpc.request.id": str(fact.request_id),
+                ROUND: fact.round,
+                "mrtr.legacy": True,
+            },
+            start_time=self._ns(fact.at),
+        )
+        self._served[fact.connection, fact.request_id] = _Open(
+            span, fact.at, {"mcp.method.name": fact.method}, "", fact.round, fact.call_id
+        )
+
+    def _leg_replied(self, fact: LegReplied) -> None:
+        open_ = self._served.pop((fact.connection, fact.request_id), None)
+        if open_ is not None:
+            self._end_served(open_, fact.outcome, fact.at)
+
+    def _end_served(self, open_: _Open, outcome: str, at: float) -> None:
+        span = open_.span
+        span.set_attribute("mrtr.outcome", outcome)
+        if outcome == "error":
+            span.set_attribute("error.type", "error")
+            span.set_status(Status(StatusCode.ERROR))
+        span.end(self._ns(at))
+
     def _call_finished(self, fact: CallFinished) -> None:
         key = (fact.connection, fact.call_id)
+        if self._served:  # its server requests were dropped with it
+            for served, open_ in list(self._served.items()):
+                if served[0] == fact.connection and open_.request == fact.call_id:
+                    del self._served[served]
+                    self._end_served(open_, "withdrawn", fact.at)
         call = self._calls.pop(key, None)
         sent = self._sent.pop(key, 0)
         wait = self._waits.pop(key, None)
@@ -442,5 +497,8 @@ _HANDLERS: dict[type[Fact], Callable[[OtelObserver, Any], None]] = {
     CallStarted: OtelObserver._call_started,
     CallRoundSent: OtelObserver._call_round_sent,
     CallRoundAnswered: OtelObserver._call_round_answered,
+    CallRoundUnsent: OtelObserver._call_round_unsent,
     CallFinished: OtelObserver._call_finished,
+    LegReceived: OtelObserver._leg_received,
+    LegReplied: OtelObserver._leg_replied,
 }

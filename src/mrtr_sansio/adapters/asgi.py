@@ -390,6 +390,7 @@ class McpHttpApp:
                 await self._json_error(send, 503, JsonRpcError(INTERNAL_ERROR, "Too many sessions"))
                 return
             peer.session_id = new_id
+            peer.conn.session.session_id = new_id  # observers report it
         session = peer.session_id
         assert session is not None
         self._sessions.enter(session)
