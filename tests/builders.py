@@ -12,18 +12,14 @@ from typing import Any
 
 import attrs
 
-from mrtr_sansio import (
+from mrtr_sansio import NEED_DATA, Era, Event, Outgoing, ServerConnection
+from mrtr_sansio.protocol import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
     LATEST_MODERN_VERSION,
     LOG_LEVEL,
-    NEED_DATA,
     PROTOCOL_VERSION,
-    Era,
-    Event,
     LegacySession,
-    Outgoing,
-    ServerConnection,
 )
 from wire import drain
 

@@ -11,10 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
     NEED_DATA,
-    PROTOCOL_VERSION,
     UNSEALED,
     ClientConfig,
     ClientConnection,
@@ -26,6 +23,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION
 from wire import drain
 
 INFO = {"name": "test-client", "version": "1.0.0"}

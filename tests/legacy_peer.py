@@ -19,7 +19,6 @@ from mrtr_sansio import (
     JsonRpcError,
     Outgoing,
     RequestReceived,
-    Respond,
     ServerConfig,
     ServerConnection,
 )
@@ -138,7 +137,7 @@ class App:
                     self.seen.append(event)
                     answer = self.handler(event)
                     if answer is not None:
-                        self.conn.send(Respond(event.request_id, answer))
+                        self.conn.respond(event.request_id, answer)
                 else:
                     fresh.append(event)
         self.other.extend(fresh)

@@ -8,12 +8,8 @@ from typing import Any
 import pytest
 
 from builders import ALL_CAPS
-from mrtr_sansio import (
-    InputRequest,
-    merge_capabilities,
-    missing_capabilities,
-    required_capabilities,
-)
+from mrtr_sansio import InputRequest
+from mrtr_sansio.protocol import merge_capabilities, missing_capabilities, required_capabilities
 from wire import spec_dir
 
 E = "elicitation/create"

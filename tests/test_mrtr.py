@@ -13,8 +13,6 @@ import pytest
 
 from builders import FORM_SCHEMA
 from mrtr_sansio import (
-    EMBEDDABLE_METHODS,
-    MRTR_METHODS,
     InputRequest,
     InputRequiredResult,
     InputResponses,
@@ -23,6 +21,7 @@ from mrtr_sansio import (
     list_roots,
     sample,
 )
+from mrtr_sansio.protocol import EMBEDDABLE_METHODS, MRTR_METHODS
 from wire import check, spec_dir
 
 E = "elicitation/create"

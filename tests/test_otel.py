@@ -33,7 +33,6 @@ from mrtr_sansio import (
     InputRequiredResult,
     JsonRpcError,
     RequestReceived,
-    RequestStateSecurity,
     ServerConfig,
     ServerConnection,
     elicit_form,
@@ -52,6 +51,7 @@ from mrtr_sansio.observe import (
     TaskStatusChanged,
 )
 from mrtr_sansio.otel import FLOW_ID, INPUT_KEYS, ROUND, OtelObserver
+from mrtr_sansio.sealing import RequestStateSecurity
 from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskSettings
 
 FORM = {"type": "object", "properties": {"v": {"type": "string"}}}

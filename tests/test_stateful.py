@@ -51,11 +51,11 @@ from mrtr_sansio import (
     InvalidMessage,
     RequestReceived,
     RequestStateRejected,
-    RequestStateSecurity,
     RoundsExhausted,
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio.sealing import RequestStateSecurity
 from wire import drain
 
 KINDS = ("form", "url", "sample", "roots")

@@ -198,8 +198,8 @@ KEYS = [b"model-tests-key-0123456789abcdef"]
 
 def config(*, sealed: bool = True, single_use: bool = False) -> m.ServerConfig:
     """The server config: sealed state unless ``sealed`` is False (single use if asked)."""
-    guard = m.MemoryReplayGuard() if single_use else None
-    security = m.RequestStateSecurity(KEYS, replay_guard=guard) if sealed else m.UNSEALED
+    guard = m.sealing.MemoryReplayGuard() if single_use else None
+    security = m.sealing.RequestStateSecurity(KEYS, replay_guard=guard) if sealed else m.UNSEALED
     return m.ServerConfig(server_info=SERVER_INFO, request_state=security)
 
 
@@ -277,7 +277,7 @@ def undeclared_elicitation() -> Server:
 
     def ask(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
         error = response.get("error")
-        if error is not None and error["code"] == m.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        if error is not None and error["code"] == m.ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY:
             elicit = m.elicit_form("Your name?", NAME_SCHEMA).to_wire()
             return {
                 "jsonrpc": "2.0",

@@ -176,7 +176,7 @@ class FixtureServer:
 
 
 def sealed_config(**options: Any) -> m.ServerConfig:
-    return server_config(request_state=m.RequestStateSecurity.ephemeral(), **options)
+    return server_config(request_state=m.sealing.RequestStateSecurity.ephemeral(), **options)
 
 
 # --- callbacks --------------------------------------------------------------------------------

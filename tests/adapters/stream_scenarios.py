@@ -21,10 +21,6 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    LOG_LEVEL,
-    PROTOCOL_VERSION,
-    SERVER_INFO,
     UNSEALED,
     Era,
     InputRequiredResult,
@@ -33,6 +29,7 @@ from mrtr_sansio import (
     elicit_form,
 )
 from mrtr_sansio.adapters import HandlerResult
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LOG_LEVEL, PROTOCOL_VERSION, SERVER_INFO
 from wire import check_message
 
 MODERN = "2026-07-28"

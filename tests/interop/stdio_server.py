@@ -21,7 +21,7 @@ from mrtr_sansio.adapters.anyio import serve_stdio
 
 
 def main() -> None:
-    config = server_config(request_state=m.RequestStateSecurity.ephemeral())
+    config = server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
     asyncio.run(serve_stdio(Everything().handle, config))
 
 

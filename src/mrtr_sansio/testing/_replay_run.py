@@ -27,11 +27,11 @@ from mrtr_sansio import (
     LocalProtocolError,
     OutgoingResponse,
     RequestReceived,
-    RequestStateSecurity,
     ServerConfig,
     ServerConnection,
 )
 from mrtr_sansio.adapters import BlockingRequestContext, RequestContext
+from mrtr_sansio.sealing import RequestStateSecurity
 
 from ._inprocess import run_to_completion
 

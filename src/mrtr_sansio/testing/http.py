@@ -14,8 +14,9 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mrtr_sansio import PROTOCOL_VERSION, encode_header_value
-from mrtr_sansio._http import NAME_FIELDS
+from mrtr_sansio.http import encode_header_value
+from mrtr_sansio.http._facts import NAME_FIELDS
+from mrtr_sansio.protocol import PROTOCOL_VERSION
 
 from ._checks import SpecViolationError
 
