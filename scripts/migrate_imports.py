@@ -17,7 +17,8 @@ What it rewrites, and nothing else:
 * ``x.send(Respond(...))`` -> ``x.respond(...)`` and ``x.send(Notify(...))`` -> ``x.notify(...)``,
   with ``Respond`` / ``Notify`` dropped from the imports.
 
-Running it twice changes nothing the second time. It sorts the names it writes, but not the
+Running it twice changes nothing the second time; a file that says ``migrate_imports: skip``
+is left alone. It sorts the names it writes, but not the
 statements: run ``ruff check --select I --fix`` and ``ruff format`` on Python files afterwards.
 """
 
@@ -299,14 +300,20 @@ def _attributes(text: str) -> str:
 def _references(text: str) -> str:
     """Markdown cross-references ``[text][mrtr_sansio.NAME]`` -> the name's new home."""
     for name, home in MOVED.items():
-        text = re.sub(rf"\]\[mrtr_sansio\.{name}\]", f"][{home}.{name}]", text)
+        text = re.sub(rf"\]\[mrtr_sansio\.{name}(?=[\].])", f"][{home}.{name}", text)
     for name in ERROR_CODES:
-        text = re.sub(rf"\]\[mrtr_sansio\.{name}\]", f"][mrtr_sansio.ErrorCode.{name}]", text)
+        text = re.sub(rf"\]\[mrtr_sansio\.{name}(?=\])", f"][mrtr_sansio.ErrorCode.{name}", text)
     return text
+
+
+#: A file that holds this string is left as it is (the migration table shows the old names).
+SKIP = "migrate_imports: skip"
 
 
 def migrate(text: str, path: Path | None = None) -> str:
     """The rewritten text of one file (``path`` places its relative imports)."""
+    if SKIP in text:
+        return text
     package = _package_of(path) if path is not None and path.suffix == ".py" else None
     if path is not None and path.suffix == ".md":
         text = _references(text)

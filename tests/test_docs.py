@@ -191,11 +191,7 @@ def test_every_snippet_the_pages_include_exists() -> None:
 
 # --- what the pages state must be what the code does --------------------------------------------
 
-CODES = {
-    name: getattr(m, name)
-    for name in m.__all__
-    if isinstance(getattr(m, name), int) and name.isupper() and getattr(m, name) < 0
-}
+CODES = {code.name: int(code) for code in m.ErrorCode}
 
 
 def test_the_error_page_explains_every_error_code() -> None:

@@ -5,10 +5,11 @@
 ``requestState`` is sealed with a key ring: ``--state-keys-file PATH`` (one key per line) or
 ``--state-keys-env NAME`` (keys separated by commas or whitespace), each key base64 (standard
 or URL-safe) of at least 32 random bytes; the first key seals, every key unseals
-(:class:`mrtr_sansio.RequestStateSecurity`). Several processes serving one URL must share the
-ring. Without either, a random key is made for this process only. ``kill -HUP`` makes the
-server read its key file again and seal and unseal with the new ring from then on, without a
-restart (a :class:`mrtr_sansio.SwappableStateProtector`); an unreadable file keeps the old ring.
+(:class:`mrtr_sansio.sealing.RequestStateSecurity`). Several processes serving one URL must
+share the ring. Without either, a random key is made for this process only. ``kill -HUP`` makes
+the server read its key file again and seal and unseal with the new ring from then on, without
+a restart (a :class:`mrtr_sansio.sealing.SwappableStateProtector`); an unreadable file keeps the
+old ring.
 
 Tasks (extension ``io.modelcontextprotocol/tasks``) are kept in memory, or with
 ``--tasks-db PATH`` in a SQLite file that survives restarts and may be shared by the processes

@@ -47,6 +47,10 @@ class ErrorCode(enum.IntEnum):
     #: Modern: the request's protocol version is not served here.
     UNSUPPORTED_PROTOCOL_VERSION = -32022
 
+    def __str__(self) -> str:
+        """The number, as ``str()`` of an ``IntEnum`` gives from Python 3.11 on (3.10 too)."""
+        return int.__repr__(self)
+
 
 @attrs.frozen
 class JsonRpcError:

@@ -58,7 +58,7 @@ class HttpEndpoint:
     """A callable server for one URL: ``endpoint(message) -> response or None``.
 
     ``headers`` are added to every POST (e.g. ``Authorization``). ``param_headers`` maps tool
-    names to their ``x-mcp-header`` arguments (``mrtr_sansio.param_headers_for(tools)``, with
+    names to their ``x-mcp-header`` arguments (``mrtr_sansio.http.param_headers_for(tools)``, with
     the tools as ``tools/list`` shows them), sent as ``Mcp-Param-<Name>`` headers.
     ``notifications`` keeps what arrived on SSE streams before each response; ``last_status``
     is the last HTTP status.
