@@ -174,14 +174,16 @@ def ours_answer(event: m.RequestReceived) -> m.InputRequiredResult | dict[str, A
     return {"content": [{"type": "text", "text": BOOKED}], "isError": False}
 
 
-def ours_config(codec: m.JsonCodec, sealed: bool = False) -> m.ServerConfig:
+def ours_config(codec: m.config.JsonCodec, sealed: bool = False) -> m.ServerConfig:
     if not sealed:
         return m.ServerConfig(server_info=SERVER_INFO, codec=codec, request_state=m.UNSEALED)
-    security = m.RequestStateSecurity(keys=[KEY], codec="aes-256-gcm", audience=AUDIENCE, ttl=TTL)
+    security = m.sealing.RequestStateSecurity(
+        keys=[KEY], codec="aes-256-gcm", audience=AUDIENCE, ttl=TTL
+    )
     return m.ServerConfig(server_info=SERVER_INFO, codec=codec, request_state=security)
 
 
-def ours_engine(name: str, codec: m.JsonCodec, sealed: bool = False) -> Path:
+def ours_engine(name: str, codec: m.config.JsonCodec, sealed: bool = False) -> Path:
     """A long-lived ServerConnection on a stream (a stdio server, say)."""
     conn = m.ServerConnection(ours_config(codec, sealed))
     receive, next_event, respond, send = (
@@ -512,7 +514,7 @@ async def _memory_child(side: str, exchanges: int) -> None:
     logging.disable(logging.CRITICAL)
     async with anyio.create_task_group() as tg:
         path = (
-            ours_engine(side, m.StdlibJsonCodec())
+            ours_engine(side, m.config.StdlibJsonCodec())
             if side == "ours"
             else sdk_stream(side, sdk_server(), tg)
         )
@@ -569,8 +571,8 @@ async def run(args: argparse.Namespace) -> None:
     connected = anyio.Event()
     async with anyio.create_task_group() as tg, AsyncExitStack() as stack:
         engine = [
-            ours_engine("ours-stdlib", m.StdlibJsonCodec()),
-            ours_engine("ours-orjson", m.OrjsonCodec()),
+            ours_engine("ours-stdlib", m.config.StdlibJsonCodec()),
+            ours_engine("ours-orjson", m.config.OrjsonCodec()),
             sdk_stream("sdk-stream", sdk_server(), tg),
             await sdk_direct("sdk-direct", sdk_server(), tg),
         ]
@@ -586,7 +588,7 @@ async def run(args: argparse.Namespace) -> None:
             asgi_path("asgi-sdk", sdk_app, connected),
         ]
         seal = [
-            ours_engine("sealed-ours", m.StdlibJsonCodec(), sealed=True),
+            ours_engine("sealed-ours", m.config.StdlibJsonCodec(), sealed=True),
             sdk_stream("sealed-sdk-stream", sdk_server(sealed=True), tg),
             await sdk_direct("sealed-sdk-direct", sdk_server(sealed=True), tg),
         ]

@@ -48,7 +48,7 @@ def _exchange(path: str) -> Callable[[], None]:
     if path in ("engine-orjson", "engine"):
         import compare_sdk
 
-        codec = m.OrjsonCodec() if path == "engine-orjson" else m.StdlibJsonCodec()
+        codec = m.config.OrjsonCodec() if path == "engine-orjson" else m.config.StdlibJsonCodec()
         leg = compare_sdk.ours_engine(path, codec).leg
         assert leg is not None
         first, second = (
@@ -63,7 +63,7 @@ def _exchange(path: str) -> Callable[[], None]:
         return exchange
     if path == "asgi-orjson":
         return _asgi_exchange()
-    engine, sent = server_exchange.make_engine(m.OrjsonCodec())
+    engine, sent = server_exchange.make_engine(m.config.OrjsonCodec())
     if path == "prebuilt-orjson":
         return engine
     import orjson
@@ -82,7 +82,9 @@ def _asgi_exchange() -> Callable[[], None]:
     from mrtr_sansio.adapters.asgi import McpHttpApp
 
     config = m.ServerConfig(
-        server_info=server_exchange.SERVER_INFO, codec=m.OrjsonCodec(), request_state=m.UNSEALED
+        server_info=server_exchange.SERVER_INFO,
+        codec=m.config.OrjsonCodec(),
+        request_state=m.UNSEALED,
     )
     app = McpHttpApp(compare_sdk.ours_handler, config, legacy=False)
     path = compare_sdk.asgi_path("asgi-orjson", app, anyio.Event())

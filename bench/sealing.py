@@ -26,7 +26,8 @@ from typing import Any
 
 import attrs
 
-from mrtr_sansio import OrjsonCodec, RequestStateSecurity, StateBinding
+from mrtr_sansio.config import OrjsonCodec
+from mrtr_sansio.sealing import RequestStateSecurity, StateBinding
 
 KEY = bytes(range(32))
 NOW = 1_800_000_000.0

@@ -22,9 +22,9 @@ from typing import Any
 import mrtr_sansio as m
 
 ENVELOPE = {
-    m.PROTOCOL_VERSION: "2026-07-28",
-    m.CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
-    m.CLIENT_INFO: {"name": "bench-client", "version": "1.0.0"},
+    m.protocol.PROTOCOL_VERSION: "2026-07-28",
+    m.protocol.CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
+    m.protocol.CLIENT_INFO: {"name": "bench-client", "version": "1.0.0"},
 }
 ARGUMENTS = {"city": "Paris", "nights": 2}
 SCHEMA = {
@@ -62,7 +62,7 @@ def _wire(msg: dict[str, Any]) -> bytes:
     return json.dumps(msg, separators=(",", ":")).encode() + b"\n"
 
 
-def make_engine(codec: m.JsonCodec) -> tuple[Callable[[], None], list[bytes]]:
+def make_engine(codec: m.config.JsonCodec) -> tuple[Callable[[], None], list[bytes]]:
     """One exchange through a long-lived connection (a stdio server, say)."""
     conn = m.ServerConnection(
         m.ServerConfig(server_info=SERVER_INFO, codec=codec, request_state=m.UNSEALED)
@@ -127,14 +127,14 @@ def main() -> None:
     parser.add_argument("--loops", type=int, default=2000)
     args = parser.parse_args()
 
-    engine_std, sent = make_engine(m.StdlibJsonCodec())
+    engine_std, sent = make_engine(m.config.StdlibJsonCodec())
     engine_std()
     floor_std = make_floor(json.loads, lambda o: json.dumps(o).encode(), sent)
     fns = {"floor-stdlib": floor_std, "engine-stdlib": engine_std}
     try:
         import orjson
 
-        engine_or, sent_or = make_engine(m.OrjsonCodec())
+        engine_or, sent_or = make_engine(m.config.OrjsonCodec())
         engine_or()
         fns["floor-orjson"] = make_floor(orjson.loads, orjson.dumps, sent_or)
         fns["engine-orjson"] = engine_or

@@ -62,7 +62,7 @@ def server_config(
         "capabilities": CAPABILITIES,
         "instructions": INSTRUCTIONS,
         # Tools whose arguments are mirrored in Mcp-Param-* headers, checked on HTTP.
-        "param_headers": m.param_headers_for(t.listing() for t in _TOOLS),
+        "param_headers": m.http.param_headers_for(t.listing() for t in _TOOLS),
         # The tasks extension: the tools that may run as tasks (see "tasks" below).
         "tasks": TaskSettings(
             store=task_store if task_store is not None else InMemoryTaskStore(),
@@ -378,7 +378,9 @@ def declined(request: m.RequestReceived, key: str) -> bool:
 
 def can_ask(request: m.RequestReceived, ask: m.InputRequest) -> bool:
     """True when the client declared what ``ask`` needs (on this request, or in its session)."""
-    return not m.missing_capabilities(ask.required_capabilities(), request.client_capabilities)
+    return not m.protocol.missing_capabilities(
+        ask.required_capabilities(), request.client_capabilities
+    )
 
 
 # --8<-- [end:helpers]
@@ -472,7 +474,7 @@ class Everything:
         ident = template_id(uri)
         if ident is None:
             return request.unknown()
-        data = m.default_codec().dumps(
+        data = m.config.default_codec().dumps(
             {"id": ident, "templateTest": True, "data": f"Data for ID: {ident}"}
         )
         return {"contents": [{"uri": uri, "mimeType": "application/json", "text": data.decode()}]}
@@ -481,7 +483,9 @@ class Everything:
         # Legacy resources/(un)subscribe. Nothing here ever changes, so no update is ever due.
         uri = request.uri
         if uri is None or (uri not in RESOURCES and template_id(uri) is None):
-            return m.JsonRpcError(m.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+            return m.JsonRpcError(
+                m.ErrorCode.INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri}
+            )
         return {}
 
     async def _complete(self, request: m.RequestReceived, ctx: RequestContext) -> HandlerResult:
@@ -941,7 +945,7 @@ class Everything:
             return m.InputRequiredResult({key: ask})
         content = responses.accepted_content(key)
         if action == "accept" and content is not None:
-            codec = m.default_codec()
+            codec = m.config.default_codec()
             return result(text(f"User provided: {codec.dumps(content).decode()}"))
         return result(text(f"User answered {action}: nothing provided."))
 

@@ -27,12 +27,12 @@ from mrtr_sansio import (
     InputNeeded,
     InputRequiredResult,
     RequestReceived,
-    RequestStateSecurity,
     ServerConfig,
     ServerConnection,
     elicit_form,
 )
 from mrtr_sansio.otel import OtelObserver
+from mrtr_sansio.sealing import RequestStateSecurity
 
 ASK = {"date": "Which date?", "seat": "Which seat?"}
 WAIT = {"date": 3.0, "seat": 5.0}  # seconds the user takes to answer

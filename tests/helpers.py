@@ -28,11 +28,6 @@ import attrs
 
 import mrtr_sansio as m
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    LATEST_MODERN_VERSION,
-    LOG_LEVEL,
-    PROTOCOL_VERSION,
     UNSEALED,
     ClientConfig,
     ClientConnection,
@@ -40,13 +35,20 @@ from mrtr_sansio import (
     Event,
     InputRequiredResult,
     JsonRpcError,
-    LegacySession,
     Outgoing,
     RequestReceived,
     ServerConfig,
     ServerConnection,
 )
 from mrtr_sansio.adapters import HandlerResult, RequestContext
+from mrtr_sansio.protocol import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LATEST_MODERN_VERSION,
+    LOG_LEVEL,
+    PROTOCOL_VERSION,
+    LegacySession,
+)
 from mrtr_sansio.testing import InProcessServer, Server, in_process_server, prompt, resource, tool
 
 # --- schema validation of what our connections send ----------------------------------------
@@ -864,8 +866,10 @@ def _resource(request: m.RequestReceived) -> HandlerResult:
 def model_config(*, sealed: bool = True, single_use: bool = False) -> m.ServerConfig:
     """The model server's config: sealed state unless ``sealed`` is False (single use if
     asked)."""
-    guard = m.MemoryReplayGuard() if single_use else None
-    security = m.RequestStateSecurity(MODEL_KEYS, replay_guard=guard) if sealed else m.UNSEALED
+    guard = m.sealing.MemoryReplayGuard() if single_use else None
+    security = (
+        m.sealing.RequestStateSecurity(MODEL_KEYS, replay_guard=guard) if sealed else m.UNSEALED
+    )
     return m.ServerConfig(
         server_info={"name": "model-test-server", "version": "1.0"}, request_state=security
     )
@@ -940,7 +944,7 @@ def undeclared_elicitation() -> Server:
 
     def ask(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
         err = response.get("error")
-        if err is not None and err["code"] == m.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        if err is not None and err["code"] == m.ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY:
             elicit = m.elicit_form("Your name?", NAME_SCHEMA).to_wire()
             return {
                 "jsonrpc": "2.0",

@@ -11,12 +11,8 @@ from helpers import (
     CAPS,
     spec_dir,
 )
-from mrtr_sansio import (
-    InputRequest,
-    merge_capabilities,
-    missing_capabilities,
-    required_capabilities,
-)
+from mrtr_sansio import InputRequest
+from mrtr_sansio.protocol import merge_capabilities, missing_capabilities, required_capabilities
 
 E = "elicitation/create"
 S = "sampling/createMessage"

@@ -50,11 +50,11 @@ from mrtr_sansio import (
     NotificationReceived,
     RequestReceived,
     RoundsExhausted,
-    StdlibJsonCodec,
     UnexpectedResponse,
     elicit_form,
     sample,
 )
+from mrtr_sansio.config import StdlibJsonCodec
 
 TOOL = {"name": "book", "arguments": {"city": "Paris", "nights": 2}}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
@@ -1131,7 +1131,8 @@ def test_http_headers_of_modern_messages() -> None:
 
 
 def test_http_headers_are_accepted_by_our_server() -> None:
-    from mrtr_sansio import HttpRequestFacts, ServerConnection
+    from mrtr_sansio import ServerConnection
+    from mrtr_sansio.http import HttpRequestFacts
 
     conn = client()
     conn.call("tools/call", {"name": "日本"})
@@ -1164,7 +1165,7 @@ SQL_TOOL: dict[str, Any] = {
 
 
 def test_http_headers_mirror_x_mcp_header_arguments() -> None:
-    from mrtr_sansio import param_headers_for
+    from mrtr_sansio.http import param_headers_for
 
     mirrored = param_headers_for([SQL_TOOL])
     conn = client()
@@ -1207,7 +1208,8 @@ def test_http_headers_mirror_x_mcp_header_arguments() -> None:
 
 
 def test_param_headers_are_accepted_by_our_server_on_every_leg() -> None:
-    from mrtr_sansio import HttpRequestFacts, ServerConfig, ServerConnection, param_headers_for
+    from mrtr_sansio import ServerConfig, ServerConnection
+    from mrtr_sansio.http import HttpRequestFacts, param_headers_for
 
     mirrored = param_headers_for([SQL_TOOL])
     server = ServerConnection(ServerConfig(param_headers=mirrored))

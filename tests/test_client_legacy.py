@@ -43,8 +43,6 @@ from mrtr_sansio import (
     Limits,
     LocalProtocolError,
     NotificationReceived,
-    OutgoingError,
-    OutgoingResult,
     RequestReceived,
     RoundsExhausted,
     ServerConfig,
@@ -53,6 +51,7 @@ from mrtr_sansio import (
     list_roots,
     sample,
 )
+from mrtr_sansio.events import OutgoingError, OutgoingResult
 
 L = Era.LEGACY
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}

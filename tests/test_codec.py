@@ -19,23 +19,17 @@ from helpers import (
     request,
 )
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    LEGACY_VERSIONS,
-    PROTOCOL_VERSION,
     UNSEALED,
     InputRequiredResult,
     JsonRpcError,
-    Notify,
-    OrjsonCodec,
     RequestReceived,
-    Respond,
     ServerConfig,
     ServerConnection,
-    StdlibJsonCodec,
-    default_codec,
     elicit_form,
     sample,
 )
+from mrtr_sansio.config import OrjsonCodec, StdlibJsonCodec, default_codec
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LEGACY_VERSIONS, PROTOCOL_VERSION
 
 CODECS = [StdlibJsonCodec, OrjsonCodec]
 
@@ -108,18 +102,16 @@ def _exchange(codec: Any) -> tuple[list[Any], list[dict[str, Any]]]:
     for event in conn.events():
         seen.append(normalize(event))
         if isinstance(event, RequestReceived) and event.request_id == 1:
-            conn.send(Notify("notifications/progress", {"progressToken": "é", "progress": 0.5}, 1))
-            conn.send(
-                Respond(
-                    1,
-                    InputRequiredResult(
-                        {"who": elicit_form("Nom ?", FORM_SCHEMA), "s": sample("∑", 10)},
-                        "état",
-                    ),
-                )
+            conn.notify("notifications/progress", {"progressToken": "é", "progress": 0.5}, 1)
+            conn.respond(
+                1,
+                InputRequiredResult(
+                    {"who": elicit_form("Nom ?", FORM_SCHEMA), "s": sample("∑", 10)},
+                    "état",
+                ),
             )
         elif isinstance(event, RequestReceived):
-            conn.send(Respond(event.request_id, {"tools": [], "nextCursor": "\u2028"}))
+            conn.respond(event.request_id, {"tools": [], "nextCursor": "\u2028"})
     conn.receive_data(
         line(
             call(
@@ -133,7 +125,7 @@ def _exchange(codec: Any) -> tuple[list[Any], list[dict[str, Any]]]:
     )
     for event in conn.events():
         seen.append(normalize(event))
-        conn.send(Respond(3, JsonRpcError(-32000, "non ✓", {"why": "ü"})))
+        conn.respond(3, JsonRpcError(-32000, "non ✓", {"why": "ü"}))
     return seen, [json.loads(item.data) for item in conn.outgoing()]
 
 

@@ -7,15 +7,10 @@ from typing import Any
 import attrs
 import pytest
 
-from mrtr_sansio import (
-    LEGACY_VERSIONS,
-    MODERN_VERSIONS,
-    ClientConfig,
-    Limits,
-    OrjsonCodec,
-    ServerConfig,
-    process_state_protector,
-)
+from mrtr_sansio import ClientConfig, Limits, ServerConfig
+from mrtr_sansio.config import OrjsonCodec
+from mrtr_sansio.protocol import LEGACY_VERSIONS, MODERN_VERSIONS
+from mrtr_sansio.sealing import process_state_protector
 
 MiB = 1024 * 1024
 

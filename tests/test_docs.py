@@ -74,9 +74,9 @@ def test_the_embedded_handler_re_asks_and_takes_declines() -> None:
     declined = handle(request({"name": {"action": "decline"}}))
     assert declined == {"content": [{"type": "text", "text": "Hello, stranger!"}]}
     assert handle(m.RequestReceived(2, "tools/list", {}))["tools"][0]["name"] == "greet"
-    assert handle(m.RequestReceived(3, "prompts/list", {})).code == m.METHOD_NOT_FOUND
+    assert handle(m.RequestReceived(3, "prompts/list", {})).code == m.ErrorCode.METHOD_NOT_FOUND
     other = m.RequestReceived(4, "tools/call", {"name": "other", "arguments": {}})
-    assert handle(other).code == m.INVALID_PARAMS
+    assert handle(other).code == m.ErrorCode.INVALID_PARAMS
 
 
 # --- the hook -----------------------------------------------------------------------------------
@@ -191,11 +191,7 @@ def test_every_snippet_the_pages_include_exists() -> None:
 
 # --- what the pages state must be what the code does --------------------------------------------
 
-CODES = {
-    name: getattr(m, name)
-    for name in m.__all__
-    if isinstance(getattr(m, name), int) and name.isupper() and getattr(m, name) < 0
-}
+CODES = {code.name: int(code) for code in m.ErrorCode}
 
 
 def test_the_error_page_explains_every_error_code() -> None:
@@ -208,7 +204,7 @@ def test_the_error_page_explains_every_error_code() -> None:
 def test_the_error_page_explains_every_state_rejection_reason() -> None:
     table = _page("errors.md").split("## Why a `requestState` was refused", 1)[1]
     listed = set(re.findall(r"`([a-z_]+)`", "".join(re.findall(r"^\| ([^|]+) \|", table, re.M))))
-    assert listed == m.REQUEST_STATE_REASONS
+    assert listed == m.sealing.REQUEST_STATE_REASONS
 
 
 def _default_rows(page: str) -> list[tuple[str, str, str]]:
@@ -230,8 +226,8 @@ def _same(default: Any, literal: str) -> bool:
 
 def test_defaults_stated_in_the_limits_page_are_the_code_s() -> None:
     owners: dict[str, Any] = {
-        "RequestStateSecurity": m.RequestStateSecurity,
-        "MemoryReplayGuard": m.MemoryReplayGuard,
+        "RequestStateSecurity": m.sealing.RequestStateSecurity,
+        "MemoryReplayGuard": m.sealing.MemoryReplayGuard,
     }
     rows = _default_rows(_page("limits.md"))
     assert len(rows) == 3
@@ -243,7 +239,7 @@ def test_defaults_stated_in_the_limits_page_are_the_code_s() -> None:
 def test_defaults_stated_in_the_sealing_options_are_the_code_s() -> None:
     options = _page("sealing.md").split("## Options", 1)[1]
     rows = re.findall(r"^\| `(\w+)` \| `([^`]+)`", options, re.MULTILINE)
-    parameters = inspect.signature(m.RequestStateSecurity).parameters
+    parameters = inspect.signature(m.sealing.RequestStateSecurity).parameters
     assert {name for name, _ in rows} == set(parameters) - {"keys"}
     for name, literal in rows:
         assert _same(parameters[name].default, literal), (name, literal)

@@ -18,28 +18,28 @@ from helpers import (
     sent,
 )
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    INVALID_PARAMS,
-    LATEST_LEGACY_VERSION,
-    LATEST_MODERN_VERSION,
-    LEGACY_VERSIONS,
-    LOG_LEVEL,
-    METHOD_NOT_FOUND,
-    MODERN_VERSIONS,
-    PROTOCOL_VERSION,
-    SERVER_INFO,
-    SUBSCRIPTION_ID,
-    UNSUPPORTED_PROTOCOL_VERSION,
     Era,
+    ErrorCode,
     InvalidMessage,
     JsonRpcError,
     RequestReceived,
     ServerConfig,
     ServerConnection,
-    modern_envelope,
 )
 from mrtr_sansio._envelope import LOG_LEVELS
+from mrtr_sansio.protocol import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LATEST_LEGACY_VERSION,
+    LATEST_MODERN_VERSION,
+    LEGACY_VERSIONS,
+    LOG_LEVEL,
+    MODERN_VERSIONS,
+    PROTOCOL_VERSION,
+    SERVER_INFO,
+    SUBSCRIPTION_ID,
+    modern_envelope,
+)
 
 _MISSING: Any = object()
 
@@ -122,7 +122,7 @@ def test_malformed_envelopes_are_invalid_params(envelope: dict[str, Any], messag
     """Every malformed-envelope case is -32602, checked before the version (-32022)."""
     conn = ServerConnection()
     feed(conn, request(9, "tools/list", envelope=envelope))
-    assert sent(conn) == [error(INVALID_PARAMS, message, 9)]
+    assert sent(conn) == [error(ErrorCode.INVALID_PARAMS, message, 9)]
 
 
 @pytest.mark.parametrize(
@@ -186,18 +186,24 @@ def test_missing_or_non_object_capabilities_is_invalid_params(
     else:
         envelope[CLIENT_CAPABILITIES] = caps
     feed(conn, request("r", "tools/list", envelope=envelope))
-    assert sent(conn) == [error(INVALID_PARAMS, message, "r")]
-    assert only(events(conn)) == InvalidMessage(JsonRpcError(INVALID_PARAMS, message), "r", True)
+    assert sent(conn) == [error(ErrorCode.INVALID_PARAMS, message, "r")]
+    assert only(events(conn)) == InvalidMessage(
+        JsonRpcError(ErrorCode.INVALID_PARAMS, message), "r", True
+    )
 
 
 def test_unknown_log_level_is_invalid_params(conn: ServerConnection) -> None:
     feed(conn, request(1, "tools/list", envelope=meta(log_level="verbose")))
-    assert sent(conn) == [error(INVALID_PARAMS, f"Unknown log level in _meta field {LOG_LEVEL}", 1)]
+    assert sent(conn) == [
+        error(ErrorCode.INVALID_PARAMS, f"Unknown log level in _meta field {LOG_LEVEL}", 1)
+    ]
 
 
 def test_non_object_client_info_is_invalid_params(conn: ServerConnection) -> None:
     feed(conn, request(1, "tools/list", envelope=meta(info=["x"])))
-    assert sent(conn) == [error(INVALID_PARAMS, f"_meta field {CLIENT_INFO} must be an object", 1)]
+    assert sent(conn) == [
+        error(ErrorCode.INVALID_PARAMS, f"_meta field {CLIENT_INFO} must be an object", 1)
+    ]
 
 
 @pytest.mark.parametrize("version", ["1900-01-01", "2025-11-25", "2026-07-29", ""])
@@ -205,7 +211,7 @@ def test_unsupported_version(conn: ServerConnection, version: str) -> None:
     feed(conn, request(1, "tools/list", envelope=meta(version=version)))
     assert sent(conn) == [
         error(
-            UNSUPPORTED_PROTOCOL_VERSION,
+            ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
             "Unsupported protocol version",
             1,
             {"supported": ["2026-07-28", *LEGACY_VERSIONS], "requested": version},
@@ -213,7 +219,7 @@ def test_unsupported_version(conn: ServerConnection, version: str) -> None:
     ]
     event = only(events(conn))
     assert isinstance(event, InvalidMessage)
-    assert event.error.code == UNSUPPORTED_PROTOCOL_VERSION
+    assert event.error.code == ErrorCode.UNSUPPORTED_PROTOCOL_VERSION
 
 
 def test_supported_versions_come_from_config() -> None:
@@ -227,7 +233,7 @@ def test_supported_versions_come_from_config() -> None:
     feed(conn, request(2, "tools/list", envelope=meta(version="2030-01-01")))
     assert sent(conn) == [
         error(
-            UNSUPPORTED_PROTOCOL_VERSION,
+            ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
             "Unsupported protocol version",
             2,
             {"supported": ["2026-07-28", "2027-01-01"], "requested": "2030-01-01"},
@@ -240,7 +246,7 @@ def test_non_string_version_is_invalid_params_before_the_version_check(
 ) -> None:
     feed(conn, request(1, "tools/list", envelope=meta(version=20260728)))
     assert sent(conn) == [
-        error(INVALID_PARAMS, f"_meta field {PROTOCOL_VERSION} must be a string", 1)
+        error(ErrorCode.INVALID_PARAMS, f"_meta field {PROTOCOL_VERSION} must be a string", 1)
     ]
 
 
@@ -248,7 +254,7 @@ def test_missing_capabilities_is_checked_before_the_version(conn: ServerConnecti
     envelope = meta(version="1900-01-01")
     del envelope[CLIENT_CAPABILITIES]
     feed(conn, request(1, "tools/list", envelope=envelope))
-    assert only(sent(conn))["error"]["code"] == INVALID_PARAMS
+    assert only(sent(conn))["error"]["code"] == ErrorCode.INVALID_PARAMS
 
 
 @pytest.mark.parametrize(
@@ -259,7 +265,7 @@ def test_legacy_methods_with_an_envelope_are_method_not_found(
     conn: ServerConnection, method: str
 ) -> None:
     feed(conn, request(4, method, {"level": "info", "uri": "file:///x"}))
-    assert sent(conn) == [error(METHOD_NOT_FOUND, f"Method not found: {method}", 4)]
+    assert sent(conn) == [error(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}", 4)]
     assert conn.session is None
 
 
@@ -288,8 +294,10 @@ def test_no_envelope_and_no_session_is_invalid_params(
     conn: ServerConnection, params: dict[str, Any] | None, message: str
 ) -> None:
     feed(conn, legacy_request(3, "tools/list", params))
-    assert sent(conn) == [error(INVALID_PARAMS, message, 3)]
-    assert only(events(conn)) == InvalidMessage(JsonRpcError(INVALID_PARAMS, message), 3, True)
+    assert sent(conn) == [error(ErrorCode.INVALID_PARAMS, message, 3)]
+    assert only(events(conn)) == InvalidMessage(
+        JsonRpcError(ErrorCode.INVALID_PARAMS, message), 3, True
+    )
 
 
 def test_modern_only_server_refuses_initialize(conn: ServerConnection) -> None:
@@ -304,7 +312,7 @@ def test_modern_only_server_refuses_initialize(conn: ServerConnection) -> None:
     )
     assert sent(modern_only) == [
         error(
-            METHOD_NOT_FOUND,
+            ErrorCode.METHOD_NOT_FOUND,
             "initialize is not supported: send the 2026-07-28 _meta envelope on every request",
             1,
             {"supported": ["2026-07-28"]},

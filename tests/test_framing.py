@@ -20,8 +20,8 @@ from helpers import (
     sent,
 )
 from mrtr_sansio import (
-    INVALID_REQUEST,
     ConnectionClosed,
+    ErrorCode,
     InvalidMessage,
     JsonRpcError,
     Limits,
@@ -173,9 +173,9 @@ def test_oversized_line_is_answered_once_and_the_next_message_served() -> None:
         conn.receive_data(data[i : i + 97])
         assert conn._framer.buffered <= 401
     message = "Message exceeds the 400-byte limit"
-    assert sent(conn) == [error(INVALID_REQUEST, message)]
+    assert sent(conn) == [error(ErrorCode.INVALID_REQUEST, message)]
     got = events(conn)
-    assert got[0] == InvalidMessage(JsonRpcError(INVALID_REQUEST, message), None, True)
+    assert got[0] == InvalidMessage(JsonRpcError(ErrorCode.INVALID_REQUEST, message), None, True)
     assert isinstance(got[1], RequestReceived)
     assert got[1].request_id == 2
     assert len(got) == 2
@@ -184,7 +184,7 @@ def test_oversized_line_is_answered_once_and_the_next_message_served() -> None:
 def test_oversized_http_body_is_answered() -> None:
     conn = small_conn(50)
     conn.receive_message(b" " * 51)
-    assert sent(conn) == [error(INVALID_REQUEST, "Message exceeds the 50-byte limit")]
+    assert sent(conn) == [error(ErrorCode.INVALID_REQUEST, "Message exceeds the 50-byte limit")]
     conn.receive_message(b'{"jsonrpc":"2.0","method":"x"}' + b" " * 20)
     assert sent(conn) == []
 
@@ -262,7 +262,7 @@ def test_data_to_send_with_one_message() -> None:
     assert conn.data_to_send() == b""
 
 
-TOO_LONG = error(INVALID_REQUEST, "Message exceeds the 40-byte limit")
+TOO_LONG = error(ErrorCode.INVALID_REQUEST, "Message exceeds the 40-byte limit")
 NOT_JSON = error(-32700, "Parse error: Invalid JSON")
 NOTE = b'{"jsonrpc":"2.0","method":"n/a"}'
 

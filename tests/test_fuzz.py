@@ -59,17 +59,17 @@ LIMITS = m.Limits(
     max_pending_legs=4,
 )
 V = "2026-07-28"
-ENVELOPE = {m.PROTOCOL_VERSION: V, m.CLIENT_CAPABILITIES: s.FULL_CAPABILITIES}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION: V, m.protocol.CLIENT_CAPABILITIES: s.FULL_CAPABILITIES}
 
 
 def config(*, legacy: bool) -> m.ServerConfig:
     """A deterministic server: fixed clock and randomness, small limits."""
-    security = m.RequestStateSecurity(MODEL_KEYS, token_bytes=bytes)
+    security = m.sealing.RequestStateSecurity(MODEL_KEYS, token_bytes=bytes)
     return m.ServerConfig(
         server_info={"name": "fuzz", "version": "1"},
         request_state=security,
         limits=LIMITS,
-        legacy_versions=m.LEGACY_VERSIONS if legacy else (),
+        legacy_versions=m.protocol.LEGACY_VERSIONS if legacy else (),
         clock=lambda: 1_000_000.0,
         token_hex=lambda n: "0" * (2 * n),
     )
@@ -132,7 +132,7 @@ class Harness:
     def _check_limits(event: m.RequestReceived) -> None:
         """The MRTR fields a handler sees are within the limits (on the legacy wire the
         client cannot send them at all: the shim owns them)."""
-        if event.method not in m.MRTR_METHODS:
+        if event.method not in m.protocol.MRTR_METHODS:
             return
         answers = event.params.get("inputResponses")
         state = event.params.get("requestState")
@@ -272,7 +272,7 @@ HANDSHAKE = [
             "id": "init",
             "method": "initialize",
             "params": {
-                "protocolVersion": m.LATEST_LEGACY_VERSION,
+                "protocolVersion": m.protocol.LATEST_LEGACY_VERSION,
                 "capabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
                 "clientInfo": {"name": "fuzz", "version": "1"},
             },
@@ -365,7 +365,7 @@ def test_oversized_lines_are_refused_and_the_stream_goes_on() -> None:
         assert harness.conn._framer.buffered <= LIMITS.max_message_bytes + 1
     harness.feed(line(_call("small", "echo", {"x": 1})))
     errors = [msg for msg in harness.written if "error" in msg]
-    assert errors[0]["error"]["code"] == m.INVALID_REQUEST
+    assert errors[0]["error"]["code"] == m.ErrorCode.INVALID_REQUEST
     assert "exceeds" in errors[0]["error"]["message"]
     assert [msg["id"] for msg in harness.written if "result" in msg] == ["small"]
 
@@ -394,7 +394,7 @@ def test_hostile_texts_get_parse_or_request_errors() -> None:
         harness.feed(text[:2000] + b"\n")
         harness.feed(text + b"\n")
     codes = {msg["error"]["code"] for msg in harness.written}
-    assert codes <= {m.PARSE_ERROR, m.INVALID_REQUEST}
+    assert codes <= {m.ErrorCode.PARSE_ERROR, m.ErrorCode.INVALID_REQUEST}
     assert all("id" not in msg for msg in harness.written)
 
 
@@ -448,7 +448,7 @@ class ClientHarness:
         if legacy:
             (init,) = [msg for msg in self.written if msg.get("method") == "initialize"]
             result = {
-                "protocolVersion": m.LATEST_LEGACY_VERSION,
+                "protocolVersion": m.protocol.LATEST_LEGACY_VERSION,
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "fuzz", "version": "1"},
             }

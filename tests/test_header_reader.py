@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mrtr_sansio import HttpRequestFacts
-from mrtr_sansio._http import HeaderReader
+from mrtr_sansio.http import HttpRequestFacts
+from mrtr_sansio.http._facts import HeaderReader
 
 V = "2026-07-28"
 READER = HeaderReader(["Host", "content-type", "accept"], lists=["Accept"])

@@ -19,26 +19,18 @@ from helpers import (
     sent,
 )
 from mrtr_sansio import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    PARSE_ERROR,
     UNSEALED,
-    UNSUPPORTED_PROTOCOL_VERSION,
     Era,
-    HttpRequestFacts,
+    ErrorCode,
     InputRequiredResult,
     JsonRpcError,
-    OutgoingError,
     RequestReceived,
     ServerConfig,
     ServerConnection,
-    decode_header_value,
     elicit_url,
 )
+from mrtr_sansio.events import OutgoingError
+from mrtr_sansio.http import HttpRequestFacts, decode_header_value
 
 V = "2026-07-28"
 
@@ -67,7 +59,7 @@ def facts(
     ],
 )
 def test_encode_and_decode_header_values(value: str, encoded: str) -> None:
-    from mrtr_sansio import encode_header_value
+    from mrtr_sansio.http import encode_header_value
 
     assert encode_header_value(value) == encoded
     assert decode_header_value(encoded) == value
@@ -125,7 +117,9 @@ def test_a_repeated_header_is_a_mismatch_even_when_every_value_agrees(
 ) -> None:
     http = HttpRequestFacts(V, "tools/call", "book", {"region": "us"}, frozenset(repeated))
     conn.receive_message(call(7, "book"), http=http)
-    assert sent(conn) == [error(HEADER_MISMATCH, f"Header sent more than once: {named}", 7)]
+    assert sent(conn) == [
+        error(ErrorCode.HEADER_MISMATCH, f"Header sent more than once: {named}", 7)
+    ]
     assert conn.in_flight == frozenset()
 
 
@@ -142,7 +136,9 @@ def test_header_values_outside_visible_ascii_are_invalid_characters(
     conn: ServerConnection, http: HttpRequestFacts, named: str
 ) -> None:
     conn.receive_message(call(7, "book"), http=http)
-    assert sent(conn) == [error(HEADER_MISMATCH, f"Header {named} has invalid characters", 7)]
+    assert sent(conn) == [
+        error(ErrorCode.HEADER_MISMATCH, f"Header {named} has invalid characters", 7)
+    ]
 
 
 def test_surrounding_spaces_and_tabs_are_not_part_of_the_value(conn: ServerConnection) -> None:
@@ -195,7 +191,7 @@ def test_base64_method_header_is_decoded(conn: ServerConnection) -> None:
     # "dG9vbHMvY2FsbA==" is "tools/call": decoded, it disagrees with the body.
     conn.receive_message(request(2, "tools/list"), http=facts(V, "=?base64?dG9vbHMvY2FsbA==?="))
     (refused,) = sent(conn)
-    assert refused["error"]["code"] == HEADER_MISMATCH
+    assert refused["error"]["code"] == ErrorCode.HEADER_MISMATCH
     assert "tools/call" in refused["error"]["message"]
 
 
@@ -244,17 +240,17 @@ def test_header_problems_are_header_mismatch(
     items = drain(conn, Era.MODERN)
     item = only(items)
     assert isinstance(item, OutgoingError)
-    assert item.message == error(HEADER_MISMATCH, message, 7)
+    assert item.message == error(ErrorCode.HEADER_MISMATCH, message, 7)
     assert item.http_status == 400
     assert item.related_request_id == 7
-    assert only(events(conn)).error == JsonRpcError(HEADER_MISMATCH, message)
+    assert only(events(conn)).error == JsonRpcError(ErrorCode.HEADER_MISMATCH, message)
 
 
 def test_name_header_against_a_missing_body_name(conn: ServerConnection) -> None:
     conn.receive_message(request(1, "tools/call", {}), http=facts(V, "tools/call", "x"))
     assert sent(conn) == [
         error(
-            HEADER_MISMATCH,
+            ErrorCode.HEADER_MISMATCH,
             "Header mismatch: Mcp-Name header value 'x' does not match body value 'None'",
             1,
         )
@@ -264,7 +260,7 @@ def test_name_header_against_a_missing_body_name(conn: ServerConnection) -> None
 def test_headers_are_checked_before_the_envelope(conn: ServerConnection) -> None:
     envelope = meta(version="1900-01-01")
     conn.receive_message(request(1, "tools/list", envelope=envelope), http=facts(V, "tools/list"))
-    assert only(sent(conn))["error"]["code"] == HEADER_MISMATCH
+    assert only(sent(conn))["error"]["code"] == ErrorCode.HEADER_MISMATCH
 
 
 def test_header_check_applies_to_retries() -> None:
@@ -273,14 +269,14 @@ def test_header_check_applies_to_retries() -> None:
     conn.receive_message(retry, http=facts(V, "tools/call", "book"))
     assert served(conn).request_state == "s"
     conn.receive_message(call(3, "other"), http=facts(V, "tools/call", "book"))
-    assert only(sent(conn))["error"]["code"] == HEADER_MISMATCH
+    assert only(sent(conn))["error"]["code"] == ErrorCode.HEADER_MISMATCH
 
 
 def test_no_envelope_over_http_is_invalid_params(conn: ServerConnection) -> None:
     conn.receive_message(legacy_request(1, "tools/list", {}), http=facts(V, "tools/list"))
     assert sent(conn) == [
         error(
-            INVALID_PARAMS,
+            ErrorCode.INVALID_PARAMS,
             "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)",
             1,
         )
@@ -326,14 +322,14 @@ def test_principal_is_per_message() -> None:
 @pytest.mark.parametrize(
     ("code", "status"),
     [
-        (INVALID_PARAMS, 400),
-        (HEADER_MISMATCH, 400),
-        (MISSING_REQUIRED_CLIENT_CAPABILITY, 400),
-        (UNSUPPORTED_PROTOCOL_VERSION, 400),
-        (INVALID_REQUEST, 400),
-        (PARSE_ERROR, 400),
-        (METHOD_NOT_FOUND, 404),
-        (INTERNAL_ERROR, 200),
+        (ErrorCode.INVALID_PARAMS, 400),
+        (ErrorCode.HEADER_MISMATCH, 400),
+        (ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY, 400),
+        (ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, 400),
+        (ErrorCode.INVALID_REQUEST, 400),
+        (ErrorCode.PARSE_ERROR, 400),
+        (ErrorCode.METHOD_NOT_FOUND, 404),
+        (ErrorCode.INTERNAL_ERROR, 200),
         (-32000, 200),
         (1, 200),
     ],
@@ -356,8 +352,8 @@ def test_http_status_of_connection_errors(conn: ServerConnection) -> None:
         if isinstance(i, OutgoingError)
     ]
     assert statuses == [
-        (PARSE_ERROR, 400),
-        (METHOD_NOT_FOUND, 404),
-        (UNSUPPORTED_PROTOCOL_VERSION, 400),
-        (MISSING_REQUIRED_CLIENT_CAPABILITY, 400),
+        (ErrorCode.PARSE_ERROR, 400),
+        (ErrorCode.METHOD_NOT_FOUND, 404),
+        (ErrorCode.UNSUPPORTED_PROTOCOL_VERSION, 400),
+        (ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY, 400),
     ]

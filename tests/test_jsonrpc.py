@@ -17,19 +17,13 @@ from helpers import (
     sent,
 )
 from mrtr_sansio import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    PARSE_ERROR,
+    ErrorCode,
     InvalidMessage,
     JsonRpcError,
-    OrjsonCodec,
     RemoteProtocolError,
     RequestReceived,
     ServerConfig,
     ServerConnection,
-    StdlibJsonCodec,
     UnexpectedResponse,
 )
 from mrtr_sansio._jsonrpc import (
@@ -44,6 +38,7 @@ from mrtr_sansio._jsonrpc import (
     request_message,
     result_message,
 )
+from mrtr_sansio.config import OrjsonCodec, StdlibJsonCodec
 
 CODECS = [pytest.param(StdlibJsonCodec, id="stdlib"), pytest.param(OrjsonCodec, id="orjson")]
 
@@ -100,7 +95,7 @@ def _raises(msg: Any) -> RemoteProtocolError:
 
 def test_classify_errors_carry_the_readable_id_only_for_requests() -> None:
     exc = _raises({"id": 7, "method": "m"})
-    assert (exc.code, exc.request_id) == (INVALID_REQUEST, 7)
+    assert (exc.code, exc.request_id) == (ErrorCode.INVALID_REQUEST, 7)
     assert _raises({"jsonrpc": "2.0", "id": 7.0, "method": "m"}).request_id is None
     # A malformed response never carries an id to answer.
     assert _raises({"jsonrpc": "2.0", "id": 3, "result": {}, "error": {}}).request_id is None
@@ -134,10 +129,12 @@ def test_bad_ids_are_invalid_requests_answered_without_id(
     data = f'{{"jsonrpc":"2.0","id":{raw_id},"method":"tools/list","params":{{}}}}\n'
     conn.receive_data(data.encode())
     assert sent(conn) == [
-        error(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+        error(ErrorCode.INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
     ]
     assert only(events(conn)) == InvalidMessage(
-        JsonRpcError(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer'),
+        JsonRpcError(
+            ErrorCode.INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer'
+        ),
         None,
         True,
     )
@@ -155,9 +152,13 @@ def test_one_and_one_string_are_different_ids(conn: ServerConnection) -> None:
 @pytest.mark.parametrize("batch", ["[]", "[1]", '[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]'])
 def test_batches_are_rejected(conn: ServerConnection, batch: str) -> None:
     conn.receive_data(batch.encode() + b"\n")
-    assert sent(conn) == [error(INVALID_REQUEST, "Invalid Request: batches are not supported")]
+    assert sent(conn) == [
+        error(ErrorCode.INVALID_REQUEST, "Invalid Request: batches are not supported")
+    ]
     assert only(events(conn)) == InvalidMessage(
-        JsonRpcError(INVALID_REQUEST, "Invalid Request: batches are not supported"), None, True
+        JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: batches are not supported"),
+        None,
+        True,
     )
 
 
@@ -165,7 +166,7 @@ def test_batches_are_rejected(conn: ServerConnection, batch: str) -> None:
 def test_non_object_messages_are_rejected(conn: ServerConnection, junk: str) -> None:
     conn.receive_data(junk.encode() + b"\n")
     assert sent(conn) == [
-        error(INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
+        error(ErrorCode.INVALID_REQUEST, "Invalid Request: a message must be a JSON object")
     ]
 
 
@@ -189,9 +190,9 @@ def test_non_object_messages_are_rejected(conn: ServerConnection, junk: str) -> 
 )
 def test_unparseable_json_is_a_parse_error_without_id(conn: ServerConnection, data: bytes) -> None:
     conn.receive_data(data + b"\n")
-    assert sent(conn) == [error(PARSE_ERROR, "Parse error: Invalid JSON")]
+    assert sent(conn) == [error(ErrorCode.PARSE_ERROR, "Parse error: Invalid JSON")]
     assert only(events(conn)) == InvalidMessage(
-        JsonRpcError(PARSE_ERROR, "Parse error: Invalid JSON"), None, True
+        JsonRpcError(ErrorCode.PARSE_ERROR, "Parse error: Invalid JSON"), None, True
     )
 
 
@@ -200,12 +201,12 @@ def test_unparseable_json_is_a_parse_error_without_id(conn: ServerConnection, da
 )
 def test_invalid_utf8_is_a_parse_error_without_id(conn: ServerConnection, data: bytes) -> None:
     conn.receive_data(data + b"\n")
-    assert sent(conn) == [error(PARSE_ERROR, "Parse error: invalid UTF-8")]
+    assert sent(conn) == [error(ErrorCode.PARSE_ERROR, "Parse error: invalid UTF-8")]
 
 
 def test_deeply_nested_json_is_a_parse_error(conn: ServerConnection) -> None:
     conn.receive_data(b"[" * 100_000 + b"]" * 100_000 + b"\n")
-    assert sent(conn) == [error(PARSE_ERROR, "Parse error: Invalid JSON")]
+    assert sent(conn) == [error(ErrorCode.PARSE_ERROR, "Parse error: Invalid JSON")]
 
 
 @pytest.mark.parametrize(
@@ -246,8 +247,10 @@ def test_malformed_requests_are_answered_with_their_id(
     conn: ServerConnection, msg: dict[str, Any], message: str
 ) -> None:
     feed(conn, msg)
-    assert sent(conn) == [error(INVALID_REQUEST, message, 1)]
-    assert only(events(conn)) == InvalidMessage(JsonRpcError(INVALID_REQUEST, message), 1, True)
+    assert sent(conn) == [error(ErrorCode.INVALID_REQUEST, message, 1)]
+    assert only(events(conn)) == InvalidMessage(
+        JsonRpcError(ErrorCode.INVALID_REQUEST, message), 1, True
+    )
 
 
 @pytest.mark.parametrize(
@@ -268,7 +271,11 @@ def test_malformed_notification_is_never_answered(
     assert sent(conn) == []
     event = only(events(conn))
     assert isinstance(event, InvalidMessage)
-    assert (event.error.code, event.request_id, event.answered) == (INVALID_REQUEST, None, False)
+    assert (event.error.code, event.request_id, event.answered) == (
+        ErrorCode.INVALID_REQUEST,
+        None,
+        False,
+    )
     assert conn.in_flight == {first.request_id}  # and nothing was cancelled
 
 
@@ -276,7 +283,9 @@ def test_malformed_message_without_a_string_method_is_still_answered(
     conn: ServerConnection,
 ) -> None:
     feed(conn, {"jsonrpc": "2.0", "method": 1, "params": "bar"})
-    assert sent(conn) == [error(INVALID_REQUEST, 'Invalid Request: "method" must be a string')]
+    assert sent(conn) == [
+        error(ErrorCode.INVALID_REQUEST, 'Invalid Request: "method" must be a string')
+    ]
 
 
 # --- responses from the client ----------------------------------------------------------------
@@ -318,7 +327,11 @@ def test_malformed_response_is_an_event_and_never_answered(
     feed(conn, msg)
     event = only(events(conn))
     assert isinstance(event, InvalidMessage)
-    assert (event.error.code, event.request_id, event.answered) == (INVALID_REQUEST, None, False)
+    assert (event.error.code, event.request_id, event.answered) == (
+        ErrorCode.INVALID_REQUEST,
+        None,
+        False,
+    )
     assert sent(conn) == []
 
 
@@ -332,8 +345,8 @@ def test_duplicate_in_flight_id_is_rejected_and_the_original_still_completes(
     first = only(events(conn))
     feed(conn, call(1, "second"), request(1, "tools/list"))
     assert sent(conn) == [
-        error(INVALID_REQUEST, "Invalid Request: id is already in use", 1),
-        error(INVALID_REQUEST, "Invalid Request: id is already in use", 1),
+        error(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use", 1),
+        error(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use", 1),
     ]
     assert all(isinstance(e, InvalidMessage) and e.request_id == 1 for e in events(conn))
     assert conn.in_flight == {1}
@@ -376,7 +389,9 @@ def test_id_of_a_cancelled_unanswered_request_stays_reserved(conn: ServerConnect
     )
     events(conn)
     feed(conn, call(1))
-    assert sent(conn) == [error(INVALID_REQUEST, "Invalid Request: id is already in use", 1)]
+    assert sent(conn) == [
+        error(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use", 1)
+    ]
     assert isinstance(only(events(conn)), InvalidMessage)
     conn.respond(1, {"content": []})  # the late answer is dropped and frees the id
     assert sent(conn) == []
@@ -397,7 +412,11 @@ def test_junk_between_requests_leaves_them_intact(conn: ServerConnection) -> Non
         "RequestReceived",
         "InvalidMessage",
     ]
-    assert [m["error"]["code"] for m in sent(conn)] == [PARSE_ERROR, INVALID_REQUEST, PARSE_ERROR]
+    assert [m["error"]["code"] for m in sent(conn)] == [
+        ErrorCode.PARSE_ERROR,
+        ErrorCode.INVALID_REQUEST,
+        ErrorCode.PARSE_ERROR,
+    ]
     assert conn.in_flight == {1, 2}
     conn.respond(2, {"content": []})
     conn.respond(1, {"content": []})
@@ -409,7 +428,7 @@ def test_junk_between_requests_leaves_them_intact(conn: ServerConnection) -> Non
 
 def test_message_builders() -> None:
     assert result_message(1, {}) == {"jsonrpc": "2.0", "id": 1, "result": {}}
-    err = JsonRpcError(INVALID_PARAMS, "bad", {"x": 1})
+    err = JsonRpcError(ErrorCode.INVALID_PARAMS, "bad", {"x": 1})
     assert error_message("a", err) == {
         "jsonrpc": "2.0",
         "id": "a",
@@ -430,7 +449,7 @@ def test_message_builders() -> None:
     assert notification_message("n", {}) == {"jsonrpc": "2.0", "method": "n", "params": {}}
     exc = parse_error("invalid UTF-8")
     assert (exc.code, exc.request_id, exc.error.message) == (
-        PARSE_ERROR,
+        ErrorCode.PARSE_ERROR,
         None,
         "Parse error: invalid UTF-8",
     )
@@ -442,14 +461,16 @@ def test_json_rpc_error_value() -> None:
     assert JsonRpcError.from_wire({"code": 5, "message": "x", "data": [1]}) == JsonRpcError(
         5, "x", [1]
     )
-    assert JsonRpcError.from_wire({"code": True, "message": 3}) == JsonRpcError(INTERNAL_ERROR, "")
-    assert JsonRpcError.from_wire({"code": 1.0}) == JsonRpcError(INTERNAL_ERROR, "")
-    assert JsonRpcError.from_wire("boom") == JsonRpcError(
-        INTERNAL_ERROR, "Malformed error object", "boom"
+    assert JsonRpcError.from_wire({"code": True, "message": 3}) == JsonRpcError(
+        ErrorCode.INTERNAL_ERROR, ""
     )
-    assert JsonRpcError.invalid_params("p") == JsonRpcError(INVALID_PARAMS, "p")
+    assert JsonRpcError.from_wire({"code": 1.0}) == JsonRpcError(ErrorCode.INTERNAL_ERROR, "")
+    assert JsonRpcError.from_wire("boom") == JsonRpcError(
+        ErrorCode.INTERNAL_ERROR, "Malformed error object", "boom"
+    )
+    assert JsonRpcError.invalid_params("p") == JsonRpcError(ErrorCode.INVALID_PARAMS, "p")
     assert JsonRpcError.method_not_found("x/y") == JsonRpcError(-32601, "Method not found: x/y")
-    assert JsonRpcError.internal() == JsonRpcError(INTERNAL_ERROR, "Internal error")
+    assert JsonRpcError.internal() == JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error")
     assert JsonRpcError.unsupported_version(["a"], "b") == JsonRpcError(
         -32022, "Unsupported protocol version", {"supported": ["a"], "requested": "b"}
     )
@@ -478,4 +499,4 @@ def test_missing_capability_data_is_plain_json() -> None:
     assert err.data == {"requiredCapabilities": {"sampling": {"tools": {}}, "x": True}}
     assert type(err.data["requiredCapabilities"]["sampling"]) is dict
     assert err.message == "Missing required client capability: sampling.tools, x"
-    assert RemoteProtocolError(err, 3).code == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert RemoteProtocolError(err, 3).code == ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY

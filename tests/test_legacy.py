@@ -27,27 +27,22 @@ from helpers import (
     session as open_session,
 )
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    PROTOCOL_VERSION,
     Era,
-    HttpRequestFacts,
     InvalidMessage,
     JsonRpcError,
     Limits,
     LocalProtocolError,
     NotificationReceived,
-    Notify,
-    OutgoingError,
-    OutgoingRequest,
-    OutgoingResult,
     PingAnswered,
     RequestCancelled,
     RequestReceived,
-    Respond,
     ServerConnection,
     SessionInitialized,
     UnexpectedResponse,
 )
+from mrtr_sansio.events import OutgoingError, OutgoingRequest, OutgoingResult
+from mrtr_sansio.http import HttpRequestFacts
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION
 
 TEXT = {"content": [{"type": "text", "text": "done"}]}
 
@@ -146,7 +141,7 @@ def test_application_answers_initialize_when_discovery_is_not_automatic() -> Non
     assert request.protocol_version == "2025-06-18"
     assert conn.in_flight == {1}
     result = conn.initialize_result()
-    conn.send(Respond(1, {**result, "resultType": "complete"}))
+    conn.respond(1, {**result, "resultType": "complete"})
     assert client.take() == [
         {
             "jsonrpc": "2.0",
@@ -166,7 +161,7 @@ def test_the_version_the_application_answers_is_the_negotiated_one() -> None:
     client = ScriptedClient(conn)
     client.request("initialize", init_params())
     conn.events()
-    conn.send(Respond(1, conn.initialize_result("2025-03-26")))
+    conn.respond(1, conn.initialize_result("2025-03-26"))
     (reply,) = client.take()
     assert reply["result"]["protocolVersion"] == "2025-03-26"
     assert conn.events() == [SessionInitialized("2025-03-26", LEGACY_CAPS, CLIENT)]
@@ -183,7 +178,7 @@ def test_an_initialize_answer_without_a_version_keeps_the_negotiated_one() -> No
     client = ScriptedClient(conn)
     client.request("initialize", init_params("2025-06-18"))
     conn.events()
-    conn.send(Respond(1, {"capabilities": {}, "serverInfo": SERVER}))  # an app bug
+    conn.respond(1, {"capabilities": {}, "serverInfo": SERVER})  # an app bug
     conn.outgoing()  # not schema-valid on purpose
     assert conn.events() == [SessionInitialized("2025-06-18", LEGACY_CAPS, CLIENT)]
 
@@ -302,7 +297,7 @@ def test_initialize_answered_with_an_error_discards_the_session() -> None:
     client = ScriptedClient(conn)
     client.request("initialize", init_params())
     conn.events()
-    conn.send(Respond(1, JsonRpcError(-32602, "Unsupported protocol version")))
+    conn.respond(1, JsonRpcError(-32602, "Unsupported protocol version"))
     (reply,) = client.take()
     assert reply["error"]["code"] == -32602
     assert conn.session is None
@@ -311,7 +306,7 @@ def test_initialize_answered_with_an_error_discards_the_session() -> None:
     assert reply["error"]["code"] == -32602  # no session: not served
     client.request("initialize", init_params())
     conn.events()
-    conn.send(Respond(3, conn.initialize_result()))
+    conn.respond(3, conn.initialize_result())
     (reply,) = client.take()
     assert reply["result"]["protocolVersion"] == LEGACY
 
@@ -324,7 +319,7 @@ def test_initialize_cannot_be_cancelled() -> None:
     client.cancel(1)
     assert conn.in_flight == {1}
     assert not any(isinstance(e, RequestCancelled) for e in conn.events())
-    conn.send(Respond(1, conn.initialize_result()))
+    conn.respond(1, conn.initialize_result())
     (reply,) = client.take()
     assert reply["result"]["protocolVersion"] == LEGACY
 
@@ -436,7 +431,7 @@ def log(level: str, data: Any = "x") -> dict[str, Any]:
 
 def test_logs_flow_at_every_level_until_a_level_is_set() -> None:
     conn, client, _app = open_session(echo)
-    conn.send(Notify("notifications/message", log("debug")))
+    conn.notify("notifications/message", log("debug"))
     assert client.take() == [
         {"jsonrpc": "2.0", "method": "notifications/message", "params": log("debug")}
     ]
@@ -449,11 +444,11 @@ def test_set_level_filters_lower_levels() -> None:
     assert conn.session is not None
     assert conn.session.log_level == "warning"
     for level in ("debug", "info", "notice", "warning", "error", "emergency"):
-        conn.send(Notify("notifications/message", log(level)))
+        conn.notify("notifications/message", log(level))
     assert [m["params"]["level"] for m in client.take()] == ["warning", "error", "emergency"]
     client.request("logging/setLevel", {"level": "debug"}, request_id=8)
     client.take()
-    conn.send(Notify("notifications/message", log("debug")))
+    conn.notify("notifications/message", log("debug"))
     assert len(client.take()) == 1
 
 
@@ -478,18 +473,18 @@ def test_request_scoped_logs_follow_the_session_level_and_stop_with_the_request(
     rid = client.request("tools/call", {"name": "t", "arguments": {}}, request_id=2)
     client.take()
     app.run()
-    conn.send(Notify("notifications/message", log("debug"), related_request_id=rid))
-    conn.send(Notify("notifications/message", log("info"), related_request_id=rid))
-    conn.send(Notify("notifications/progress", {"progressToken": 1, "progress": 1}, rid))
+    conn.notify("notifications/message", log("debug"), related_request_id=rid)
+    conn.notify("notifications/message", log("info"), related_request_id=rid)
+    conn.notify("notifications/progress", {"progressToken": 1, "progress": 1}, rid)
     items = client.take_items()
     assert [(i.message["method"], i.related_request_id) for i in items] == [
         ("notifications/message", rid),
         ("notifications/progress", rid),
     ]
-    conn.send(Respond(rid, TEXT))
+    conn.respond(rid, TEXT)
     client.take()
-    conn.send(Notify("notifications/message", log("error"), related_request_id=rid))
-    conn.send(Notify("notifications/progress", {"progressToken": 1, "progress": 2}, rid))
+    conn.notify("notifications/message", log("error"), related_request_id=rid)
+    conn.notify("notifications/progress", {"progressToken": 1, "progress": 2}, rid)
     assert client.take() == []
 
 
@@ -583,10 +578,10 @@ def test_legacy_cancellation_without_legs() -> None:
     app.run()
     client.cancel(3, "user gave up")
     assert conn.events() == [RequestCancelled(3, "user gave up")]
-    conn.send(Respond(3, TEXT))  # the late answer is dropped
+    conn.respond(3, TEXT)  # the late answer is dropped
     assert client.take() == []
     with pytest.raises(LocalProtocolError):
-        conn.send(Respond(3, TEXT))
+        conn.respond(3, TEXT)
 
 
 def test_remembered_cancellations_are_bounded() -> None:
@@ -596,9 +591,9 @@ def test_remembered_cancellations_are_bounded() -> None:
     client.request("tools/call", {"name": "b"}, request_id="b")
     client.cancel("b")
     app.run()
-    conn.send(Respond("b", TEXT))  # still remembered: dropped
+    conn.respond("b", TEXT)  # still remembered: dropped
     with pytest.raises(LocalProtocolError):  # forgotten to stay within the bound
-        conn.send(Respond("a", TEXT))
+        conn.respond("a", TEXT)
     assert client.take() == []
 
 

@@ -17,8 +17,6 @@ from helpers import (
     spec_dir,
 )
 from mrtr_sansio import (
-    EMBEDDABLE_METHODS,
-    MRTR_METHODS,
     InputRequest,
     InputRequiredResult,
     InputResponses,
@@ -27,6 +25,7 @@ from mrtr_sansio import (
     list_roots,
     sample,
 )
+from mrtr_sansio.protocol import EMBEDDABLE_METHODS, MRTR_METHODS
 
 E = "elicitation/create"
 S = "sampling/createMessage"

@@ -22,16 +22,16 @@ from helpers import (
     sent,
 )
 from mrtr_sansio import (
-    LOG_LEVEL,
     UNSEALED,
     ClientConfig,
     InputRequiredResult,
     LocalProtocolError,
-    RequestStateSecurity,
     ServerConfig,
     ServerConnection,
     elicit_form,
 )
+from mrtr_sansio.protocol import LOG_LEVEL
+from mrtr_sansio.sealing import RequestStateSecurity
 from mrtr_sansio.testing import (
     ModelConfig,
     SpecViolationError,
@@ -115,7 +115,7 @@ def test_an_app_mapping_with_empty_input_requests_and_no_state_is_a_local_error(
             "method": "tools/call",
             "params": {
                 "name": "t",
-                "_meta": m.modern_envelope(m.LATEST_MODERN_VERSION, {}, None),
+                "_meta": m.protocol.modern_envelope(m.protocol.LATEST_MODERN_VERSION, {}, None),
             },
         }
     )
@@ -130,7 +130,7 @@ def test_an_app_mapping_with_empty_input_requests_and_no_state_is_a_local_error(
 def _legacy_call(config: ServerConfig) -> ServerConnection:
     conn = ServerConnection(config)
     init = {
-        "protocolVersion": m.LATEST_LEGACY_VERSION,
+        "protocolVersion": m.protocol.LATEST_LEGACY_VERSION,
         "capabilities": {"elicitation": {"form": {}}},
         "clientInfo": {"name": "c", "version": "1"},
     }
@@ -145,7 +145,9 @@ def _legacy_call(config: ServerConfig) -> ServerConnection:
 
 def _modern_call(config: ServerConfig) -> ServerConnection:
     conn = ServerConnection(config)
-    meta = m.modern_envelope(m.LATEST_MODERN_VERSION, {"elicitation": {"form": {}}}, None)
+    meta = m.protocol.modern_envelope(
+        m.protocol.LATEST_MODERN_VERSION, {"elicitation": {"form": {}}}, None
+    )
     conn.receive_message(
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t", "_meta": meta}}
     )
@@ -250,17 +252,17 @@ def test_http_client_against_a_server_that_is_down_says_so() -> None:
 
 def test_orjson_is_the_default_codec_when_installed() -> None:
     pytest.importorskip("orjson")
-    assert isinstance(ServerConfig().codec, m.OrjsonCodec)
-    assert isinstance(ClientConfig().codec, m.OrjsonCodec)
-    given = m.StdlibJsonCodec()
+    assert isinstance(ServerConfig().codec, m.config.OrjsonCodec)
+    assert isinstance(ClientConfig().codec, m.config.OrjsonCodec)
+    given = m.config.StdlibJsonCodec()
     assert ServerConfig(codec=given).codec is given
 
 
 def test_without_orjson_the_default_codec_is_the_stdlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "orjson", None)  # import orjson raises ImportError
-    assert isinstance(ServerConfig().codec, m.StdlibJsonCodec)
+    assert isinstance(ServerConfig().codec, m.config.StdlibJsonCodec)
     with pytest.raises(ImportError, match=r"pip install 'mrtr-sansio\[fast\]'"):
-        m.OrjsonCodec()
+        m.config.OrjsonCodec()
 
 
 def test_importing_the_package_does_not_import_orjson() -> None:
@@ -275,7 +277,7 @@ def test_importing_the_package_does_not_import_orjson() -> None:
 def test_the_default_config_seals_state_with_one_key_per_process() -> None:
     first, second = ServerConfig(), ServerConfig()
     assert isinstance(first.request_state, RequestStateSecurity)
-    assert first.request_state is second.request_state is m.process_state_protector()
+    assert first.request_state is second.request_state is m.sealing.process_state_protector()
     assert first.seals_with_process_key
     assert not ServerConfig(request_state=UNSEALED).seals_with_process_key
     assert not ServerConfig(request_state=RequestStateSecurity([b"k" * 32])).seals_with_process_key
@@ -386,7 +388,7 @@ def test_legacy_client_sets_the_log_level_once_when_the_server_logs() -> None:
             "jsonrpc": "2.0",
             "id": init["id"],
             "result": {
-                "protocolVersion": m.LATEST_LEGACY_VERSION,
+                "protocolVersion": m.protocol.LATEST_LEGACY_VERSION,
                 "capabilities": {"tools": {}, "logging": {}},
                 "serverInfo": {"name": "s", "version": "1"},
             },

@@ -40,10 +40,8 @@ from mrtr_sansio import (
     JsonRpcError,
     LocalProtocolError,
     RequestReceived,
-    RequestStateSecurity,
     ServerConfig,
     ServerConnection,
-    SwappableStateProtector,
     elicit_form,
 )
 from mrtr_sansio.adapters.asgi import McpHttpApp
@@ -65,6 +63,7 @@ from mrtr_sansio.observe import (
     TaskStatusChanged,
 )
 from mrtr_sansio.otel import FLOW_ID, INPUT_KEYS, ROUND, OtelObserver
+from mrtr_sansio.sealing import RequestStateSecurity, SwappableStateProtector
 from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskSettings
 
 FORM = {"type": "object", "properties": {"v": {"type": "string"}}}

@@ -27,7 +27,7 @@ SCHEMA: dict[str, Any] = {
         "query": {"type": "string", "default": {"x-mcp-header": "not an annotation: data"}},
     },
 }
-ENVELOPE = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: {}}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
 
 
 def b64(text: str) -> str:
@@ -38,13 +38,13 @@ def b64(text: str) -> str:
 
 
 def test_annotations_are_found_with_their_paths() -> None:
-    assert m.mirrored_params(SCHEMA) == {
+    assert m.http.mirrored_params(SCHEMA) == {
         "Region": ("region",),
         "Priority": ("priority",),
         "Verbose": ("verbose",),
         "Zone": ("target", "zone"),
     }
-    assert m.mirrored_params({"type": "object"}) == {}
+    assert m.http.mirrored_params({"type": "object"}) == {}
 
 
 def test_param_headers_for_keeps_annotated_tools_only() -> None:
@@ -53,7 +53,7 @@ def test_param_headers_for_keeps_annotated_tools_only() -> None:
         {"name": "plain", "inputSchema": {"type": "object"}},
         {"name": "bare"},
     ]
-    assert m.param_headers_for(tools) == {"q": m.mirrored_params(SCHEMA)}
+    assert m.http.param_headers_for(tools) == {"q": m.http.mirrored_params(SCHEMA)}
 
 
 def prop(**schema: Any) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def prop(**schema: Any) -> dict[str, Any]:
 )
 def test_invalid_annotations_are_refused(schema: dict[str, Any], reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
-        m.mirrored_params(schema)
+        m.http.mirrored_params(schema)
 
 
 # --- checks -----------------------------------------------------------------------------------
@@ -101,7 +101,7 @@ def test_invalid_annotations_are_refused(schema: dict[str, Any], reason: str) ->
 
 def exchange(arguments: Any, params: dict[str, str], name: str = "q") -> dict[str, Any]:
     """One modern tools/call with these Mcp-Param headers; the error sent, or None."""
-    config = m.ServerConfig(param_headers={"q": m.mirrored_params(SCHEMA)})
+    config = m.ServerConfig(param_headers={"q": m.http.mirrored_params(SCHEMA)})
     conn = m.ServerConnection(config)
     body = {
         "jsonrpc": "2.0",
@@ -109,13 +109,13 @@ def exchange(arguments: Any, params: dict[str, str], name: str = "q") -> dict[st
         "method": "tools/call",
         "params": {"name": name, "arguments": arguments, "_meta": ENVELOPE},
     }
-    facts = m.HttpRequestFacts("2026-07-28", "tools/call", name, params)
+    facts = m.http.HttpRequestFacts("2026-07-28", "tools/call", name, params)
     conn.receive_message(body, http=facts)
     events = conn.events()
     out = drain(conn, m.Era.MODERN)
     if out:
         (item,) = out
-        assert isinstance(item, m.OutgoingError)
+        assert isinstance(item, m.events.OutgoingError)
         assert item.http_status == 400
         return dict(item.message["error"])
     (event,) = events
@@ -165,7 +165,7 @@ def test_disagreeing_headers_are_32020(
     arguments: Any, headers: dict[str, str], message: str
 ) -> None:
     error = exchange(arguments, headers)
-    assert error["code"] == m.HEADER_MISMATCH
+    assert error["code"] == m.ErrorCode.HEADER_MISMATCH
     assert message in error["message"]
 
 
@@ -174,13 +174,13 @@ def test_only_configured_tools_are_checked() -> None:
 
 
 def test_header_names_are_case_insensitive() -> None:
-    facts = m.HttpRequestFacts.from_headers({"mcp-param-region": "us", "mcp-method": "x"})
+    facts = m.http.HttpRequestFacts.from_headers({"mcp-param-region": "us", "mcp-method": "x"})
     assert facts.params == {"region": "us"}
     assert facts.method == "x"
 
 
 def test_legacy_requests_are_not_checked() -> None:
-    config = m.ServerConfig(param_headers={"q": m.mirrored_params(SCHEMA)})
+    config = m.ServerConfig(param_headers={"q": m.http.mirrored_params(SCHEMA)})
     conn = m.ServerConnection(config)
     init = {
         "jsonrpc": "2.0",
@@ -196,7 +196,7 @@ def test_legacy_requests_are_not_checked() -> None:
         "method": "tools/call",
         "params": {"name": "q", "arguments": {"region": "us"}},
     }
-    conn.receive_message(body, http=m.HttpRequestFacts("2025-11-25"))
+    conn.receive_message(body, http=m.http.HttpRequestFacts("2025-11-25"))
     assert any(isinstance(e, m.RequestReceived) for e in conn.events())
     assert drain(conn, m.Era.LEGACY) == []
 
@@ -204,5 +204,5 @@ def test_legacy_requests_are_not_checked() -> None:
 @given(st.text(max_size=40))
 def test_what_a_client_encodes_the_server_accepts(value: str) -> None:
     # encode_header_value is the client's rule; HTTP parsers strip surrounding whitespace.
-    header = m.encode_header_value(value)
+    header = m.http.encode_header_value(value)
     assert exchange({"region": value}, {"region": header.strip()}) == {}

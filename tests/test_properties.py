@@ -14,25 +14,24 @@ from helpers import (
     normalize,
 )
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    LOG_LEVEL,
-    MRTR_METHODS,
-    PROTOCOL_VERSION,
     UNSEALED,
     Era,
     InputRequest,
     InputRequiredResult,
     InputResponses,
-    JsonCodec,
     Limits,
-    OrjsonCodec,
     RequestReceived,
     ServerConfig,
     ServerConnection,
-    StdlibJsonCodec,
-    decode_header_value,
-    encode_header_value,
+)
+from mrtr_sansio.config import JsonCodec, OrjsonCodec, StdlibJsonCodec
+from mrtr_sansio.http import decode_header_value, encode_header_value
+from mrtr_sansio.protocol import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    MRTR_METHODS,
+    PROTOCOL_VERSION,
     merge_capabilities,
     missing_capabilities,
     required_capabilities,

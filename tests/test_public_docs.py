@@ -23,6 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 NAMESPACES = [
     "mrtr_sansio",
+    "mrtr_sansio.sealing",
+    "mrtr_sansio.http",
+    "mrtr_sansio.events",
+    "mrtr_sansio.errors",
+    "mrtr_sansio.config",
+    "mrtr_sansio.protocol",
     "mrtr_sansio.adapters",
     "mrtr_sansio.adapters.stdio",
     "mrtr_sansio.adapters.anyio",
@@ -115,17 +121,41 @@ def test_public_methods_and_properties_are_documented(namespace: str, name: str,
     assert missing == [], f"{namespace}.{name}: undocumented {missing}"
 
 
-def test_every_public_name_is_in_the_api_reference() -> None:
+def _rendered() -> set[str]:
+    """The paths the API pages render with their members (``members: false`` renders only a
+    module's docstring, so it does not count for the module's names)."""
     rendered: set[str] = set()
     for page in (ROOT / "docs" / "api").glob("*.md"):
-        rendered.update(re.findall(r"^::: ([\w.]+)", page.read_text(encoding="utf-8"), re.M))
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"^::: ([\w.]+)\n((?:    .*\n)*)", text, re.M):
+            if "members: false" not in match.group(2):
+                rendered.add(match.group(1))
+    return rendered
+
+
+def _object(path: str) -> Any:
+    """The object a rendered ``::: a.b.C`` names (a module, or a name of one)."""
+    try:
+        return importlib.import_module(path)
+    except ModuleNotFoundError:
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+def test_every_public_name_is_in_the_api_reference() -> None:
+    """Each public name is rendered under its own path, or (a re-export, e.g. a front-door name
+    listed again in ``mrtr_sansio.events``) the same object is rendered under another path."""
+    rendered = _rendered()
+    objects = [_object(path) for path in sorted(rendered)]
     missing = []
     for namespace, name, obj in _public():
         if f"{namespace}.{name}" in rendered:
             continue
         if isinstance(obj, ModuleType) and obj.__name__ in rendered:
             continue
-        if namespace in rendered and namespace != "mrtr_sansio":
-            continue  # an adapter module rendered whole renders its __all__
+        if namespace != "mrtr_sansio" and namespace in rendered:
+            continue  # a module rendered whole renders its __all__
+        if any(other is obj for other in objects) and not isinstance(obj, (str, int, tuple)):
+            continue
         missing.append(f"{namespace}.{name}")
     assert missing == []

@@ -44,21 +44,21 @@ def sealed_with(token: str) -> list[bytes]:
     found = []
     for key in (K1, K2, K3):
         try:
-            m.HmacSha256Codec([key]).unseal(token)
-        except m.RequestStateError:
+            m.sealing.HmacSha256Codec([key]).unseal(token)
+        except m.sealing.RequestStateError:
             continue
         found.append(key)
     return found
 
 
-def protector_of(app: McpHttpApp) -> m.SwappableStateProtector:
+def protector_of(app: McpHttpApp) -> m.sealing.SwappableStateProtector:
     protector = app.config.request_state
-    assert isinstance(protector, m.SwappableStateProtector)
+    assert isinstance(protector, m.sealing.SwappableStateProtector)
     return protector
 
 
-def binding() -> m.StateBinding:
-    return m.StateBinding("tools/call", "book_trip", ARGS, None)
+def binding() -> m.sealing.StateBinding:
+    return m.sealing.StateBinding("tools/call", "book_trip", ARGS, None)
 
 
 # --- the example server's reload, in process ----------------------------------------------------
@@ -78,13 +78,13 @@ def test_reload_swaps_the_ring_and_keeps_the_options(tmp_path: Path) -> None:
     assert server.reload_keys(app, str(ring)) is True
     after = protector.current
     assert after is not before
-    assert isinstance(after, m.RequestStateSecurity)
+    assert isinstance(after, m.sealing.RequestStateSecurity)
     assert (after.audience, after.ttl) == ("https://mcp.example", 30.0)
     assert sealed_with(protector.seal({"a": 1}, binding(), 1, 1000.0)) == [K2]
     assert protector.unseal(old_token, binding(), 1000.0).state == {"a": 1}
     cluster.write_ring(ring, [K2])
     assert server.reload_keys(app, str(ring)) is True
-    with pytest.raises(m.RequestStateError, match="unknown_key"):
+    with pytest.raises(m.sealing.RequestStateError, match="unknown_key"):
         protector.unseal(old_token, binding(), 1000.0)
 
 
@@ -94,8 +94,8 @@ def test_reload_keeps_the_aes_codec(tmp_path: Path) -> None:
     app = server.build_app([K1], codec="aes-256-gcm")
     assert server.reload_keys(app, str(ring)) is True
     current = protector_of(app).current
-    assert isinstance(current, m.RequestStateSecurity)
-    assert isinstance(current.codec, m.AesGcmCodec)
+    assert isinstance(current, m.sealing.RequestStateSecurity)
+    assert isinstance(current.codec, m.sealing.AesGcmCodec)
 
 
 def test_a_bad_ring_file_keeps_the_current_ring(
@@ -117,17 +117,19 @@ def test_reload_needs_an_app_built_with_a_ring(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="not built with a key ring"):
         server.reload_keys(server.build_app(None), str(tmp_path / "ring"))
     app = server.build_app([K1])
-    protector_of(app).swap(m.RequestStateSecurity.ephemeral())
+    protector_of(app).swap(m.sealing.RequestStateSecurity.ephemeral())
     protector_of(app).swap(_Opaque())
     with pytest.raises(TypeError, match="cannot tell the options"):
         server.reload_keys(app, str(tmp_path / "ring"))
 
 
 class _Opaque:
-    def seal(self, state: Any, binding: m.StateBinding, round: int, now: float) -> str:
+    def seal(self, state: Any, binding: m.sealing.StateBinding, round: int, now: float) -> str:
         raise NotImplementedError
 
-    def unseal(self, token: str, binding: m.StateBinding, now: float) -> m.UnsealedState:
+    def unseal(
+        self, token: str, binding: m.sealing.StateBinding, now: float
+    ) -> m.sealing.UnsealedState:
         raise NotImplementedError
 
 
@@ -139,8 +141,8 @@ def _post(url: str, rid: int, **extra: Any) -> httpx.Response:
         "name": "book_trip",
         "arguments": ARGS,
         "_meta": {
-            m.PROTOCOL_VERSION: "2026-07-28",
-            m.CLIENT_CAPABILITIES: {"elicitation": {}, "roots": {}},
+            m.protocol.PROTOCOL_VERSION: "2026-07-28",
+            m.protocol.CLIENT_CAPABILITIES: {"elicitation": {}, "roots": {}},
         },
         **extra,
     }
@@ -410,8 +412,11 @@ def test_run_and_load_arguments() -> None:
 def test_tokens_are_told_apart_by_the_key_that_sealed_them() -> None:
     from scale import run
 
-    protector = m.RequestStateSecurity([K2])
+    protector = m.sealing.RequestStateSecurity([K2])
     token = protector.seal({"a": 1}, binding(), 1, 1000.0)
-    sealed_by = {"one": m.HmacSha256Codec([K1]).unseal, "two": m.HmacSha256Codec([K2]).unseal}
+    sealed_by = {
+        "one": m.sealing.HmacSha256Codec([K1]).unseal,
+        "two": m.sealing.HmacSha256Codec([K2]).unseal,
+    }
     assert run._sealer(token, sealed_by) == "two"
     assert run._sealer(token, {"one": sealed_by["one"]}) == "unknown"

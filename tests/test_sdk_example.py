@@ -16,14 +16,9 @@ import pytest
 from files_server import app
 from registry import Context, Registry, json_schema
 
-from mrtr_sansio import (
-    LATEST_LEGACY_VERSION,
-    LATEST_MODERN_VERSION,
-    ClientConfig,
-    InputNeeded,
-    modern_envelope,
-)
+from mrtr_sansio import ClientConfig, InputNeeded
 from mrtr_sansio.adapters.asyncio import Client
+from mrtr_sansio.protocol import LATEST_LEGACY_VERSION, LATEST_MODERN_VERSION, modern_envelope
 from mrtr_sansio.testing import in_process_server
 
 SERVER = Path(__file__).resolve().parents[1] / "examples" / "sdk" / "files_server.py"

@@ -11,20 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrtr_sansio import (
+from mrtr_sansio import LocalProtocolError
+from mrtr_sansio.config import OrjsonCodec, StdlibJsonCodec
+from mrtr_sansio.sealing import (
     REQUEST_STATE_REASONS,
-    LocalProtocolError,
     MemoryReplayGuard,
-    OrjsonCodec,
     RequestStateError,
     RequestStateSecurity,
     StateBinding,
     StateProtector,
-    StdlibJsonCodec,
     UnsealedState,
 )
-from mrtr_sansio._sealing import _canonical_chunks, _hash_texts, _state_chunks
-from mrtr_sansio._sealing_codecs import b64url_decode, b64url_encode
+from mrtr_sansio.sealing._codecs import b64url_decode, b64url_encode
+from mrtr_sansio.sealing._security import _canonical_chunks, _hash_texts, _state_chunks
 
 OLD = bytes(range(32))
 NEW = bytes(range(100, 132))

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mrtr_sansio import AesGcmCodec, HmacSha256Codec, RequestStateError, StateCodec
-from mrtr_sansio._sealing_codecs import (
+from mrtr_sansio.sealing import AesGcmCodec, HmacSha256Codec, RequestStateError, StateCodec
+from mrtr_sansio.sealing._codecs import (
     _b64url_decode_portable,
     _HmacSha256,
     b64url_decode,

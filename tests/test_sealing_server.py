@@ -11,24 +11,20 @@ from helpers import (
     drain,
 )
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    LATEST_MODERN_VERSION,
-    PROTOCOL_VERSION,
     UNSEALED,
     Era,
     InputRequiredResult,
     InvalidMessage,
     JsonRpcError,
-    MemoryReplayGuard,
     RequestReceived,
     RequestStateRejected,
-    RequestStateSecurity,
-    Respond,
     ServerConfig,
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio._sealing_codecs import b64url_decode
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION
+from mrtr_sansio.sealing import MemoryReplayGuard, RequestStateSecurity
+from mrtr_sansio.sealing._codecs import b64url_decode
 
 KEY = bytes(range(32))
 T0 = 1_800_000_000.0
@@ -89,14 +85,12 @@ def first_round(conn: ServerConnection) -> str:
     [request] = events(conn)
     assert isinstance(request, RequestReceived)
     assert (request.round, request.request_state) == (1, None)
-    conn.send(
-        Respond(
-            1,
-            InputRequiredResult(
-                {"duplicate_of": elicit_form("Which item is the original?", SCHEMA)},
-                request_state=STATE,
-            ),
-        )
+    conn.respond(
+        1,
+        InputRequiredResult(
+            {"duplicate_of": elicit_form("Which item is the original?", SCHEMA)},
+            request_state=STATE,
+        ),
     )
     [out] = drain(conn, Era.MODERN, methods={1: "tools/call"})
     result = out.message["result"]
@@ -134,7 +128,7 @@ def test_sealed_state_round_trip(codec: str) -> None:
         "action": "accept",
         "content": {"duplicateOfId": 4301},
     }
-    conn.send(Respond(2, {"content": [{"type": "text", "text": "Resolved as duplicate"}]}))
+    conn.respond(2, {"content": [{"type": "text", "text": "Resolved as duplicate"}]})
     [out] = drain(conn, Era.MODERN, methods={2: "tools/call"})
     assert out.message == {
         "jsonrpc": "2.0",
@@ -152,7 +146,7 @@ def test_third_round_counts_on() -> None:
     token = first_round(conn)
     conn.receive_message(retry(2, token))
     [request] = events(conn)
-    conn.send(Respond(2, InputRequiredResult(request_state={"again": True})))
+    conn.respond(2, InputRequiredResult(request_state={"again": True}))
     [out] = drain(conn, Era.MODERN, methods={2: "tools/call"})
     conn.receive_message(retry(3, out.message["result"]["requestState"]))
     [request] = events(conn)
@@ -207,7 +201,7 @@ def test_each_binding_is_enforced_on_the_wire() -> None:
 def test_state_from_another_server_is_refused() -> None:
     conn, _ = server()
     other = RequestStateSecurity([KEY], audience="https://other.example")
-    from mrtr_sansio import StateBinding
+    from mrtr_sansio.sealing import StateBinding
 
     binding = StateBinding("tools/call", "update_work_item", ARGS, "user-1")
     assert rejected(conn, retry(2, other.seal(STATE, binding, 1, T0))) == "audience_mismatch"
@@ -225,7 +219,7 @@ def test_replay_guard_on_the_wire() -> None:
     conn.receive_message(retry(2, token))
     [request] = events(conn)
     assert isinstance(request, RequestReceived)
-    conn.send(Respond(2, {"content": []}))
+    conn.respond(2, {"content": []})
     drain(conn, Era.MODERN)
     assert rejected(conn, retry(3, token)) == "replayed"
 
@@ -237,7 +231,7 @@ def test_other_requests_are_undisturbed_by_a_refusal() -> None:
     [pending] = events(conn)
     assert rejected(conn, retry(11, token + "AA")) in {"bad_tag", "malformed"}
     assert conn.in_flight == frozenset({10})
-    conn.send(Respond(pending.request_id, {"content": []}))
+    conn.respond(pending.request_id, {"content": []})
     [out] = drain(conn, Era.MODERN, methods={10: "tools/call"})
     assert out.message["id"] == 10
     assert out.message["result"]["resultType"] == "complete"
@@ -269,14 +263,14 @@ def test_resources_and_prompts_are_bound_too(
 
     conn.receive_message(request(1, params))
     [first] = events(conn)
-    conn.send(Respond(first.request_id, InputRequiredResult(request_state=["step", 2])))
+    conn.respond(first.request_id, InputRequiredResult(request_state=["step", 2]))
     [out] = drain(conn, Era.MODERN, methods={1: method})
     token = out.message["result"]["requestState"]
     conn.receive_message(request(2, params, requestState=token))
     [again] = events(conn)
     assert isinstance(again, RequestReceived)
     assert (again.request_state, again.round) == (["step", 2], 2)
-    conn.send(Respond(2, JsonRpcError(-32603, "done here")))
+    conn.respond(2, JsonRpcError(-32603, "done here"))
     drain(conn, Era.MODERN)
     conn.receive_message(request(3, other, requestState=token))
     [event, _] = events(conn)
@@ -290,7 +284,7 @@ def test_without_security_state_passes_through_untouched() -> None:
     conn = ServerConnection(ServerConfig(request_state=UNSEALED))
     conn.receive_message(call(1))
     [first] = events(conn)
-    conn.send(Respond(first.request_id, InputRequiredResult(request_state="plain:step=2")))
+    conn.respond(first.request_id, InputRequiredResult(request_state="plain:step=2"))
     [out] = drain(conn, Era.MODERN, methods={1: "tools/call"})
     assert out.message["result"]["requestState"] == "plain:step=2"
     conn.receive_message(retry(2, "plain:step=2 (edited by the client)"))

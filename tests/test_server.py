@@ -29,43 +29,36 @@ from helpers import (
     spec_dir,
 )
 from mrtr_sansio import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    SERVER_INFO,
     UNSEALED,
     Era,
+    ErrorCode,
     InputRequest,
     InputRequiredResult,
     InputResponses,
     InvalidMessage,
     JsonRpcError,
-    LegacySession,
     Limits,
     LocalProtocolError,
     NotificationReceived,
-    Notify,
-    OutgoingError,
-    OutgoingInputRequired,
-    OutgoingNotification,
-    OutgoingResult,
     RequestCancelled,
     RequestReceived,
-    RequestStateError,
     RequestStateRejected,
-    Respond,
     ServerConfig,
     ServerConnection,
-    StateBinding,
-    StdlibJsonCodec,
-    UnsealedState,
     elicit_form,
     elicit_url,
     list_roots,
     sample,
 )
+from mrtr_sansio.config import StdlibJsonCodec
+from mrtr_sansio.events import (
+    OutgoingError,
+    OutgoingInputRequired,
+    OutgoingNotification,
+    OutgoingResult,
+)
+from mrtr_sansio.protocol import SERVER_INFO, LegacySession
+from mrtr_sansio.sealing import RequestStateError, StateBinding, UnsealedState
 
 FORM = elicit_form("Your name?", FORM_SCHEMA)
 INFO_META = {SERVER_INFO: SERVER}
@@ -206,15 +199,17 @@ def test_request_received_error_helpers(conn: ServerConnection) -> None:
     tool, resource = events(conn)
     assert isinstance(tool, RequestReceived)
     assert isinstance(resource, RequestReceived)
-    assert tool.unknown() == JsonRpcError(INVALID_PARAMS, "Unknown tool: nope")
-    assert tool.unknown("other") == JsonRpcError(INVALID_PARAMS, "Unknown tool: other")
+    assert tool.unknown() == JsonRpcError(ErrorCode.INVALID_PARAMS, "Unknown tool: nope")
+    assert tool.unknown("other") == JsonRpcError(ErrorCode.INVALID_PARAMS, "Unknown tool: other")
     assert resource.unknown() == JsonRpcError(
-        INVALID_PARAMS, "Resource not found: file:///gone", {"uri": "file:///gone"}
+        ErrorCode.INVALID_PARAMS, "Resource not found: file:///gone", {"uri": "file:///gone"}
     )
-    assert tool.method_not_found() == JsonRpcError(METHOD_NOT_FOUND, "Method not found: tools/call")
+    assert tool.method_not_found() == JsonRpcError(
+        ErrorCode.METHOD_NOT_FOUND, "Method not found: tools/call"
+    )
     err = tool.missing_capability({"elicitation": {"url": {}}})
     assert err == JsonRpcError(
-        MISSING_REQUIRED_CLIENT_CAPABILITY,
+        ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY,
         "Missing required client capability: elicitation.url",
         {"requiredCapabilities": {"elicitation": {"url": {}}}},
     )
@@ -222,12 +217,14 @@ def test_request_received_error_helpers(conn: ServerConnection) -> None:
     conn.respond(2, resource.unknown())
     assert sent(conn) == [
         error(
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY,
             "Missing required client capability: elicitation.url",
             1,
             {"requiredCapabilities": {"elicitation": {"url": {}}}},
         ),
-        error(INVALID_PARAMS, "Resource not found: file:///gone", 2, {"uri": "file:///gone"}),
+        error(
+            ErrorCode.INVALID_PARAMS, "Resource not found: file:///gone", 2, {"uri": "file:///gone"}
+        ),
     ]
     prompt = RequestReceived(3, "prompts/get", {"name": "p", "_meta": meta()})
     assert prompt.unknown().message == "Unknown prompt: p"
@@ -238,7 +235,7 @@ def test_request_received_error_helpers(conn: ServerConnection) -> None:
 def test_missing_capability_helper_on_the_legacy_wire() -> None:
     event = RequestReceived(1, "tools/call", {}, LegacySession("2025-11-25", {}, None))
     assert event.missing_capability({"roots": {}}) == JsonRpcError(
-        INTERNAL_ERROR,
+        ErrorCode.INTERNAL_ERROR,
         "Missing required client capability: roots",
         {"requiredCapabilities": {"roots": {}}},
     )
@@ -280,8 +277,10 @@ def test_malformed_mrtr_fields_are_invalid_params(
     message: str,
 ) -> None:
     feed(conn, request(5, method, {**base, **extra}))
-    assert sent(conn) == [error(INVALID_PARAMS, message, 5)]
-    assert only(events(conn)) == InvalidMessage(JsonRpcError(INVALID_PARAMS, message), 5, True)
+    assert sent(conn) == [error(ErrorCode.INVALID_PARAMS, message, 5)]
+    assert only(events(conn)) == InvalidMessage(
+        JsonRpcError(ErrorCode.INVALID_PARAMS, message), 5, True
+    )
     assert conn.in_flight == frozenset()
 
 
@@ -311,8 +310,8 @@ def test_conformance_validate_input_scenario(conn: ServerConnection) -> None:
         call(2, "ask", inputResponses={"user_name": 12345}, requestState="s"),
     )
     assert sent(conn) == [
-        error(INVALID_PARAMS, "inputResponses must be an object", 1),
-        error(INVALID_PARAMS, "each inputResponses value must be an object", 2),
+        error(ErrorCode.INVALID_PARAMS, "inputResponses must be an object", 1),
+        error(ErrorCode.INVALID_PARAMS, "each inputResponses value must be an object", 2),
     ]
 
 
@@ -364,9 +363,9 @@ def test_result_type_set_by_the_application_is_kept(conn: ServerConnection) -> N
 def test_outgoing_items_are_typed_and_routed(conn: ServerConnection) -> None:
     feed(conn, call(1), call(2), call(3))
     events(conn)
-    conn.send(Respond(1, {"content": []}))
-    conn.send(Respond(2, InputRequiredResult(request_state="s")))
-    conn.send(Respond(3, JsonRpcError(-32000, "app failure")))
+    conn.respond(1, {"content": []})
+    conn.respond(2, InputRequiredResult(request_state="s"))
+    conn.respond(3, JsonRpcError(-32000, "app failure"))
     items = drain(conn, Era.MODERN)
     assert [type(i) for i in items] == [OutgoingResult, OutgoingInputRequired, OutgoingError]
     assert [i.related_request_id for i in items] == [1, 2, 3]
@@ -583,7 +582,7 @@ def test_undeclared_capabilities_are_missing_required_client_capability(
     out = answer(conn, call(1, caps={"elicitation": {}, "sampling": {}}), result)
     assert out == [
         error(
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY,
             "Missing required client capability: elicitation.url, sampling.tools, roots",
             1,
             {
@@ -622,7 +621,7 @@ def test_each_capability_rule_on_the_wire(
     bare: ServerConnection, request_: InputRequest, caps: dict[str, Any], required: dict[str, Any]
 ) -> None:
     out = answer(bare, call(1, caps=caps), InputRequiredResult({"k": request_}))
-    assert only(out)["error"]["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert only(out)["error"]["code"] == ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY
     assert out[0]["error"]["data"] == {"requiredCapabilities": required}
 
 
@@ -652,7 +651,7 @@ def test_capabilities_are_those_of_this_request(bare: ServerConnection) -> None:
     bare.respond(2, InputRequiredResult({"r": list_roots()}))
     bare.respond(1, InputRequiredResult({"r": list_roots()}))
     out = sent(bare)
-    assert out[0]["error"]["code"] == MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert out[0]["error"]["code"] == ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY
     assert out[1]["result"]["resultType"] == "input_required"
 
 
@@ -664,7 +663,7 @@ def test_legacy_request_without_the_shim_gets_internal_error() -> None:
     conn.respond(1, InputRequiredResult({"who": FORM}))
     assert sent(conn, Era.LEGACY) == [
         error(
-            INTERNAL_ERROR,
+            ErrorCode.INTERNAL_ERROR,
             "The handler needs client input, which this server can only request on the "
             "2026-07-28 protocol (input_required result)",
             1,
@@ -678,7 +677,7 @@ def test_legacy_request_without_server_requests_gets_internal_error() -> None:
     feed(conn, legacy_request(1, "tools/call", {"name": "t"}))
     received(conn)
     conn.respond(1, {"resultType": "input_required", "requestState": "s"})
-    assert only(sent(conn, Era.LEGACY))["error"]["code"] == INTERNAL_ERROR
+    assert only(sent(conn, Era.LEGACY))["error"]["code"] == ErrorCode.INTERNAL_ERROR
 
 
 def test_gate_order_cancelled_comes_before_everything(conn: ServerConnection) -> None:
@@ -770,8 +769,6 @@ def test_respond_misuse(conn: ServerConnection) -> None:
     conn.respond(1, {"content": []})
     with pytest.raises(LocalProtocolError, match="no request with id 1"):
         conn.respond(1, {"content": []})
-    with pytest.raises(TypeError, match="cannot send"):
-        conn.send("hello")  # type: ignore[arg-type]
 
 
 # --- server/discover ------------------------------------------------------------------------
@@ -864,7 +861,7 @@ def test_every_kind_of_answer_to_a_cancelled_request_is_dropped(
 ) -> None:
     feed(conn, call(1), notification("notifications/cancelled", {"requestId": 1}))
     assert [type(e) for e in events(conn)] == [RequestReceived, RequestCancelled]
-    conn.send(Respond(1, result))
+    conn.respond(1, result)
     assert sent(conn) == []
 
 
@@ -917,7 +914,7 @@ def test_request_scoped_notifications_follow_their_request(conn: ServerConnectio
     feed(conn, call(1, envelope=meta(progressToken="p")))
     received(conn)
     progress = {"progressToken": "p", "progress": 0.5, "total": 1}
-    conn.send(Notify("notifications/progress", progress, 1))
+    conn.notify("notifications/progress", progress, 1)
     items = drain(conn, Era.MODERN)
     assert [(type(i), i.related_request_id) for i in items] == [(OutgoingNotification, 1)]
     assert items[0].message == {
@@ -988,7 +985,7 @@ def test_log_message_with_an_invalid_level_is_a_local_error(
 def test_max_in_flight() -> None:
     conn = ServerConnection(ServerConfig(limits=Limits(max_in_flight=2)))
     feed(conn, call(1), call(2), call(3))
-    assert sent(conn) == [error(INTERNAL_ERROR, "Too many requests in flight", 3)]
+    assert sent(conn) == [error(ErrorCode.INTERNAL_ERROR, "Too many requests in flight", 3)]
     assert conn.in_flight == {1, 2}
     conn.respond(1, {"content": []})
     feed(conn, call(3))
@@ -999,7 +996,9 @@ def test_max_input_responses() -> None:
     conn = ServerConnection(ServerConfig(limits=Limits(max_input_responses=2)))
     two: dict[str, Any] = {"a": {}, "b": {}}
     feed(conn, call(1, inputResponses=two), call(2, inputResponses={**two, "c": {}}))
-    assert sent(conn) == [error(INVALID_PARAMS, "inputResponses has more than 2 entries", 2)]
+    assert sent(conn) == [
+        error(ErrorCode.INVALID_PARAMS, "inputResponses has more than 2 entries", 2)
+    ]
     assert conn.in_flight == {1}
 
 
@@ -1018,7 +1017,7 @@ def test_max_request_state_bytes(state: str, accepted: bool) -> None:
     else:
         assert sent(conn) == [
             error(
-                INVALID_PARAMS,
+                ErrorCode.INVALID_PARAMS,
                 "Invalid or expired requestState",
                 1,
                 {"reason": "invalid_request_state"},
@@ -1028,7 +1027,7 @@ def test_max_request_state_bytes(state: str, accepted: bool) -> None:
             RequestStateRejected(1, "tools/call", "oversized"),
             InvalidMessage(
                 JsonRpcError(
-                    INVALID_PARAMS,
+                    ErrorCode.INVALID_PARAMS,
                     "Invalid or expired requestState",
                     {"reason": "invalid_request_state"},
                 ),
@@ -1210,7 +1209,7 @@ def test_spec_mrtr_exchange(bare: ServerConnection) -> None:
 
 def test_line_helper_is_ndjson() -> None:
     assert line({"a": 1}).endswith(b"\n")
-    assert INVALID_REQUEST == -32600
+    assert int(ErrorCode.INVALID_REQUEST) == -32600
 
 
 # --- the requestState seam ----------------------------------------------------------------------
@@ -1294,7 +1293,9 @@ def test_state_failing_verification_is_rejected() -> None:
     )
     feed(conn, call(1, "book", {"x": 2}, requestState=token), call(2, requestState="forged"))
     invalid_state = JsonRpcError(
-        INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
+        ErrorCode.INVALID_PARAMS,
+        "Invalid or expired requestState",
+        {"reason": "invalid_request_state"},
     )
     assert sent(conn) == [
         error(invalid_state.code, invalid_state.message, 1, invalid_state.data),
@@ -1359,7 +1360,7 @@ def test_input_required_dict_is_capability_gated_too(bare: ServerConnection) -> 
     out = answer(bare, call(1, caps={"elicitation": {}}), wire)
     assert out == [
         error(
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY,
             "Missing required client capability: roots",
             1,
             {"requiredCapabilities": {"roots": {}}},

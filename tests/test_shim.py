@@ -30,32 +30,31 @@ from helpers import (
     session,
 )
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    PROTOCOL_VERSION,
     UNSEALED,
     Era,
-    FulfilRequest,
     InputRequest,
     InputRequiredResult,
     Limits,
     LocalProtocolError,
-    OutgoingError,
-    OutgoingInputRequired,
-    OutgoingNotification,
-    OutgoingResult,
     PingAnswered,
     RequestCancelled,
     RequestReceived,
-    Respond,
     RoundsExhausted,
-    StateBinding,
     UnexpectedResponse,
-    UnsealedState,
     elicit_form,
     elicit_url,
     list_roots,
     sample,
 )
+from mrtr_sansio.events import (
+    FulfilRequest,
+    OutgoingError,
+    OutgoingInputRequired,
+    OutgoingNotification,
+    OutgoingResult,
+)
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION
+from mrtr_sansio.sealing import StateBinding, UnsealedState
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 LOGIN = elicit_form("Please provide your GitHub username", SCHEMA)
@@ -635,7 +634,7 @@ def test_cancellation_after_the_last_answer_drops_the_late_handler_answer() -> N
     rid = client.request("tools/call", TARGET["tools/call"])
     (first,) = conn.events()
     assert isinstance(first, RequestReceived)
-    conn.send(Respond(rid, InputRequiredResult({"login": LOGIN})))
+    conn.respond(rid, InputRequiredResult({"login": LOGIN}))
     client.take()
     client.answer(0, ACCEPT)
     client.cancel(rid)
@@ -643,10 +642,10 @@ def test_cancellation_after_the_last_answer_drops_the_late_handler_answer() -> N
     assert isinstance(replay, RequestReceived)
     assert replay.round == 2
     assert gone == RequestCancelled(rid, None)
-    conn.send(Respond(rid, TEXT))  # the handler's late answer: dropped
+    conn.respond(rid, TEXT)  # the handler's late answer: dropped
     assert client.take() == []
     with pytest.raises(LocalProtocolError):  # the drop is once; the id is now unknown
-        conn.send(Respond(rid, InputRequiredResult({"login": LOGIN})))
+        conn.respond(rid, InputRequiredResult({"login": LOGIN}))
     assert client.take() == []
 
 
@@ -814,10 +813,10 @@ def test_legs_per_round_are_bounded_by_max_input_requests() -> None:
     app.run()
     too_many = InputRequiredResult({"a": LOGIN, "b": LOGIN, "c": LOGIN})
     with pytest.raises(LocalProtocolError):
-        conn.send(Respond(rid, too_many))
+        conn.respond(rid, too_many)
     assert client.take() == []
     assert conn.in_flight == {rid}  # still open: the application can answer differently
-    conn.send(Respond(rid, InputRequiredResult({"a": LOGIN, "b": LOGIN})))
+    conn.respond(rid, InputRequiredResult({"a": LOGIN, "b": LOGIN}))
     assert len(client.take()) == 2
 
 
@@ -826,7 +825,7 @@ def test_answering_while_legs_are_pending_is_a_local_error() -> None:
     rid = client.request("tools/call", TARGET["tools/call"])
     app.run()
     with pytest.raises(LocalProtocolError):
-        conn.send(Respond(rid, TEXT))
+        conn.respond(rid, TEXT)
     (leg,) = client.take()
     client.answer(leg["id"], ACCEPT)
     app.run()
@@ -881,8 +880,8 @@ def test_closing_the_stream_forgets_requests_waiting_for_the_client() -> None:
     waiting = client.request("tools/call", {"name": "a"})
     replayed = client.request("tools/call", {"name": "b"})
     conn.events()
-    conn.send(Respond(waiting, InputRequiredResult({"login": LOGIN})))
-    conn.send(Respond(replayed, InputRequiredResult({"login": LOGIN})))
+    conn.respond(waiting, InputRequiredResult({"login": LOGIN}))
+    conn.respond(replayed, InputRequiredResult({"login": LOGIN}))
     client.take()
     client.answer(1, ACCEPT)
     conn.receive_data(b"")
@@ -890,9 +889,9 @@ def test_closing_the_stream_forgets_requests_waiting_for_the_client() -> None:
     replay, _closed = conn.events()
     assert isinstance(replay, RequestReceived)
     assert replay.request_id == replayed
-    conn.send(Respond(replayed, TEXT))  # the application may still finish it
+    conn.respond(replayed, TEXT)  # the application may still finish it
     with pytest.raises(LocalProtocolError):
-        conn.send(Respond(waiting, TEXT))
+        conn.respond(waiting, TEXT)
 
 
 # --- before notifications/initialized -------------------------------------------------------
@@ -965,11 +964,11 @@ def test_an_unserializable_leg_changes_nothing() -> None:
     conn.events()
     bad = InputRequest("elicitation/create", {"message": object(), "requestedSchema": SCHEMA})
     with pytest.raises(LocalProtocolError):
-        conn.send(Respond(rid, InputRequiredResult({"ok": LOGIN, "bad": bad})))
+        conn.respond(rid, InputRequiredResult({"ok": LOGIN, "bad": bad}))
     assert client.take() == []
     assert conn.in_flight == {rid}
     assert conn.next_deadline() is None
-    conn.send(Respond(rid, InputRequiredResult({"ok": LOGIN})))
+    conn.respond(rid, InputRequiredResult({"ok": LOGIN}))
     (leg,) = client.take()
     assert leg["params"] == LOGIN.params
     client.answer(leg["id"], ACCEPT)

@@ -17,24 +17,23 @@ from helpers import (
     drain,
 )
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    LATEST_MODERN_VERSION,
-    PROTOCOL_VERSION,
     Era,
-    HmacSha256Codec,
     InputRequiredResult,
     InvalidMessage,
     RequestReceived,
-    RequestStateError,
     RequestStateRejected,
-    RequestStateSecurity,
-    Respond,
     ServerConfig,
     ServerConnection,
+    elicit_form,
+)
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION
+from mrtr_sansio.sealing import (
+    HmacSha256Codec,
+    RequestStateError,
+    RequestStateSecurity,
     StateBinding,
     SwappableStateProtector,
     UnsealedState,
-    elicit_form,
 )
 
 OLD, NEW, OTHER = bytes(range(32)), bytes(range(1, 33)), bytes(range(2, 34))
@@ -85,7 +84,7 @@ def ask(conn: ServerConnection, rid: int, *, token: str | None = None) -> str:
     assert isinstance(request, RequestReceived)
     expected = None if token is None else {"leg": rid - 1}
     assert request.request_state == expected
-    conn.send(Respond(rid, InputRequiredResult({"ok": elicit_form("Go?", FORM)}, {"leg": rid})))
+    conn.respond(rid, InputRequiredResult({"ok": elicit_form("Go?", FORM)}, {"leg": rid}))
     [out] = drain(conn, Era.MODERN, methods={rid: "tools/call"})
     sealed: str = out.message["result"]["requestState"]
     return sealed

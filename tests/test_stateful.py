@@ -55,11 +55,11 @@ from mrtr_sansio import (
     InvalidMessage,
     RequestReceived,
     RequestStateRejected,
-    RequestStateSecurity,
     RoundsExhausted,
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio.sealing import RequestStateSecurity
 
 KINDS = ("form", "url", "sample", "roots")
 ODD_STATES = ["", " ", "☃𝄞", '{"json": [1, 2]}', "\x00\n", "é" * 300]

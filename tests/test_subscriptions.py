@@ -15,7 +15,7 @@ from helpers import (
     sent,
 )
 
-SID = m.SUBSCRIPTION_ID
+SID = m.protocol.SUBSCRIPTION_ID
 
 
 def listen(rid: int = 7, wanted: Any = None) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def test_graceful_end_carries_the_subscription_id(conn: m.ServerConnection) -> N
     (result,) = sent(conn, methods={7: "subscriptions/listen"})
     assert result["result"]["_meta"] == {
         SID: 7,
-        m.SERVER_INFO: {"name": "s", "version": "1"},
+        m.protocol.SERVER_INFO: {"name": "s", "version": "1"},
     }
     assert result["result"]["resultType"] == "complete"
     conn.notify("notifications/tools/list_changed", None, 7)  # the stream is over

@@ -680,7 +680,7 @@ def test_mcp_name_must_be_the_task_id_on_http(method: str) -> None:
 
     def answer(name: str | None) -> dict[str, Any]:
         conn = m.ServerConnection(server.config)
-        facts = m.HttpRequestFacts("2026-07-28", method, name)
+        facts = m.http.HttpRequestFacts("2026-07-28", method, name)
         conn.receive_message(msg, http=facts)
         (item,) = conn.outgoing()
         return dict(item.message)

@@ -73,7 +73,7 @@ def test_a_task_is_polled_asks_through_input_needed_and_ends_with_the_tool_resul
     update = peer.sent[2]["params"]
     assert update["taskId"] == started.task_id
     assert update["inputResponses"] == {"name": accept("Ada")}
-    assert update["_meta"][m.CLIENT_CAPABILITIES] == TASK_CAPS
+    assert update["_meta"][m.protocol.CLIENT_CAPABILITIES] == TASK_CAPS
 
 
 def test_the_same_application_code_drives_an_mrtr_call() -> None:

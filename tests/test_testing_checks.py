@@ -85,7 +85,7 @@ def test_input_required_only_on_the_three_methods() -> None:
     with pytest.raises(SpecViolationError) as caught:
         check_response(request, ir(requestState="s"), FULL)
     assert caught.value.check == "input-required-methods"
-    for method in m.MRTR_METHODS:
+    for method in m.protocol.MRTR_METHODS:
         check_response({**REQUEST, "method": method}, ir(requestState="s"), FULL)
 
 
@@ -175,7 +175,7 @@ def test_long_values_are_cut_in_messages() -> None:
 
 # --- the in-process driver -------------------------------------------------------------------
 
-ENVELOPE = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: {}}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
 
 
 def call(rid: Any, name: str) -> dict[str, Any]:
@@ -229,7 +229,7 @@ def test_forbidden_answers_become_internal_errors() -> None:
         {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": ENVELOPE}}
     )
     assert listed is not None
-    assert listed["error"]["code"] == m.INTERNAL_ERROR
+    assert listed["error"]["code"] == m.ErrorCode.INTERNAL_ERROR
 
 
 def test_handler_exceptions_become_internal_errors() -> None:
@@ -238,7 +238,7 @@ def test_handler_exceptions_become_internal_errors() -> None:
 
     response = in_process_server(broken)(call(1, "t"))
     assert response is not None
-    assert response["error"]["code"] == m.INTERNAL_ERROR
+    assert response["error"]["code"] == m.ErrorCode.INTERNAL_ERROR
     assert "boom" not in str(response)
 
 

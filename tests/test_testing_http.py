@@ -91,7 +91,7 @@ def test_model_finds_a_seeded_bug_over_http() -> None:
 
 
 def _envelope(**extra: Any) -> dict[str, Any]:
-    return {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: {}, **extra}
+    return {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}, **extra}
 
 
 def test_sse_responses_and_notifications(correct_url: str) -> None:
@@ -122,7 +122,7 @@ def test_statuses_follow_the_spec(correct_url: str) -> None:
     unknown = {"jsonrpc": "2.0", "id": 2, "method": "nope/nope", "params": {"_meta": _envelope()}}
     response = endpoint(unknown)
     assert response is not None
-    assert response["error"]["code"] == m.METHOD_NOT_FOUND
+    assert response["error"]["code"] == m.ErrorCode.METHOD_NOT_FOUND
     assert endpoint.last_status == 404
     bad = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {}}}
     response = endpoint(bad)
@@ -139,8 +139,8 @@ def test_non_ascii_names_travel_base64_encoded() -> None:
         "params": {"name": "café", "_meta": _envelope()},
     }
     headers = endpoint.headers_for(message)
-    assert headers["Mcp-Name"] == m.encode_header_value("café") != "café"
-    assert m.decode_header_value(headers["Mcp-Name"]) == "café"
+    assert headers["Mcp-Name"] == m.http.encode_header_value("café") != "café"
+    assert m.http.decode_header_value(headers["Mcp-Name"]) == "café"
     assert headers["MCP-Protocol-Version"] == "2026-07-28"
     assert headers["Mcp-Method"] == "tools/call"
     assert headers["Authorization"] == "Bearer t"
@@ -220,7 +220,7 @@ def test_param_headers_are_mirrored() -> None:
         "params": {"name": "echo", "arguments": arguments, "_meta": _envelope()},
     }
     headers = endpoint.headers_for(message)
-    assert m.decode_header_value(headers["Mcp-Param-Region"]) == "eu-wést"
+    assert m.http.decode_header_value(headers["Mcp-Param-Region"]) == "eu-wést"
     assert headers["Mcp-Param-Flag"] == "false"
     assert headers["Mcp-Param-N"] == "3"
     message["params"]["arguments"] = {"opts": 5}
@@ -242,6 +242,6 @@ def test_param_headers_satisfy_a_server_that_checks_them() -> None:
         assert "result" in response
         refused = http_endpoint(served.url)(message)
         assert refused is not None
-        assert refused["error"]["code"] == m.HEADER_MISMATCH
+        assert refused["error"]["code"] == m.ErrorCode.HEADER_MISMATCH
     finally:
         served.close()

@@ -195,8 +195,11 @@ def test_non_mrtr_operation_must_never_ask() -> None:
 
 def test_unknown_meta_keys_must_not_change_the_outcome() -> None:
     def strict(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(request["params"]["_meta"]) - {m.PROTOCOL_VERSION, m.CLIENT_CAPABILITIES}
-        return _error(request) if unknown - {m.CLIENT_INFO} else response
+        unknown = set(request["params"]["_meta"]) - {
+            m.protocol.PROTOCOL_VERSION,
+            m.protocol.CLIENT_CAPABILITIES,
+        }
+        return _error(request) if unknown - {m.protocol.CLIENT_INFO} else response
 
     assert violation(_wrapped(strict)) == "unknown-keys"
     check_server(
@@ -246,13 +249,15 @@ class _UnboundState:
     """Seals and verifies, but binds every state to the same request: any operation takes it."""
 
     def __init__(self) -> None:
-        self._inner = m.RequestStateSecurity(MODEL_KEYS)
-        self._anything = m.StateBinding("tools/call", None, None, None)
+        self._inner = m.sealing.RequestStateSecurity(MODEL_KEYS)
+        self._anything = m.sealing.StateBinding("tools/call", None, None, None)
 
-    def seal(self, state: Any, binding: m.StateBinding, round: int, now: float) -> str:
+    def seal(self, state: Any, binding: m.sealing.StateBinding, round: int, now: float) -> str:
         return self._inner.seal(state, self._anything, round, now)
 
-    def unseal(self, token: str, binding: m.StateBinding, now: float) -> m.UnsealedState:
+    def unseal(
+        self, token: str, binding: m.sealing.StateBinding, now: float
+    ) -> m.sealing.UnsealedState:
         return self._inner.unseal(token, self._anything, now)
 
 
@@ -339,7 +344,7 @@ def test_capabilities_strategy_can_be_fixed() -> None:
     inner = correct_server()
 
     def server(request: dict[str, Any]) -> Mapping[str, Any] | None:
-        declared.append(request["params"]["_meta"][m.CLIENT_CAPABILITIES])
+        declared.append(request["params"]["_meta"][m.protocol.CLIENT_CAPABILITIES])
         return inner(request)
 
     check_server(
@@ -363,7 +368,7 @@ def test_model_config_defaults_follow_the_spec_and_the_suite() -> None:
 
 
 def test_config_helper_is_sealed() -> None:
-    assert isinstance(model_config().request_state, m.RequestStateSecurity)
+    assert isinstance(model_config().request_state, m.sealing.RequestStateSecurity)
     assert model_config(sealed=False).request_state is m.UNSEALED
 
 

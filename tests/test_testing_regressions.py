@@ -75,7 +75,11 @@ async def _no_sleep(_seconds: float) -> None:
 def _progress_context(token: Any) -> tuple[m.ServerConnection, RequestContext]:
     """A modern tools/call carrying ``token`` as its progressToken, and its handler context."""
     conn = m.ServerConnection()
-    meta = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: {}, "progressToken": token}
+    meta = {
+        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.CLIENT_CAPABILITIES: {},
+        "progressToken": token,
+    }
     message = {
         "jsonrpc": "2.0",
         "id": 1,

@@ -76,7 +76,7 @@ def test_envelopes_are_schema_valid(meta: dict[str, Any]) -> None:
 def test_input_requests_are_schema_valid(requests: dict[str, Any]) -> None:
     check(V, "InputRequests", requests)
     for request in requests.values():
-        assert request["method"] in m.EMBEDDABLE_METHODS
+        assert request["method"] in m.protocol.EMBEDDABLE_METHODS
         m.InputRequest.coerce(request)  # our own value type takes them too
 
 
@@ -115,8 +115,8 @@ def test_allowed_requests_need_only_declared_capabilities(data: st.DataObject) -
     caps = data.draw(s.client_capabilities())
     requests = data.draw(s.input_requests_maps(min_size=0, max_size=3, allowed_by=caps))
     for request in requests.values():
-        needs = m.required_capabilities(request["method"], request.get("params"))
-        assert not m.missing_capabilities(needs, caps)
+        needs = m.protocol.required_capabilities(request["method"], request.get("params"))
+        assert not m.protocol.missing_capabilities(needs, caps)
 
 
 def test_no_capabilities_allow_no_requests() -> None:
@@ -147,7 +147,9 @@ def test_modern_requests_are_schema_valid_and_served(request: dict[str, Any]) ->
 @QUICK
 @given(s.request_ids(), s.request_states(), s.json_values())
 def test_ids_states_and_values_round_trip(rid: Any, state: str, value: Any) -> None:
-    assert m.StdlibJsonCodec().loads(m.StdlibJsonCodec().dumps([rid, state, value])) == [
+    assert m.config.StdlibJsonCodec().loads(
+        m.config.StdlibJsonCodec().dumps([rid, state, value])
+    ) == [
         rid,
         state,
         value,
@@ -208,7 +210,10 @@ def test_invalid_capabilities_are_not_capabilities(caps: Any) -> None:
 
 
 def _call(rid: Any, **params: Any) -> dict[str, Any]:
-    base = {"name": "t", "_meta": {m.PROTOCOL_VERSION: V, m.CLIENT_CAPABILITIES: {}}}
+    base = {
+        "name": "t",
+        "_meta": {m.protocol.PROTOCOL_VERSION: V, m.protocol.CLIENT_CAPABILITIES: {}},
+    }
     return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {**base, **params}}
 
 
@@ -216,14 +221,17 @@ def _call(rid: Any, **params: Any) -> dict[str, Any]:
 @given(s.invalid_envelopes())
 def test_invalid_envelopes_are_refused(meta: Any) -> None:
     reply = serve(_call(1, _meta=meta))
-    assert reply["error"]["code"] in (m.INVALID_PARAMS, m.UNSUPPORTED_PROTOCOL_VERSION)
+    assert reply["error"]["code"] in (
+        m.ErrorCode.INVALID_PARAMS,
+        m.ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+    )
 
 
 @QUICK
 @given(s.invalid_request_ids())
 def test_invalid_ids_are_refused(rid: Any) -> None:
     reply = serve(_call(rid))
-    assert reply["error"]["code"] == m.INVALID_REQUEST
+    assert reply["error"]["code"] == m.ErrorCode.INVALID_REQUEST
     assert "id" not in reply
 
 
@@ -231,14 +239,19 @@ def test_invalid_ids_are_refused(rid: Any) -> None:
 @given(s.invalid_request_states(max_bytes=64))
 def test_invalid_states_are_refused(state: Any) -> None:
     config = m.ServerConfig(limits=m.Limits(max_request_state_bytes=64))
-    assert serve(_call(1, requestState=state), config)["error"]["code"] == m.INVALID_PARAMS
+    assert (
+        serve(_call(1, requestState=state), config)["error"]["code"] == m.ErrorCode.INVALID_PARAMS
+    )
 
 
 @QUICK
 @given(s.invalid_input_responses(max_entries=4))
 def test_invalid_input_responses_are_refused(answers: Any) -> None:
     config = m.ServerConfig(limits=m.Limits(max_input_responses=4))
-    assert serve(_call(1, inputResponses=answers), config)["error"]["code"] == m.INVALID_PARAMS
+    assert (
+        serve(_call(1, inputResponses=answers), config)["error"]["code"]
+        == m.ErrorCode.INVALID_PARAMS
+    )
 
 
 # --- hostile input ---------------------------------------------------------------------------
@@ -297,7 +310,12 @@ def test_content_for_odd_schemas(data: st.DataObject) -> None:
 @QUICK
 @given(s.modern_envelopes(extra_keys=False))
 def test_envelopes_without_extra_keys(meta: dict[str, Any]) -> None:
-    assert set(meta) <= {m.PROTOCOL_VERSION, m.CLIENT_CAPABILITIES, m.CLIENT_INFO, "progressToken"}
+    assert set(meta) <= {
+        m.protocol.PROTOCOL_VERSION,
+        m.protocol.CLIENT_CAPABILITIES,
+        m.protocol.CLIENT_INFO,
+        "progressToken",
+    }
 
 
 @QUICK

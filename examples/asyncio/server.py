@@ -25,7 +25,7 @@ from fixtures import Everything, server_config
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    config = server_config(request_state=m.RequestStateSecurity.ephemeral())
+    config = server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
     asyncio.run(serve_stdio(Everything().handle, config))
 
 

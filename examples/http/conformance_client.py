@@ -150,10 +150,12 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def config_for(version: str | None) -> m.ClientConfig:
-    if version in m.LEGACY_VERSIONS:
+    if version in m.protocol.LEGACY_VERSIONS:
         return m.ClientConfig(client_info=CLIENT_INFO, era="legacy", legacy_version=version)
     return m.ClientConfig(
-        client_info=CLIENT_INFO, era="auto", protocol_version=version or m.LATEST_MODERN_VERSION
+        client_info=CLIENT_INFO,
+        era="auto",
+        protocol_version=version or m.protocol.LATEST_MODERN_VERSION,
     )
 
 

@@ -5,10 +5,11 @@
 ``requestState`` is sealed with a key ring: ``--state-keys-file PATH`` (one key per line) or
 ``--state-keys-env NAME`` (keys separated by commas or whitespace), each key base64 (standard
 or URL-safe) of at least 32 random bytes; the first key seals, every key unseals
-(:class:`mrtr_sansio.RequestStateSecurity`). Several processes serving one URL must share the
-ring. Without either, a random key is made for this process only. ``kill -HUP`` makes the
-server read its key file again and seal and unseal with the new ring from then on, without a
-restart (a :class:`mrtr_sansio.SwappableStateProtector`); an unreadable file keeps the old ring.
+(:class:`mrtr_sansio.sealing.RequestStateSecurity`). Several processes serving one URL must
+share the ring. Without either, a random key is made for this process only. ``kill -HUP`` makes
+the server read its key file again and seal and unseal with the new ring from then on, without
+a restart (a :class:`mrtr_sansio.sealing.SwappableStateProtector`); an unreadable file keeps the
+old ring.
 
 Tasks (extension ``io.modelcontextprotocol/tasks``) are kept in memory, or with
 ``--tasks-db PATH`` in a SQLite file that survives restarts and may be shared by the processes
@@ -113,13 +114,13 @@ def build_app(
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
-    sealing: m.StateProtector
+    sealing: m.sealing.StateProtector
     if keys is None:
         log.warning("no state key ring given: sealing with a key for this process only")
-        sealing = m.RequestStateSecurity.ephemeral(codec=codec, audience=audience, ttl=ttl)
+        sealing = m.sealing.RequestStateSecurity.ephemeral(codec=codec, audience=audience, ttl=ttl)
     else:
-        ring = m.RequestStateSecurity(keys, codec=codec, audience=audience, ttl=ttl)
-        sealing = m.SwappableStateProtector(ring)
+        ring = m.sealing.RequestStateSecurity(keys, codec=codec, audience=audience, ttl=ttl)
+        sealing = m.sealing.SwappableStateProtector(ring)
     store: TaskStore | None = None
     if tasks_db is not None:
         store = SqliteTaskStore(tasks_db)
@@ -156,16 +157,20 @@ def reload_keys(app: McpHttpApp, file: str) -> bool:
     """Read the key ring ``file`` again and seal and unseal with it from now on (same codec,
     audience and TTL). A file that cannot be used is logged and the current ring kept."""
     protector = app.config.request_state
-    if not isinstance(protector, m.SwappableStateProtector):
+    if not isinstance(protector, m.sealing.SwappableStateProtector):
         raise TypeError("the app was not built with a key ring (build_app(keys=...))")
     current = protector.current
-    if not isinstance(current, m.RequestStateSecurity):
+    if not isinstance(current, m.sealing.RequestStateSecurity):
         raise TypeError(f"cannot tell the options of a {type(current).__name__} to reload")
-    codec: Codec = "aes-256-gcm" if isinstance(current.codec, m.AesGcmCodec) else "hmac-sha256"
+    codec: Codec = (
+        "aes-256-gcm" if isinstance(current.codec, m.sealing.AesGcmCodec) else "hmac-sha256"
+    )
     try:
         keys = load_keys(file=file)
         assert keys is not None  # a file was given
-        ring = m.RequestStateSecurity(keys, codec=codec, audience=current.audience, ttl=current.ttl)
+        ring = m.sealing.RequestStateSecurity(
+            keys, codec=codec, audience=current.audience, ttl=current.ttl
+        )
     except (ValueError, OSError) as exc:
         log.error("state key ring NOT reloaded from %s, the current one stays: %s", file, exc)
         return False

@@ -49,7 +49,7 @@ import mrtr_sansio as m
 
 __all__ = ["main"]
 
-INVALID_STATE = (m.INVALID_PARAMS, "Invalid or expired requestState")
+INVALID_STATE = (m.ErrorCode.INVALID_PARAMS, "Invalid or expired requestState")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -162,8 +162,8 @@ async def rotation(
 ) -> None:
     new = secrets.token_bytes(32)
     sealed_by: dict[str, Callable[[str], bytes]] = {
-        "old": m.HmacSha256Codec([old]).unseal,
-        "new": m.HmacSha256Codec([new]).unseal,
+        "old": m.sealing.HmacSha256Codec([old]).unseal,
+        "new": m.sealing.HmacSha256Codec([new]).unseal,
     }
     log = PhaseLog()
     numbers = itertools.count(1_000_000)
@@ -222,7 +222,7 @@ def _sealer(token: str, sealed_by: Mapping[str, Callable[[str], bytes]]) -> str:
     for name, unseal in sealed_by.items():
         try:
             unseal(token)
-        except m.RequestStateError:
+        except m.sealing.RequestStateError:
             continue
         return name
     return "unknown"

@@ -69,14 +69,14 @@ class Peer:
         self.http.close()
 
     def send(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-        meta = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: CAPS}
+        meta = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
         body["params"] = {**params, "_meta": meta}
         headers = {
             "accept": "application/json, text/event-stream",
             "mcp-protocol-version": "2026-07-28",
             "mcp-method": method,
-            "mcp-name": m.encode_header_value(params.get("name") or params["taskId"]),
+            "mcp-name": m.http.encode_header_value(params.get("name") or params["taskId"]),
         }
         response = self.http.post(self.url, json=body, headers=headers)
         upstream = response.headers.get(UPSTREAM_HEADER)

@@ -29,7 +29,7 @@ def _in_process() -> InProcessServer:
 
     import mrtr_sansio as m
 
-    security = m.RequestStateSecurity.ephemeral()
+    security = m.sealing.RequestStateSecurity.ephemeral()
     return in_process_server(Everything().handle, server_config(request_state=security))
 
 

@@ -1,41 +1,25 @@
 """mrtr_sansio: MCP Multi Round-Trip Requests (SEP-2322), Sans-IO, both roles, both wires.
 
-Everything public lives in this namespace; the ``_*`` modules behind it are private.
-Transports live in :mod:`mrtr_sansio.adapters` and are never imported from here.
+The front door: what a handler author and an embedder need — the two connections, their
+configs, the events they report, what a handler returns when it needs input, the errors.
+Specialist surfaces are public submodules: :mod:`mrtr_sansio.sealing` (sealed
+``requestState``), :mod:`mrtr_sansio.http` (IO-free Streamable HTTP rules),
+:mod:`mrtr_sansio.protocol` (versions, envelope, method facts), :mod:`mrtr_sansio.events`,
+:mod:`mrtr_sansio.errors`, :mod:`mrtr_sansio.config` (the whole vocabulary, codecs included),
+:mod:`mrtr_sansio.tasks` and :mod:`mrtr_sansio.testing`. Transports live in
+:mod:`mrtr_sansio.adapters` and are never imported from here; the ``_*`` modules are private.
 """
 
-from ._capabilities import merge_capabilities, missing_capabilities, required_capabilities
+from . import config as config
+from . import errors as errors
+from . import events as events
+from . import http as http
+from . import protocol as protocol
+from . import sealing as sealing
 from ._client import ClientConnection
-from ._codec import JsonCodec, OrjsonCodec, StdlibJsonCodec, default_codec
-from ._config import ClientConfig, Limits, ServerConfig, process_state_protector
-from ._envelope import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    LATEST_LEGACY_VERSION,
-    LATEST_MODERN_VERSION,
-    LEGACY_VERSIONS,
-    LOG_LEVEL,
-    MODERN_VERSIONS,
-    PROTOCOL_VERSION,
-    SERVER_INFO,
-    SUBSCRIPTION_ID,
-    Era,
-    modern_envelope,
-)
-from ._errors import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    PARSE_ERROR,
-    UNSUPPORTED_PROTOCOL_VERSION,
-    JsonRpcError,
-    LocalProtocolError,
-    ProtocolError,
-    RemoteProtocolError,
-)
+from ._config import ClientConfig, Limits, ServerConfig
+from ._envelope import Era
+from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import (
     NEED_DATA,
     Call,
@@ -44,33 +28,22 @@ from ._events import (
     ConnectionClosed,
     EraDetected,
     Event,
-    FulfilRequest,
     HandshakeFailed,
     InputNeeded,
     InputWithdrawn,
     InvalidMessage,
     NotificationReceived,
-    Notify,
     Outgoing,
-    OutgoingError,
-    OutgoingInputRequired,
-    OutgoingNotification,
-    OutgoingRequest,
     OutgoingResponse,
-    OutgoingResult,
     PingAnswered,
     RequestCancelled,
     RequestReceived,
     RequestStateRejected,
-    Respond,
     RoundsExhausted,
     SessionInitialized,
     UnexpectedResponse,
 )
-from ._http import HttpRequestFacts, decode_header_value, encode_header_value
 from ._mrtr import (
-    EMBEDDABLE_METHODS,
-    MRTR_METHODS,
     InputRequest,
     InputRequiredResult,
     InputResponses,
@@ -79,49 +52,14 @@ from ._mrtr import (
     list_roots,
     sample,
 )
-from ._param_headers import mirrored_params, param_headers_for
-from ._sealing import REQUEST_STATE_REASONS, RequestStateSecurity
-from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
-from ._sealing_replay import MemoryReplayGuard, ReplayGuard
 from ._server import ServerConnection
-from ._session import LegacySession
-from ._state import (
-    UNSEALED,
-    RequestStateError,
-    StateBinding,
-    StateProtector,
-    Unsealed,
-    UnsealedState,
-)
-from ._state_swap import SwappableStateProtector
+from .sealing._state import UNSEALED
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
-    "CLIENT_CAPABILITIES",
-    "CLIENT_INFO",
-    "EMBEDDABLE_METHODS",
-    "HEADER_MISMATCH",
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "LATEST_LEGACY_VERSION",
-    "LATEST_MODERN_VERSION",
-    "LEGACY_VERSIONS",
-    "LOG_LEVEL",
-    "METHOD_NOT_FOUND",
-    "MISSING_REQUIRED_CLIENT_CAPABILITY",
-    "MODERN_VERSIONS",
-    "MRTR_METHODS",
     "NEED_DATA",
-    "PARSE_ERROR",
-    "PROTOCOL_VERSION",
-    "REQUEST_STATE_REASONS",
-    "SERVER_INFO",
-    "SUBSCRIPTION_ID",
     "UNSEALED",
-    "UNSUPPORTED_PROTOCOL_VERSION",
-    "AesGcmCodec",
     "Call",
     "CallCompleted",
     "CallFailed",
@@ -130,68 +68,35 @@ __all__ = [
     "ConnectionClosed",
     "Era",
     "EraDetected",
+    "ErrorCode",
     "Event",
-    "FulfilRequest",
     "HandshakeFailed",
-    "HmacSha256Codec",
-    "HttpRequestFacts",
     "InputNeeded",
     "InputRequest",
     "InputRequiredResult",
     "InputResponses",
     "InputWithdrawn",
     "InvalidMessage",
-    "JsonCodec",
     "JsonRpcError",
-    "LegacySession",
     "Limits",
     "LocalProtocolError",
-    "MemoryReplayGuard",
     "NotificationReceived",
-    "Notify",
-    "OrjsonCodec",
     "Outgoing",
-    "OutgoingError",
-    "OutgoingInputRequired",
-    "OutgoingNotification",
-    "OutgoingRequest",
     "OutgoingResponse",
-    "OutgoingResult",
     "PingAnswered",
     "ProtocolError",
     "RemoteProtocolError",
-    "ReplayGuard",
     "RequestCancelled",
     "RequestReceived",
-    "RequestStateError",
     "RequestStateRejected",
-    "RequestStateSecurity",
-    "Respond",
     "RoundsExhausted",
     "ServerConfig",
     "ServerConnection",
     "SessionInitialized",
-    "StateBinding",
-    "StateCodec",
-    "StateProtector",
-    "StdlibJsonCodec",
-    "SwappableStateProtector",
     "UnexpectedResponse",
-    "Unsealed",
-    "UnsealedState",
     "__version__",
-    "decode_header_value",
-    "default_codec",
     "elicit_form",
     "elicit_url",
-    "encode_header_value",
     "list_roots",
-    "merge_capabilities",
-    "mirrored_params",
-    "missing_capabilities",
-    "modern_envelope",
-    "param_headers_for",
-    "process_state_protector",
-    "required_capabilities",
     "sample",
 ]

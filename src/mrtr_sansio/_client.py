@@ -31,12 +31,7 @@ from ._envelope import (
     Era,
     modern_envelope,
 )
-from ._errors import (
-    INTERNAL_ERROR,
-    JsonRpcError,
-    LocalProtocolError,
-    RemoteProtocolError,
-)
+from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from ._events import (
     Call,
     CallCompleted,
@@ -443,7 +438,9 @@ class ClientConnection(Connection):
         st = self._legs.pop(request_id, None)
         if st is not None:
             st.leg = None
-            self._end(st, CallFailed(st.call, JsonRpcError(INTERNAL_ERROR, reason), True), _LOST)
+            self._end(
+                st, CallFailed(st.call, JsonRpcError(ErrorCode.INTERNAL_ERROR, reason), True), _LOST
+            )
             return True
         if self._handshake.owns(request_id):
             self._apply_handshake(self._handshake.on_broken(request_id, reason, lost=True))
@@ -734,7 +731,7 @@ class ClientConnection(Connection):
         request as ``last_result``."""
         rounds = st.round
         error = JsonRpcError(
-            INTERNAL_ERROR,
+            ErrorCode.INTERNAL_ERROR,
             f"The client ended the request after {rounds} rounds of input "
             f"(max_rounds={self.config.max_rounds})",
         )
@@ -919,7 +916,7 @@ class ClientConnection(Connection):
             assert view.error is not None
             self._end(st, CallFailed(call, view.error), _ERROR)
         elif status is TaskStatus.CANCELLED:
-            error = JsonRpcError(INTERNAL_ERROR, "The task was cancelled")
+            error = JsonRpcError(ErrorCode.INTERNAL_ERROR, "The task was cancelled")
             self._end(st, CallFailed(call, error), _ERROR)
         elif status is TaskStatus.INPUT_REQUIRED:
             self._on_task_input(st, view.input_requests or {}, result)
@@ -970,7 +967,9 @@ class ClientConnection(Connection):
     # --- endings ----------------------------------------------------------------------------
 
     def _fail_invalid(self, st: _CallState, reason: str) -> None:
-        error = JsonRpcError(INTERNAL_ERROR, f"Invalid response from the server: {reason}")
+        error = JsonRpcError(
+            ErrorCode.INTERNAL_ERROR, f"Invalid response from the server: {reason}"
+        )
         self._end(st, CallFailed(st.call, error, True), _INVALID)
 
     def _forget(self, st: _CallState) -> None:
@@ -1059,7 +1058,9 @@ class ClientConnection(Connection):
         )
 
     def _on_close(self) -> None:
-        error = JsonRpcError(INTERNAL_ERROR, "The connection closed before the call ended")
+        error = JsonRpcError(
+            ErrorCode.INTERNAL_ERROR, "The connection closed before the call ended"
+        )
         self._handshake.stop()
         self._queue.clear()
         for st in list(self._calls.values()):

@@ -21,13 +21,7 @@ from ._capabilities import (
     required_capabilities,
 )
 from ._config import Limits
-from ._errors import (
-    INVALID_PARAMS,
-    METHOD_NOT_FOUND,
-    JsonRpcError,
-    LocalProtocolError,
-    _capability_paths,
-)
+from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, _capability_paths
 from ._mrtr import EMBEDDABLE_METHODS
 
 __all__ = [
@@ -158,15 +152,18 @@ def check_server_request(
     """
     problem = request_problem(method, params)
     if problem is not None:
-        return JsonRpcError(INVALID_PARAMS, f"Invalid params: {problem}")
+        return JsonRpcError(ErrorCode.INVALID_PARAMS, f"Invalid params: {problem}")
     missing = missing_capabilities(required_capabilities(method, params), declared)
     if not missing:
         return None
     names = ", ".join(_capability_paths(missing))
     if method == ROOTS:
-        return JsonRpcError(METHOD_NOT_FOUND, "Method not found: roots/list (roots not declared)")
+        return JsonRpcError(
+            ErrorCode.METHOD_NOT_FOUND, "Method not found: roots/list (roots not declared)"
+        )
     return JsonRpcError(
-        INVALID_PARAMS, f"Invalid params: this client did not declare the capability {names}"
+        ErrorCode.INVALID_PARAMS,
+        f"Invalid params: this client did not declare the capability {names}",
     )
 
 

@@ -24,13 +24,7 @@ import attrs
 from ._client_checks import InvalidResponseError
 from ._config import ClientConfig
 from ._envelope import LEGACY_VERSIONS, MODERN_VERSIONS, SERVER_INFO, Era, modern_envelope
-from ._errors import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    UNSUPPORTED_PROTOCOL_VERSION,
-    JsonRpcError,
-)
+from ._errors import ErrorCode, JsonRpcError
 from ._jsonrpc import request_message
 
 __all__ = [
@@ -45,7 +39,11 @@ __all__ = [
 
 #: Errors only a modern server sends: a probe answered with one means "modern".
 MODERN_ERRORS = frozenset(
-    {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
+    {
+        ErrorCode.HEADER_MISMATCH,
+        ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+    }
 )
 #: ``initialize`` requires ``clientInfo``; this stands in when ClientConfig has none.
 DEFAULT_CLIENT_INFO = {"name": "mrtr-sansio", "version": "0"}
@@ -179,7 +177,7 @@ class Handshake:
             return [StartInitialize()]  # not a recognised modern answer
         self._init_id = None
         what = "initialize got no answer" if lost else "Invalid initialize response"
-        return [Failed(JsonRpcError(INTERNAL_ERROR, f"{what}: {reason}"), local=True)]
+        return [Failed(JsonRpcError(ErrorCode.INTERNAL_ERROR, f"{what}: {reason}"), local=True)]
 
     def _on_probe(self, msg: dict[str, Any]) -> list[HandshakeAction]:
         self._probe_id = self._probe_due = None
@@ -187,7 +185,7 @@ class Handshake:
             error = JsonRpcError.from_wire(msg["error"])
             if error.code not in MODERN_ERRORS:
                 return [StartInitialize()]
-            if error.code != UNSUPPORTED_PROTOCOL_VERSION:
+            if error.code != ErrorCode.UNSUPPORTED_PROTOCOL_VERSION:
                 return [_modern(self._config.protocol_version, None)]
             data = error.data
             supported = data.get("supported") if isinstance(data, Mapping) else None
@@ -213,7 +211,7 @@ class Handshake:
         return Failed(
             error
             or JsonRpcError(
-                INTERNAL_ERROR,
+                ErrorCode.INTERNAL_ERROR,
                 "The server supports no protocol version this client speaks",
                 {"supported": supported},
             )
@@ -226,12 +224,17 @@ class Handshake:
         try:
             version, caps, info, instructions = read_initialize_result(msg["result"])
         except InvalidResponseError as exc:
-            return [Failed(JsonRpcError(INTERNAL_ERROR, f"Invalid initialize result: {exc}"), True)]
+            return [
+                Failed(
+                    JsonRpcError(ErrorCode.INTERNAL_ERROR, f"Invalid initialize result: {exc}"),
+                    True,
+                )
+            ]
         if version not in LEGACY_VERSIONS:
             return [
                 Failed(
                     JsonRpcError(
-                        INTERNAL_ERROR,
+                        ErrorCode.INTERNAL_ERROR,
                         f"The server chose protocol version {version!r}, which this client "
                         "does not speak",
                         {"supported": list(LEGACY_VERSIONS), "requested": version},

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._envelope import PROTOCOL_VERSION
-from ._http import NAME_FIELDS, encode_header_value
-from ._param_headers import _header_text
+from .http._facts import NAME_FIELDS, encode_header_value
+from .http._param_headers import _header_text
 
 __all__ = ["request_headers"]
 

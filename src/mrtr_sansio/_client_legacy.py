@@ -32,13 +32,7 @@ import attrs
 from ._client_checks import check_server_request
 from ._config import ClientConfig
 from ._envelope import Era
-from ._errors import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    JsonRpcError,
-    RemoteProtocolError,
-)
+from ._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 from ._events import InputNeeded
 from ._jsonrpc import error_message, is_valid_id, result_message
 from ._mrtr import EMBEDDABLE_METHODS, MRTR_METHODS
@@ -115,7 +109,9 @@ class ServerRequests:
         params = msg.get("params")
         if era is Era.MODERN:
             # Modern servers never send requests, and modern clients never send responses.
-            error = JsonRpcError(INVALID_REQUEST, "A 2026-07-28 server must not send requests")
+            error = JsonRpcError(
+                ErrorCode.INVALID_REQUEST, "A 2026-07-28 server must not send requests"
+            )
             return Refuse(RemoteProtocolError(error, rid), answer=False)
         if method == "ping":
             return Reply(result_message(rid, {}))
@@ -128,12 +124,12 @@ class ServerRequests:
         if method not in EMBEDDABLE_METHODS:
             error = JsonRpcError.method_not_found(method)
         elif rid in self._open:
-            error = JsonRpcError(INVALID_REQUEST, "Invalid Request: id is already in use")
+            error = JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use")
         elif len(self._open) >= self._config.limits.max_in_flight:
-            error = JsonRpcError(INTERNAL_ERROR, "Too many requests in flight")
+            error = JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many requests in flight")
         elif not origins:
             error = JsonRpcError(
-                INVALID_PARAMS,
+                ErrorCode.INVALID_PARAMS,
                 f"Invalid params: {method} must be sent while a tools/call, prompts/get or "
                 "resources/read of this client is in flight (SEP-2260)",
             )

@@ -15,9 +15,9 @@ import attrs
 
 from ._codec import JsonCodec, default_codec
 from ._envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, LOG_LEVELS, MODERN_VERSIONS
-from ._sealing import RequestStateSecurity
-from ._state import UNSEALED, StateProtector, Unsealed
 from .observe import Observer
+from .sealing._security import is_process_protector, process_state_protector
+from .sealing._state import UNSEALED, StateProtector, Unsealed
 from .tasks._settings import TaskSettings
 
 __all__ = ["ClientConfig", "Limits", "ServerConfig"]
@@ -107,22 +107,6 @@ def _one_of(*choices: str) -> Callable[[object, attrs.Attribute[Any], Any], None
 def _non_negative_int(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if type(value) is not int or value < 0:
         raise ValueError(f"{attribute.name}: must be an integer >= 0, got {value!r}")
-
-
-_process_state: list[RequestStateSecurity] = []
-
-
-def process_state_protector() -> RequestStateSecurity:
-    """The default ``ServerConfig.request_state``: one random key for this process.
-
-    Made on first use (``RequestStateSecurity.ephemeral()``), then shared by every config in
-    the process, so that connections and apps built from separate configs accept each other's
-    tokens. Tokens die with the process: several instances, or retries that must survive a
-    restart, need a key ring configured on every instance.
-    """
-    if not _process_state:
-        _process_state.append(RequestStateSecurity.ephemeral())
-    return _process_state[0]
 
 
 def _request_state(value: StateProtector | Unsealed) -> StateProtector | Unsealed:
@@ -256,7 +240,7 @@ class ServerConfig:
     @property
     def seals_with_process_key(self) -> bool:
         """True when ``request_state`` is the default per-process key (adapters warn then)."""
-        return bool(_process_state) and self.request_state is _process_state[0]
+        return is_process_protector(self.request_state)
 
 
 @attrs.frozen

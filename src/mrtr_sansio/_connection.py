@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from ._codec import JsonCodec
 from ._config import Limits
-from ._errors import INVALID_REQUEST, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from ._events import (
     NEED_DATA,
     ConnectionClosed,
@@ -113,7 +113,7 @@ class Connection:
         limit = self._limits.max_message_bytes
         self._invalid(
             RemoteProtocolError(
-                JsonRpcError(INVALID_REQUEST, f"Message exceeds the {limit}-byte limit")
+                JsonRpcError(ErrorCode.INVALID_REQUEST, f"Message exceeds the {limit}-byte limit")
             ),
             answer=True,
         )

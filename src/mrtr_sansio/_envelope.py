@@ -11,7 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import INVALID_PARAMS, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 
 __all__ = [
     "CLIENT_CAPABILITIES",
@@ -75,7 +75,7 @@ class Era(enum.Enum):
 
 def invalid(request_id: Any, message: str) -> RemoteProtocolError:
     """A -32602 for ``request_id`` (the answer to every malformed-envelope case)."""
-    return RemoteProtocolError(JsonRpcError(INVALID_PARAMS, message), request_id)
+    return RemoteProtocolError(JsonRpcError(ErrorCode.INVALID_PARAMS, message), request_id)
 
 
 def envelope_error(request_id: Any, meta: Mapping[str, Any]) -> RemoteProtocolError:

@@ -7,43 +7,49 @@ carries what is needed to answer it on the wire.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 __all__ = [
-    "HEADER_MISMATCH",
-    "INTERNAL_ERROR",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
-    "MISSING_REQUIRED_CLIENT_CAPABILITY",
-    "PARSE_ERROR",
-    "UNSUPPORTED_PROTOCOL_VERSION",
+    "ErrorCode",
     "JsonRpcError",
     "LocalProtocolError",
     "ProtocolError",
     "RemoteProtocolError",
 ]
 
-#: The bytes are not one valid UTF-8 JSON text (answered with no id).
-PARSE_ERROR = -32700
-#: Not a valid JSON-RPC 2.0 request (a batch, a missing ``method``, an id already in use...).
-INVALID_REQUEST = -32600
-#: A method the receiver does not implement (modern HTTP status 404).
-METHOD_NOT_FOUND = -32601
-#: Bad params: a malformed envelope or MRTR field, an unknown tool, prompt or resource, or a
-#: ``requestState`` that fails verification.
-INVALID_PARAMS = -32602
-#: An unexpected failure, and the legacy wire's answer when the shim cannot fulfil a request.
-INTERNAL_ERROR = -32603
-#: Modern HTTP: a mirror header is missing or disagrees with the body.
-HEADER_MISMATCH = -32020
-#: Modern: the request needs a client capability its envelope did not declare.
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
-#: Modern: the request's protocol version is not served here.
-UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+class ErrorCode(enum.IntEnum):
+    """The JSON-RPC and MCP error codes this package sends and reads.
+
+    An ``IntEnum``: ``ErrorCode.INVALID_PARAMS == -32602`` holds, and both JSON codecs write a
+    member as the plain number. Codes a peer sends that are not listed here stay plain ints.
+    """
+
+    #: The bytes are not one valid UTF-8 JSON text (answered with no id).
+    PARSE_ERROR = -32700
+    #: Not a valid JSON-RPC 2.0 request (a batch, a missing ``method``, an id already in use...).
+    INVALID_REQUEST = -32600
+    #: A method the receiver does not implement (modern HTTP status 404).
+    METHOD_NOT_FOUND = -32601
+    #: Bad params: a malformed envelope or MRTR field, an unknown tool, prompt or resource, or a
+    #: ``requestState`` that fails verification.
+    INVALID_PARAMS = -32602
+    #: An unexpected failure, and the legacy wire's answer when the shim cannot fulfil a request.
+    INTERNAL_ERROR = -32603
+    #: Modern HTTP: a mirror header is missing or disagrees with the body.
+    HEADER_MISMATCH = -32020
+    #: Modern: the request needs a client capability its envelope did not declare.
+    MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+    #: Modern: the request's protocol version is not served here.
+    UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+    def __str__(self) -> str:
+        """The number, as ``str()`` of an ``IntEnum`` gives from Python 3.11 on (3.10 too)."""
+        return int.__repr__(self)
 
 
 @attrs.frozen
@@ -67,10 +73,10 @@ class JsonRpcError:
     def from_wire(cls, error: Any) -> JsonRpcError:
         """Read an ``error`` member from a peer, tolerating a missing or odd message."""
         if not isinstance(error, Mapping):
-            return cls(INTERNAL_ERROR, "Malformed error object", error)
+            return cls(ErrorCode.INTERNAL_ERROR, "Malformed error object", error)
         code = error.get("code")
         if type(code) is not int:
-            code = INTERNAL_ERROR
+            code = ErrorCode.INTERNAL_ERROR
         message = error.get("message")
         if not isinstance(message, str):
             message = ""
@@ -79,17 +85,17 @@ class JsonRpcError:
     @classmethod
     def invalid_params(cls, message: str, data: Any = None) -> JsonRpcError:
         """-32602, the answer for bad arguments, unknown tools and unknown resources."""
-        return cls(INVALID_PARAMS, message, data)
+        return cls(ErrorCode.INVALID_PARAMS, message, data)
 
     @classmethod
     def method_not_found(cls, method: str) -> JsonRpcError:
         """-32601 for a method this server does not implement."""
-        return cls(METHOD_NOT_FOUND, f"Method not found: {method}")
+        return cls(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")
 
     @classmethod
     def internal(cls, message: str = "Internal error", data: Any = None) -> JsonRpcError:
         """-32603 for an unexpected failure."""
-        return cls(INTERNAL_ERROR, message, data)
+        return cls(ErrorCode.INTERNAL_ERROR, message, data)
 
     @classmethod
     def missing_capability(
@@ -100,7 +106,7 @@ class JsonRpcError:
             names = ", ".join(_capability_paths(required)) or "a client capability"
             message = f"Missing required client capability: {names}"
         return cls(
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
+            ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY,
             message,
             {"requiredCapabilities": _plain(required)},
         )
@@ -109,7 +115,7 @@ class JsonRpcError:
     def unsupported_version(cls, supported: list[str], requested: str) -> JsonRpcError:
         """-32022 listing what we serve and what was asked for."""
         return cls(
-            UNSUPPORTED_PROTOCOL_VERSION,
+            ErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
             "Unsupported protocol version",
             {"supported": list(supported), "requested": requested},
         )

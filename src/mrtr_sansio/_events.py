@@ -1,10 +1,12 @@
-"""Every event a connection reports, every command an application sends, every outgoing item.
+"""Every event a connection reports, the client's call handle, every outgoing item.
 
 Three families, all frozen attrs classes:
 
 * **events** (``next_event()``): what the peer did, as the application needs to see it;
-* **commands** (``send()``): what the application asks the connection to say;
+* **handles** (:class:`Call`): what a client operation is known by across its rounds;
 * **outgoing** (``outgoing()``): what must be written, serialized, with routing facts.
+
+The application answers through the connection's methods (``respond``, ``notify``, ...).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any, Literal
 import attrs
 
 from ._envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
-from ._errors import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError
-from ._mrtr import NO_RESPONSES, InputRequiredResult, InputResponses
+from ._errors import ErrorCode, JsonRpcError
+from ._mrtr import NO_RESPONSES, InputResponses
 from ._session import LegacySession
 
 #: The tasks extension's identifier (SEP-2663).
@@ -44,7 +46,6 @@ __all__ = [
     "InputWithdrawn",
     "InvalidMessage",
     "NotificationReceived",
-    "Notify",
     "Outgoing",
     "OutgoingError",
     "OutgoingInputRequired",
@@ -56,7 +57,6 @@ __all__ = [
     "RequestCancelled",
     "RequestReceived",
     "RequestStateRejected",
-    "Respond",
     "RoundsExhausted",
     "SessionInitialized",
     "UnexpectedResponse",
@@ -85,7 +85,7 @@ class Event:
 
 @attrs.frozen(eq=False, slots=False)
 class RequestReceived(Event):
-    """A request for the application to answer with ``send(Respond(request_id, ...))``.
+    """A request for the application to answer with ``respond(request_id, ...)``.
 
     ``session`` is the legacy session the request arrived in, or None on the modern wire; the
     envelope facts (``era``, ``protocol_version``, ``client_capabilities``, ``client_info``)
@@ -204,14 +204,14 @@ class RequestReceived(Event):
         """-32602 for an unknown tool, prompt or resource (``data.uri`` for resources)."""
         if self.method == "resources/read":
             return JsonRpcError(
-                INVALID_PARAMS, f"Resource not found: {self.uri}", {"uri": self.uri}
+                ErrorCode.INVALID_PARAMS, f"Resource not found: {self.uri}", {"uri": self.uri}
             )
         label = {"tools/call": "tool", "prompts/get": "prompt"}.get(self.method, "target")
-        return JsonRpcError(INVALID_PARAMS, f"Unknown {label}: {what or self.name}")
+        return JsonRpcError(ErrorCode.INVALID_PARAMS, f"Unknown {label}: {what or self.name}")
 
     def method_not_found(self) -> JsonRpcError:
         """-32601 for a method this server does not implement."""
-        return JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {self.method}")
+        return JsonRpcError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {self.method}")
 
 
 @attrs.frozen
@@ -391,30 +391,6 @@ class HandshakeFailed(Event):
     local: bool = False
 
 
-# --- commands ---------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Respond:
-    """Answer request ``request_id``: a result mapping, an input request, or an error."""
-
-    request_id: str | int
-    result: Mapping[str, Any] | InputRequiredResult | JsonRpcError
-
-
-@attrs.frozen
-class Notify:
-    """Send a notification, tied to the client request it belongs to when there is one.
-
-    Request-scoped notifications (progress, log messages) for a request that is no longer in
-    flight are dropped, as the spec requires.
-    """
-
-    method: str
-    params: Mapping[str, Any] | None = None
-    related_request_id: str | int | None = None
-
-
 # --- outgoing ---------------------------------------------------------------------------------
 
 
@@ -460,9 +436,9 @@ class OutgoingError(OutgoingResponse):
     def http_status(self) -> int:
         """The HTTP status the modern Streamable HTTP transport prescribes for this error."""
         code = self.error.code
-        if code == METHOD_NOT_FOUND:
+        if code == ErrorCode.METHOD_NOT_FOUND:
             return 404
-        if code in (INVALID_PARAMS, -32020, -32021, -32022, -32600, -32700):
+        if code in (ErrorCode.INVALID_PARAMS, -32020, -32021, -32022, -32600, -32700):
             return 400
         return 200
 

@@ -13,12 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._errors import (
-    INVALID_REQUEST,
-    PARSE_ERROR,
-    JsonRpcError,
-    RemoteProtocolError,
-)
+from ._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 
 __all__ = [
     "NOTIFICATION",
@@ -50,12 +45,12 @@ def is_valid_id(value: Any) -> bool:
 
 
 def _invalid(message: str, request_id: Any = None) -> RemoteProtocolError:
-    return RemoteProtocolError(JsonRpcError(INVALID_REQUEST, message), request_id)
+    return RemoteProtocolError(JsonRpcError(ErrorCode.INVALID_REQUEST, message), request_id)
 
 
 def parse_error(detail: str = "Invalid JSON") -> RemoteProtocolError:
     """-32700 for bytes that are not one valid UTF-8 JSON text."""
-    return RemoteProtocolError(JsonRpcError(PARSE_ERROR, f"Parse error: {detail}"), None)
+    return RemoteProtocolError(JsonRpcError(ErrorCode.PARSE_ERROR, f"Parse error: {detail}"), None)
 
 
 def classify(msg: Any) -> int:

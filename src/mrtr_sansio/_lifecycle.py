@@ -15,7 +15,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, NoReturn, TypeVar
 
-from ._errors import MISSING_REQUIRED_CLIENT_CAPABILITY, LocalProtocolError
+from ._errors import ErrorCode, LocalProtocolError
 from ._events import (
     OutgoingError,
     OutgoingInputRequired,
@@ -201,7 +201,7 @@ def modern_trigger(item: Any) -> RequestTrigger | None:
     concerns, or None when it changes no request's state (a notification, a request)."""
     kind = type(item)
     if kind is OutgoingError:
-        if item.error.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+        if item.error.code == ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY:
             return RequestTrigger.MISSING_CAPABILITY
         return RequestTrigger.ERROR
     return _ANSWER_TRIGGERS.get(kind)

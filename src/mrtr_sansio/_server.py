@@ -34,9 +34,7 @@ from ._envelope import (
     missing_meta_message,
 )
 from ._errors import (
-    INTERNAL_ERROR,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
+    ErrorCode,
     JsonRpcError,
     LocalProtocolError,
     RemoteProtocolError,
@@ -44,7 +42,6 @@ from ._errors import (
 )
 from ._events import (
     NotificationReceived,
-    Notify,
     Outgoing,
     OutgoingError,
     OutgoingInputRequired,
@@ -53,10 +50,8 @@ from ._events import (
     OutgoingResult,
     RequestCancelled,
     RequestReceived,
-    Respond,
     declares_tasks,
 )
-from ._http import HttpRequestFacts, check_headers
 from ._jsonrpc import (
     NOTIFICATION,
     REQUEST,
@@ -70,11 +65,12 @@ from ._jsonrpc import (
 )
 from ._lifecycle import ShimTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
-from ._param_headers import check_param_headers
 from ._server_state import StateGate
 from ._session import LegacySession
 from ._shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from ._subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
+from .http._facts import HttpRequestFacts, check_headers
+from .http._param_headers import check_param_headers
 from .observe import (
     ErrorSent,
     LegAnswered,
@@ -211,15 +207,6 @@ class ServerConnection(Connection):
         context = None if http is None and principal is None else (http, principal)
         self._receive_decoded(message, context)
 
-    def send(self, command: Respond | Notify) -> None:
-        """Carry out a :class:`Respond` or :class:`Notify` command."""
-        if type(command) is Respond:
-            self.respond(command.request_id, command.result)
-        elif type(command) is Notify:
-            self.notify(command.method, command.params, command.related_request_id)
-        else:
-            raise TypeError(f"cannot send {type(command).__name__}")
-
     def respond(
         self,
         request_id: str | int,
@@ -273,7 +260,11 @@ class ServerConnection(Connection):
         params: Mapping[str, Any] | None = None,
         related_request_id: str | int | None = None,
     ) -> None:
-        """Send a notification; see :class:`Notify` for the request-scoped rules."""
+        """Send a notification, tied to the client request it belongs to when there is one.
+
+        Request-scoped notifications (progress, log messages) for a request that is no longer
+        in flight are dropped, as the spec requires.
+        """
         if related_request_id is not None:
             event = self._inflight.get(related_request_id)
             if event is None:
@@ -437,11 +428,12 @@ class ServerConnection(Connection):
         inflight = self._inflight
         if rid in inflight or rid in self._cancelled:
             raise RemoteProtocolError(
-                JsonRpcError(INVALID_REQUEST, "Invalid Request: id is already in use"), rid
+                JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use"),
+                rid,
             )
         if len(inflight) >= self._max_in_flight:
             raise RemoteProtocolError(
-                JsonRpcError(INTERNAL_ERROR, "Too many requests in flight"), rid
+                JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many requests in flight"), rid
             )
         meta = params.get("_meta")
         if type(meta) is dict:
@@ -581,7 +573,7 @@ class ServerConnection(Connection):
         elif method == "initialize":
             raise RemoteProtocolError(
                 JsonRpcError(
-                    METHOD_NOT_FOUND,
+                    ErrorCode.METHOD_NOT_FOUND,
                     "initialize is not supported: send the 2026-07-28 _meta envelope on every "
                     "request",
                     {"supported": list(self.config.supported_versions)},

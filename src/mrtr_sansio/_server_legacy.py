@@ -17,12 +17,12 @@ from typing import Any
 
 from ._config import ServerConfig
 from ._envelope import LOG_LEVEL_RANK, invalid, missing_meta_message
-from ._errors import INVALID_REQUEST, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from ._events import RequestReceived, SessionInitialized
-from ._http import HttpRequestFacts
 from ._mrtr import MRTR_METHODS
 from ._server_state import MRTR_FIELDS
 from ._session import LegacySession
+from .http._facts import HttpRequestFacts
 
 __all__ = ["check_header", "initialize_result", "on_initialize", "on_request", "session_opened"]
 
@@ -44,7 +44,9 @@ def check_header(
     header = http.protocol_version
     if "mcp-protocol-version" in http.repeated:
         raise RemoteProtocolError(
-            JsonRpcError(INVALID_REQUEST, "Bad Request: MCP-Protocol-Version header is repeated"),
+            JsonRpcError(
+                ErrorCode.INVALID_REQUEST, "Bad Request: MCP-Protocol-Version header is repeated"
+            ),
             rid,
         )
     if header is None or method == "initialize" or header.strip() == session.protocol_version:
@@ -53,7 +55,7 @@ def check_header(
         raise invalid(rid, missing_meta_message(meta))
     raise RemoteProtocolError(
         JsonRpcError(
-            INVALID_REQUEST,
+            ErrorCode.INVALID_REQUEST,
             f"Bad Request: unsupported MCP-Protocol-Version header '{header}'",
             {"supported": list(config.legacy_versions)},
         ),
@@ -67,7 +69,9 @@ def on_initialize(
     """The session ``initialize`` opens (raises for a second one or malformed params)."""
     if session is not None:
         raise RemoteProtocolError(
-            JsonRpcError(INVALID_REQUEST, "Invalid Request: the session is already initialized"),
+            JsonRpcError(
+                ErrorCode.INVALID_REQUEST, "Invalid Request: the session is already initialized"
+            ),
             rid,
         )
     requested = params.get("protocolVersion")

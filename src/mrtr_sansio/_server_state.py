@@ -18,16 +18,16 @@ from typing import Any
 
 from ._config import ServerConfig
 from ._envelope import invalid
-from ._errors import INVALID_PARAMS, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from ._events import Event, RequestReceived, RequestStateRejected
-from ._state import RequestStateError, StateBinding, Unsealed
 from .observe import CARRY_MAX_BYTES
+from .sealing._state import RequestStateError, StateBinding, Unsealed
 
 __all__ = ["INVALID_STATE", "MRTR_FIELDS", "StateGate"]
 
 #: The wire answer to any state that fails verification (the reason goes to an event only).
 INVALID_STATE = JsonRpcError(
-    INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
+    ErrorCode.INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
 )
 #: The request fields that exist only on the modern wire's retries.
 MRTR_FIELDS = frozenset({"inputResponses", "requestState"})

@@ -36,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised by tests/test_packagi
     raise_missing_extra(exc, "mrtr_sansio.otel", "otel")
 
 from mrtr_sansio import __version__
-from mrtr_sansio._errors import MISSING_REQUIRED_CLIENT_CAPABILITY
+from mrtr_sansio._errors import ErrorCode
 from mrtr_sansio.observe import (
     CallFinished,
     CallRoundAnswered,
@@ -254,7 +254,7 @@ class OtelObserver:
 
     def _error_sent(self, fact: ErrorSent) -> None:
         open_ = self._requests.pop((fact.connection, fact.request_id), None)
-        if fact.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+        if fact.code == ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY:
             self._refusals.add(1, {} if open_ is None else open_.attributes)
         if open_ is None:
             return

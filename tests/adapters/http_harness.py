@@ -556,7 +556,7 @@ class User:
 
 
 def everything_app(**options: Any) -> McpHttpApp:
-    config = server_config(request_state=m.RequestStateSecurity.ephemeral())
+    config = server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
     return McpHttpApp(Everything().handle, config, **options)
 
 
@@ -611,7 +611,7 @@ def posts(transport: StreamingAsgi) -> list[tuple[httpx.Headers, dict[str, Any]]
             continue
         msg = json.loads(body)
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        modern = m.PROTOCOL_VERSION in params.get("_meta", {})
+        modern = m.protocol.PROTOCOL_VERSION in params.get("_meta", {})
         check_message(msg, m.Era.MODERN if modern else m.Era.LEGACY, sender="client")
         out.append((request.headers, msg))
     return out

@@ -55,10 +55,6 @@ from helpers import (
     check_message,
 )
 from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    LOG_LEVEL,
-    PROTOCOL_VERSION,
-    SERVER_INFO,
     UNSEALED,
     Era,
     InputRequiredResult,
@@ -77,6 +73,7 @@ from mrtr_sansio.adapters import (
 from mrtr_sansio.adapters import anyio as anyio_adapter
 from mrtr_sansio.adapters import asyncio as asyncio_adapter
 from mrtr_sansio.adapters import trio as trio_adapter
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LOG_LEVEL, PROTOCOL_VERSION, SERVER_INFO
 
 # --- the scenarios: messages, expected answers, the test server, the transcript -------------------
 
@@ -808,7 +805,7 @@ class FixtureServer:
 
 
 def sealed_config(**options: Any) -> m.ServerConfig:
-    return server_config(request_state=m.RequestStateSecurity.ephemeral(), **options)
+    return server_config(request_state=m.sealing.RequestStateSecurity.ephemeral(), **options)
 
 
 # --- callbacks --------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from mrtr_sansio.adapters.asgi import McpHttpApp
 pytestmark = pytest.mark.anyio
 
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
-ENVELOPE = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: CAPS}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 INFO = {"name": "asgi-test", "version": "1.0"}
 
@@ -93,7 +93,7 @@ async def client(app: McpHttpApp) -> AsyncIterator[Client]:
 def modern_headers(method: str, name: str | None = None) -> dict[str, str]:
     headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": method}
     if name is not None:
-        headers["mcp-name"] = m.encode_header_value(name)
+        headers["mcp-name"] = m.http.encode_header_value(name)
     return headers
 
 
@@ -142,7 +142,7 @@ async def test_modern_progress_and_logs_go_over_sse(client: Client) -> None:
         2,
         "greet",
         inputResponses={"who": {"action": "accept", "content": {"name": "Ann"}}},
-        meta={"progressToken": "p1", m.LOG_LEVEL: "info"},
+        meta={"progressToken": "p1", m.protocol.LOG_LEVEL: "info"},
     )
     response = await client.send(retry, modern_headers("tools/call", "greet"))
     assert response.status == 200
@@ -208,7 +208,7 @@ async def test_base64_header_value_is_decoded(client: Client) -> None:
             -32602,
             400,
         ),
-        (call(1, "greet", meta={m.PROTOCOL_VERSION: "1999-01-01"}), -32022, 400),
+        (call(1, "greet", meta={m.protocol.PROTOCOL_VERSION: "1999-01-01"}), -32022, 400),
         (call(1, "needs_roots"), -32021, 400),
         (call(1, "nope"), -32602, 400),
         (
@@ -225,7 +225,7 @@ async def test_modern_error_statuses(client: Client, body: Any, code: int, statu
     headers: dict[str, str] = {}
     if isinstance(body, dict):
         params = body["params"]
-        version = params.get("_meta", {}).get(m.PROTOCOL_VERSION, "2026-07-28")
+        version = params.get("_meta", {}).get(m.protocol.PROTOCOL_VERSION, "2026-07-28")
         headers = {"mcp-protocol-version": version, "mcp-method": body["method"]}
         if "name" in params:
             headers["mcp-name"] = params["name"]
@@ -241,7 +241,7 @@ async def test_modern_discover_answered_by_the_connection(client: Client) -> Non
     assert response.status == 200
     result = response.json()["result"]
     assert result["supportedVersions"][0] == "2026-07-28"
-    assert result["_meta"][m.SERVER_INFO] == INFO
+    assert result["_meta"][m.protocol.SERVER_INFO] == INFO
     valid(response.messages(), m.Era.MODERN, "server/discover")
 
 
@@ -538,13 +538,13 @@ async def test_subscriptions_listen_stream(client: Client, fixture: Fixture) -> 
         "method": "notifications/subscriptions/acknowledged",
         "params": {
             "notifications": {"toolsListChanged": True},
-            "_meta": {m.SUBSCRIPTION_ID: 1_700_000_000_000},
+            "_meta": {m.protocol.SUBSCRIPTION_ID: 1_700_000_000_000},
         },
     }
     assert tools.response.content_type.startswith("text/event-stream")
     ack2 = await prompts.response.next_message()
     assert ack2 is not None
-    assert ack2["params"]["_meta"] == {m.SUBSCRIPTION_ID: 2}
+    assert ack2["params"]["_meta"] == {m.protocol.SUBSCRIPTION_ID: 2}
     valid([ack, ack2], m.Era.MODERN)
 
     trigger = await client.send(call(3, "trigger"), modern_headers("tools/call", "trigger"))
@@ -553,13 +553,13 @@ async def test_subscriptions_listen_stream(client: Client, fixture: Fixture) -> 
     assert changed == {
         "jsonrpc": "2.0",
         "method": "notifications/tools/list_changed",
-        "params": {"_meta": {m.SUBSCRIPTION_ID: 1_700_000_000_000}},
+        "params": {"_meta": {m.protocol.SUBSCRIPTION_ID: 1_700_000_000_000}},
     }
     updated = await prompts.response.next_message()  # the tools change is filtered out
     assert updated == {
         "jsonrpc": "2.0",
         "method": "notifications/resources/updated",
-        "params": {"uri": "test://a", "_meta": {m.SUBSCRIPTION_ID: 2}},
+        "params": {"uri": "test://a", "_meta": {m.protocol.SUBSCRIPTION_ID: 2}},
     }
     valid([changed, updated], m.Era.MODERN)
     tools.disconnect()

@@ -19,7 +19,7 @@ from mrtr_sansio.adapters.asgi import McpHttpApp
 pytestmark = pytest.mark.anyio
 
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
-ENVELOPE = {m.PROTOCOL_VERSION: "2026-07-28", m.CLIENT_CAPABILITIES: CAPS}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 

@@ -42,7 +42,7 @@ from stream_harness import (
     text,
 )
 
-from mrtr_sansio import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, Limits, ServerConfig
+from mrtr_sansio import ErrorCode, Limits, ServerConfig
 
 pytestmark = pytest.mark.parametrize("lib", HARNESSES, ids=lambda h: h.name)
 
@@ -140,7 +140,7 @@ def test_handler_that_raises_gets_internal_error(
 
     async def body(peer: Peer) -> None:
         await peer.send(modern_call(1, "boom"))
-        assert await peer.recv() == error(1, INTERNAL_ERROR, INTERNAL)
+        assert await peer.recv() == error(1, ErrorCode.INTERNAL_ERROR, INTERNAL)
         await peer.send(modern_call(2, "fast"))
         assert await peer.recv() == result(2, text("fast"))
 
@@ -156,9 +156,9 @@ def test_invalid_answer_gets_internal_error(lib: Harness, caplog: pytest.LogCapt
 
     async def body(peer: Peer) -> None:
         await peer.send(modern_call(1, "bad"))
-        assert await peer.recv() == error(1, INTERNAL_ERROR, INTERNAL)
+        assert await peer.recv() == error(1, ErrorCode.INTERNAL_ERROR, INTERNAL)
         await peer.send(request(2, "tools/list", {"_meta": envelope()}))
-        assert await peer.recv() == error(2, INTERNAL_ERROR, INTERNAL)
+        assert await peer.recv() == error(2, ErrorCode.INTERNAL_ERROR, INTERNAL)
         await peer.send(modern_call(3, "fast"))
         assert await peer.recv() == result(3, text("fast"))
 
@@ -209,15 +209,15 @@ def test_garbage_lines_get_errors_and_serving_goes_on(lib: Harness) -> None:
 
     async def body(peer: Peer) -> None:
         await peer.send_raw(b"this is not json\n")
-        assert await peer.recv() == error(None, PARSE_ERROR, "Parse error: Invalid JSON")
+        assert await peer.recv() == error(None, ErrorCode.PARSE_ERROR, "Parse error: Invalid JSON")
         await peer.send_raw(b"\xff\xfe\n[1, 2]\n")
-        assert (await peer.recv())["error"]["code"] == PARSE_ERROR
+        assert (await peer.recv())["error"]["code"] == ErrorCode.PARSE_ERROR
         msg = await peer.recv()
-        assert msg["error"]["code"] == INVALID_REQUEST
+        assert msg["error"]["code"] == ErrorCode.INVALID_REQUEST
         # A request split across writes, with garbage around it.
         line = peer.transcript.encode(modern_call(1, "fast"))
         await peer.send_raw(b"{oops\n" + line[:10])
-        assert (await peer.recv())["error"]["code"] == PARSE_ERROR
+        assert (await peer.recv())["error"]["code"] == ErrorCode.PARSE_ERROR
         await peer.send_raw(line[10:])
         assert await peer.recv() == result(1, text("fast"))
 
@@ -235,7 +235,7 @@ def test_oversized_line_is_refused(lib: Harness) -> None:
     async def body(peer: Peer) -> None:
         await peer.send_raw(b'{"x": "' + b"a" * 5000 + b'"}\n')
         assert await peer.recv() == error(
-            None, INVALID_REQUEST, "Message exceeds the 1000-byte limit"
+            None, ErrorCode.INVALID_REQUEST, "Message exceeds the 1000-byte limit"
         )
         await peer.send(modern_call(1, "fast"))
         assert await peer.recv() == result(1, text("fast"))
@@ -295,7 +295,7 @@ def test_answers_before_eof_are_written(lib: Harness) -> None:
         assert await peer.recv() == result(1, text("fast"))
         await peer.send_raw(b"not json")  # no newline: the end of input completes it
         await peer.close_input()
-        assert await peer.recv() == error(None, PARSE_ERROR, "Parse error: Invalid JSON")
+        assert await peer.recv() == error(None, ErrorCode.PARSE_ERROR, "Parse error: Invalid JSON")
         await peer.wait_closed()
 
     lib.serve(probe, body)
@@ -324,7 +324,7 @@ def test_legacy_leg_timeout_fires_through_the_adapter_timer(lib: Harness) -> Non
         assert await peer.recv() == leg_cancelled(0, TIMED_OUT)
         assert await peer.recv() == error(
             1,
-            INTERNAL_ERROR,
+            ErrorCode.INTERNAL_ERROR,
             "Timed out waiting for the client's answer to an input request "
             "(legacy_leg_timeout=0.05s)",
         )
@@ -354,7 +354,7 @@ def test_timer_that_fires_early_is_rearmed(lib: Harness) -> None:
         await peer.send(legacy_call(1, "greet"))
         assert await peer.recv() == leg(0)
         assert await peer.recv() == leg_cancelled(0, TIMED_OUT)
-        assert (await peer.recv())["error"]["code"] == INTERNAL_ERROR
+        assert (await peer.recv())["error"]["code"] == ErrorCode.INTERNAL_ERROR
         assert time.monotonic() - began >= 0.05  # 0.03 s on a half-speed clock
 
     lib.serve(probe, body, config)

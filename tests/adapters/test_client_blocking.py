@@ -186,7 +186,7 @@ def test_greet_and_notifications(era: EraName) -> None:
         assert client.call_tool("greet")["content"] == [{"type": "text", "text": "Hello, Ada!"}]
         meta = {"progressToken": "p1"}
         if era == "modern":
-            meta[m.LOG_LEVEL] = "warning"
+            meta[m.protocol.LOG_LEVEL] = "warning"
         else:
             client.request("logging/setLevel", {"level": "warning"})
         assert client.call_tool("chatty", meta=meta)["content"][0]["text"] == "chatted"
@@ -197,7 +197,7 @@ def test_greet_and_notifications(era: EraName) -> None:
         ]
         with pytest.raises(CallFailedError) as failed:
             client.call_tool("boom")
-        assert failed.value.code == m.INTERNAL_ERROR
+        assert failed.value.code == m.ErrorCode.INTERNAL_ERROR
         if era == "modern":
             legs = wire.legs("greet")
             check_retries(wire, legs)

@@ -224,7 +224,7 @@ def test_rejected_sampling(lib: Lib, era: EraName) -> None:
         else:
             with pytest.raises(CallFailedError) as failed:
                 await client.call_tool("book_trip", LISBON)
-            assert failed.value.code == m.INTERNAL_ERROR
+            assert failed.value.code == m.ErrorCode.INTERNAL_ERROR
             assert "User rejected the request" in failed.value.error.message
             (refusal,) = [msg for msg in session.wire.sent() if "error" in msg]
             assert refusal["error"] == {"code": -1, "message": "User rejected the request"}
@@ -298,14 +298,14 @@ def test_server_errors_are_typed(lib: Lib, era: EraName) -> None:
         client = session.client
         with pytest.raises(CallFailedError) as unknown:
             await client.call_tool("no_such_tool")
-        assert unknown.value.code == m.INVALID_PARAMS
+        assert unknown.value.code == m.ErrorCode.INVALID_PARAMS
         assert not unknown.value.local
         with pytest.raises(CallFailedError) as missing:
             await client.call_tool("test_missing_capability")
         if era == "legacy":  # -32021 does not exist there: the same facts as -32603
-            assert missing.value.code == m.INTERNAL_ERROR
+            assert missing.value.code == m.ErrorCode.INTERNAL_ERROR
         else:
-            assert missing.value.code == m.MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert missing.value.code == m.ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY
         assert missing.value.required_capabilities == {"sampling": {}}
         assert missing.value.supported_versions is None
         tool_error = await client.call_tool("test_error_handling")
@@ -413,7 +413,7 @@ def test_withdrawn_request_stops_its_callback(lib: Lib) -> None:
         ) as session:
             with pytest.raises(CallFailedError) as failed:
                 await session.client.call_tool("test_input_required_result_elicitation")
-            assert failed.value.code == m.INTERNAL_ERROR
+            assert failed.value.code == m.ErrorCode.INTERNAL_ERROR
             await lib.wait(stuck.stopped)
             assert stuck.asked.is_set()
             withdrawn = [

@@ -17,7 +17,7 @@ from stream_harness import (
     text,
 )
 
-from mrtr_sansio import SERVER_INFO
+from mrtr_sansio.protocol import SERVER_INFO
 
 ECHO = {"name": "echo", "version": "1.0.0"}
 GREET_TOOL = {

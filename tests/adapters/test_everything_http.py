@@ -41,7 +41,7 @@ def everything() -> Everything:
 
 @pytest.fixture
 async def client(everything: Everything) -> AsyncIterator[Client]:
-    config = server_config(request_state=m.RequestStateSecurity.ephemeral())
+    config = server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
     app = McpHttpApp(everything.handle, config)
     async with anyio.create_task_group() as tg:
         yield Client(app, tg)
@@ -52,8 +52,8 @@ def request(
     rid: int, method: str, params: dict[str, Any] | None = None, caps: Any = None
 ) -> dict[str, Any]:
     meta = {
-        m.PROTOCOL_VERSION: "2026-07-28",
-        m.CLIENT_CAPABILITIES: ALL_CAPS if caps is None else caps,
+        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.CLIENT_CAPABILITIES: ALL_CAPS if caps is None else caps,
     }
     body_params = dict(params or {})
     body_params["_meta"] = {**meta, **body_params.get("_meta", {})}
@@ -89,7 +89,7 @@ async def send(client: Client, body: dict[str, Any]) -> Response:
     headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": body["method"]}
     target = body["params"].get("name", body["params"].get("uri"))
     if body["method"] in ("tools/call", "prompts/get", "resources/read"):
-        headers["mcp-name"] = m.encode_header_value(target)
+        headers["mcp-name"] = m.http.encode_header_value(target)
     response = await client.send(body, headers)
     for message in response.messages():
         check_message(message, m.Era.MODERN, method=body["method"])
@@ -101,7 +101,7 @@ async def result(client: Client, body: dict[str, Any]) -> dict[str, Any]:
     assert response.status == 200, response.body
     (message,) = [msg for msg in response.messages() if "id" in msg]
     out: dict[str, Any] = message["result"]
-    assert out["_meta"][m.SERVER_INFO] == SERVER_INFO
+    assert out["_meta"][m.protocol.SERVER_INFO] == SERVER_INFO
     return out
 
 
@@ -190,16 +190,16 @@ async def test_unknown_names_are_invalid_params(client: Client) -> None:
     ):
         response = await send(client, body)
         assert response.status == 400
-        assert response.json()["error"]["code"] == m.INVALID_PARAMS
+        assert response.json()["error"]["code"] == m.ErrorCode.INVALID_PARAMS
     uri = "test://nonexistent-resource-for-conformance-testing"
     response = await send(client, request(3, "resources/read", {"uri": uri}))
-    assert response.json()["error"]["code"] == m.INVALID_PARAMS
+    assert response.json()["error"]["code"] == m.ErrorCode.INVALID_PARAMS
     assert response.json()["error"]["data"] == {"uri": uri}
 
 
 async def test_bad_arguments(client: Client) -> None:
     response = await send(client, call(1, "test_simple_text", [1, 2]))
-    assert response.json()["error"]["code"] == m.INVALID_PARAMS
+    assert response.json()["error"]["code"] == m.ErrorCode.INVALID_PARAMS
     got = await result(client, call(2, "test_sampling", {"prompt": 7}))
     assert got["isError"] is True
     response = await send(client, request(3, "prompts/get", {"name": "test_prompt_with_arguments"}))
@@ -294,7 +294,7 @@ async def test_elicitation_fixture_decides_from_the_answers_alone(client: Client
             client, call(5, "test_input_required_result_elicitation", {}, inputResponses=bad)
         )
         assert response.status == 400
-        assert response.json()["error"]["code"] == m.INVALID_PARAMS
+        assert response.json()["error"]["code"] == m.ErrorCode.INVALID_PARAMS
 
 
 @pytest.mark.parametrize(
@@ -336,7 +336,7 @@ async def test_state_fixtures_need_their_sealed_state(client: Client, tool: str)
         client, call(3, tool, {}, inputResponses=answer, requestState=state + "-TAMPERED")
     )
     assert tampered.status == 400
-    assert tampered.json()["error"]["code"] == m.INVALID_PARAMS
+    assert tampered.json()["error"]["code"] == m.ErrorCode.INVALID_PARAMS
     # Without the state the operation starts over.
     again = await result(client, call(4, tool, {}, inputResponses=answer))
     assert asked(again) == {"confirm": "elicitation/create"}
@@ -347,7 +347,7 @@ async def test_state_fixtures_need_their_sealed_state(client: Client, tool: str)
         else "test_input_required_result_tampered_state"
     )
     moved = await send(client, call(5, other, {}, inputResponses=answer, requestState=state))
-    assert moved.json()["error"]["code"] == m.INVALID_PARAMS
+    assert moved.json()["error"]["code"] == m.ErrorCode.INVALID_PARAMS
 
 
 async def test_multi_round_fixture(client: Client) -> None:
@@ -429,7 +429,7 @@ async def test_undeclared_capabilities_are_32021(client: Client) -> None:
         response = await send(client, call(1, tool, {}, caps={}))
         assert response.status == 400
         error = response.json()["error"]
-        assert error["code"] == m.MISSING_REQUIRED_CLIENT_CAPABILITY
+        assert error["code"] == m.ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY
         assert error["data"]["requiredCapabilities"] == required
 
 
@@ -487,7 +487,7 @@ async def test_book_trip_two_rounds_with_sealed_state(client: Client) -> None:
             requestState=r2["requestState"],
         ),
     )
-    assert moved.json()["error"]["code"] == m.INVALID_PARAMS
+    assert moved.json()["error"]["code"] == m.ErrorCode.INVALID_PARAMS
 
 
 async def test_book_trip_without_roots_or_sampling(client: Client) -> None:
@@ -518,7 +518,9 @@ async def test_progress_and_logs_stream_only_when_asked(client: Client) -> None:
     assert progress == [0, 50, 100]
     quiet = await send(client, call(2, "test_logging_tool", {}))
     assert quiet.content_type == "application/json"
-    loud = await send(client, call(3, "test_logging_tool", {}, _meta={m.LOG_LEVEL: "info"}))
+    loud = await send(
+        client, call(3, "test_logging_tool", {}, _meta={m.protocol.LOG_LEVEL: "info"})
+    )
     levels = [msg["params"]["level"] for msg in loud.messages() if msg.get("method")]
     assert levels == ["info"]  # debug is below the level asked for
 
@@ -542,11 +544,14 @@ async def test_listen_streams_get_the_changes_they_asked_for(
     assert ack == {
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
-        "params": {"notifications": {"toolsListChanged": True}, "_meta": {m.SUBSCRIPTION_ID: 10}},
+        "params": {
+            "notifications": {"toolsListChanged": True},
+            "_meta": {m.protocol.SUBSCRIPTION_ID: 10},
+        },
     }  # resources never change here: that part of the filter is not honoured
     prompts_ack = await prompts_stream.response.next_message()
     assert prompts_ack is not None
-    assert prompts_ack["params"]["_meta"] == {m.SUBSCRIPTION_ID: 11}
+    assert prompts_ack["params"]["_meta"] == {m.protocol.SUBSCRIPTION_ID: 11}
     assert len(everything.hub) == 2
     done = await result(client, call(1, "test_trigger_tool_change", {}))
     assert texts(done) == ["Tool list change sent to 2 open stream(s)"]
@@ -555,7 +560,7 @@ async def test_listen_streams_get_the_changes_they_asked_for(
     assert changed == {
         "jsonrpc": "2.0",
         "method": "notifications/tools/list_changed",
-        "params": {"_meta": {m.SUBSCRIPTION_ID: 10}},
+        "params": {"_meta": {m.protocol.SUBSCRIPTION_ID: 10}},
     }
     prompt_change = await prompts_stream.response.next_message()
     assert prompt_change is not None
@@ -727,7 +732,7 @@ def test_key_ring_from_file_or_environment(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(ValueError, match="at least 32"):
         server.build_app([b"short"])
     assert isinstance(server.build_app(keys), McpHttpApp)
-    assert isinstance(server.build_app(None).config.request_state, m.RequestStateSecurity)
+    assert isinstance(server.build_app(None).config.request_state, m.sealing.RequestStateSecurity)
 
 
 async def test_mirrored_argument_is_checked_against_its_header(client: Client) -> None:
@@ -739,5 +744,5 @@ async def test_mirrored_argument_is_checked_against_its_header(client: Client) -
     for sent in ({}, {"mcp-param-region": "us-east"}):
         refused = await client.send(body, {**headers, **sent})
         assert refused.status == 400
-        assert refused.json()["error"]["code"] == m.HEADER_MISMATCH
+        assert refused.json()["error"]["code"] == m.ErrorCode.HEADER_MISMATCH
         check_message(refused.json(), m.Era.MODERN)

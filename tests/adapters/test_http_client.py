@@ -74,7 +74,7 @@ async def test_modern_book_trip_over_two_rounds_with_exact_headers() -> None:
         assert headers["mcp-method"] == "tools/call"
         assert headers["mcp-name"] == "book_trip"
         assert "mcp-session-id" not in headers
-        assert msg["params"]["_meta"][m.CLIENT_INFO] == INFO
+        assert msg["params"]["_meta"][m.protocol.CLIENT_INFO] == INFO
         assert msg["params"]["arguments"] == {"destination": "Lisbon", "guests": 2}
     first, second, third = (msg["params"] for _, msg in sent)
     assert "inputResponses" not in first
@@ -96,7 +96,7 @@ async def test_modern_capabilities_follow_the_callbacks() -> None:
     assert failed.value.required_capabilities == {"sampling": {}}
     assert not failed.value.local
     (_, msg), *_ = posts(transport)
-    assert msg["params"]["_meta"][m.CLIENT_CAPABILITIES] == {"elicitation": {"form": {}}}
+    assert msg["params"]["_meta"][m.protocol.CLIENT_CAPABILITIES] == {"elicitation": {"form": {}}}
 
 
 async def test_modern_errors_come_back_typed_with_their_statuses() -> None:
@@ -149,7 +149,7 @@ async def test_modern_non_ascii_names_travel_base64_wrapped() -> None:
             await client.call_tool("café ☕")
     assert failed.value.code == -32602  # reached the handler: the header matched the body
     ((headers, _),) = posts(transport)
-    assert headers["mcp-name"] == m.encode_header_value("café ☕")
+    assert headers["mcp-name"] == m.http.encode_header_value("café ☕")
     assert headers["mcp-name"].startswith("=?base64?")
 
 
@@ -170,7 +170,7 @@ async def test_a_header_mismatch_refreshes_the_tools_and_retries_once() -> None:
     assert methods(transport) == ["tools/call", "tools/list", "tools/call"]
     headers = [h for h, _ in posts(transport)]
     assert "mcp-param-region" not in headers[0]  # not listed yet: refused with -32020
-    assert headers[2]["mcp-param-region"] == m.encode_header_value("日本")
+    assert headers[2]["mcp-param-region"] == m.http.encode_header_value("日本")
 
 
 async def test_a_header_mismatch_that_listing_cannot_fix_is_raised() -> None:
@@ -223,7 +223,9 @@ async def test_state_only_rounds_are_retried_by_the_timer() -> None:
             return m.InputRequiredResult(None, rounds + 1)
         return {"content": [{"type": "text", "text": f"ready after {rounds}"}]}
 
-    app = McpHttpApp(patient, server_config(request_state=m.RequestStateSecurity.ephemeral()))
+    app = McpHttpApp(
+        patient, server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
+    )
     config = {"retry_backoff": 0.01, "max_retry_backoff": 0.02}
     async with connected(app, config=config) as (client, transport):
         with anyio.fail_after(5):

@@ -30,7 +30,7 @@ V = "2026-07-28"
 LEGACY = "2025-11-25"
 LIMIT = 64 * 1024
 CAPS: dict[str, Any] = {"elicitation": {}}
-ENVELOPE = {m.PROTOCOL_VERSION: V, m.CLIENT_CAPABILITIES: CAPS}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION: V, m.protocol.CLIENT_CAPABILITIES: CAPS}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 TOOLS = [
     {
@@ -79,7 +79,7 @@ def probe() -> Probe:
 def port(probe: Probe) -> Iterator[int]:
     config = m.ServerConfig(
         server_info={"name": "hostile", "version": "1"},
-        param_headers=m.param_headers_for(TOOLS),
+        param_headers=m.http.param_headers_for(TOOLS),
         limits=m.Limits(max_message_bytes=LIMIT),
     )
     served = Served(McpHttpApp(probe.handle, config))

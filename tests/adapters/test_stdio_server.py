@@ -41,7 +41,7 @@ from stream_harness import (
     text,
 )
 
-from mrtr_sansio import INTERNAL_ERROR, PARSE_ERROR, RequestReceived, ServerConfig
+from mrtr_sansio import ErrorCode, RequestReceived, ServerConfig
 from mrtr_sansio.adapters import BlockingRequestContext, HandlerResult
 from mrtr_sansio.adapters import stdio as stdio_adapter
 from mrtr_sansio.adapters.stdio import HandlerCancelled, serve
@@ -204,8 +204,8 @@ def test_handler_that_raises_gets_internal_error(caplog: pytest.LogCaptureFixtur
     probe = Probe()
     with caplog.at_level(logging.ERROR, "mrtr_sansio.adapters"), session(probe) as peer:
         peer.send(modern_call(1, "boom"), modern_call(2, "bad"), modern_call(3, "fast"))
-        assert peer.recv() == error(1, INTERNAL_ERROR, INTERNAL)
-        assert peer.recv() == error(2, INTERNAL_ERROR, INTERNAL)
+        assert peer.recv() == error(1, ErrorCode.INTERNAL_ERROR, INTERNAL)
+        assert peer.recv() == error(2, ErrorCode.INTERNAL_ERROR, INTERNAL)
         assert peer.recv() == result(3, text("fast"))
     assert "RuntimeError: boom" in caplog.text
     assert "returned an invalid answer" in caplog.text
@@ -222,7 +222,7 @@ def test_garbage_lines_get_errors_and_serving_goes_on() -> None:
     probe = Probe()
     with session(probe) as peer:
         peer.send_raw(b"this is not json\n[]\n")
-        assert peer.recv() == error(None, PARSE_ERROR, "Parse error: Invalid JSON")
+        assert peer.recv() == error(None, ErrorCode.PARSE_ERROR, "Parse error: Invalid JSON")
         assert peer.recv()["error"]["code"] == -32600
         peer.send(modern_call(1, "nap"))
         assert peer.recv() == result(1, text("rested"))
@@ -262,7 +262,7 @@ def test_legacy_leg_timeout_fires_while_waiting_for_input() -> None:
         peer.send(legacy_call(1, "greet"))
         assert peer.recv() == leg(0)
         assert peer.recv() == leg_cancelled(0, TIMED_OUT)
-        assert peer.recv()["error"]["code"] == INTERNAL_ERROR
+        assert peer.recv()["error"]["code"] == ErrorCode.INTERNAL_ERROR
         assert time.monotonic() - started >= 0.04
 
 
@@ -276,7 +276,7 @@ def test_legacy_leg_timeout_fires_while_a_handler_sleeps() -> None:
         peer.send(legacy_call(2, "hang"))
         wait(probe.started)
         assert peer.recv() == leg_cancelled(0, TIMED_OUT)
-        assert peer.recv()["error"]["code"] == INTERNAL_ERROR
+        assert peer.recv()["error"]["code"] == ErrorCode.INTERNAL_ERROR
         assert not probe.cancelled.is_set()
         peer.send(cancelled(2))
         wait(probe.cancelled)

@@ -28,7 +28,7 @@ TASK_METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
 
 @pytest.fixture
 async def client() -> AsyncIterator[Client]:
-    config = server_config(request_state=m.RequestStateSecurity.ephemeral())
+    config = server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
     app = McpHttpApp(Everything().handle, config)
     async with anyio.create_task_group() as tg:
         yield Client(app, tg)
@@ -37,8 +37,8 @@ async def client() -> AsyncIterator[Client]:
 
 def body(rid: int, method: str, params: dict[str, Any], caps: Any = None) -> dict[str, Any]:
     meta = {
-        m.PROTOCOL_VERSION: "2026-07-28",
-        m.CLIENT_CAPABILITIES: TASK_CAPS if caps is None else caps,
+        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.CLIENT_CAPABILITIES: TASK_CAPS if caps is None else caps,
     }
     return {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**params, "_meta": meta}}
 
@@ -209,7 +209,7 @@ async def test_a_listen_stream_gets_notifications_tasks_for_its_own_tasks(client
             note = await stream.response.next_message()
             assert note is not None
             assert note["method"] == "notifications/tasks"
-            assert note["params"]["_meta"][m.SUBSCRIPTION_ID] == 2
+            assert note["params"]["_meta"][m.protocol.SUBSCRIPTION_ID] == 2
             seen.append(note["params"])
         update = {"taskId": task_id, "inputResponses": {"confirm": {"action": "accept",
                   "content": {"confirm": True}}}}  # fmt: skip
@@ -240,7 +240,9 @@ async def test_a_task_run_returning_no_answer_fails_the_task_with_32603(
             return outcome
         return await fixture.handle(request, ctx)
 
-    app = McpHttpApp(handle, server_config(request_state=m.RequestStateSecurity.ephemeral()))
+    app = McpHttpApp(
+        handle, server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
+    )
     async with anyio.create_task_group() as tg:
         client = Client(app, tg)
         created = (await call(client, 1, "slow_compute", {"seconds": 0.05}))["result"]

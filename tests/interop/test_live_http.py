@@ -134,7 +134,7 @@ async def hypercorn(app: Any) -> AsyncIterator[str]:
 @pytest.mark.parametrize("anyio_backend", ["trio"])
 @pytest.mark.parametrize("era", ["modern", "legacy", "auto"])
 async def test_hypercorn_on_trio_both_eras_and_auto(era: str) -> None:
-    config = server_config(request_state=m.RequestStateSecurity.ephemeral())
+    config = server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
     app = McpHttpApp(Everything().handle, config)
     async with hypercorn(app) as url, connect(url, era) as client:
         result = await client.call_tool("book_trip", {"destination": "Lisbon", "guests": 2})

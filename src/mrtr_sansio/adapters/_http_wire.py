@@ -19,15 +19,8 @@ import attrs
 import httpx
 from anyio.abc import TaskGroup
 
-from mrtr_sansio import (
-    INTERNAL_ERROR,
-    ClientConfig,
-    Era,
-    JsonRpcError,
-    Limits,
-    Outgoing,
-    OutgoingRequest,
-)
+from mrtr_sansio import ClientConfig, Era, ErrorCode, JsonRpcError, Limits, Outgoing
+from mrtr_sansio.events import OutgoingRequest
 
 from ._client_common import ClientDriver, ConnectionClosedError, Trace, call_hook
 from ._sse import SseDecoder, SseEventTooLargeError
@@ -403,7 +396,7 @@ class HttpWire:
         self._cancel_streams()
         self._origins.clear()
         driver.close()
-        error = JsonRpcError(INTERNAL_ERROR, "The server ended the session (HTTP 404)")
+        error = JsonRpcError(ErrorCode.INTERNAL_ERROR, "The server ended the session (HTTP 404)")
         for call, outcome in driver.outcomes.items():
             if isinstance(outcome, ConnectionClosedError):
                 driver.outcomes[call] = SessionExpiredError(call, error, local=True)

@@ -46,20 +46,20 @@ except ModuleNotFoundError as exc:
     raise_missing_extra(exc, __name__, "server")
 
 from mrtr_sansio import (
-    INTERNAL_ERROR,
     Era,
-    HttpRequestFacts,
+    ErrorCode,
     JsonRpcError,
     Outgoing,
-    OutgoingError,
     OutgoingResponse,
     RequestCancelled,
     RequestReceived,
     ServerConfig,
     ServerConnection,
 )
-from mrtr_sansio._http import HeaderReader
 from mrtr_sansio._session_registry import SessionRegistry
+from mrtr_sansio.events import OutgoingError
+from mrtr_sansio.http import HttpRequestFacts
+from mrtr_sansio.http._facts import HeaderReader
 from mrtr_sansio.tasks import TaskCancelled
 
 from ._common import Handler, RequestContext, announce_state_key, call_handler
@@ -387,7 +387,9 @@ class McpHttpApp:
                 log.info("legacy session %s ended to make room", evicted.session_id)
                 self._end_session(evicted)
             if not admission.accepted:
-                await self._json_error(send, 503, JsonRpcError(INTERNAL_ERROR, "Too many sessions"))
+                await self._json_error(
+                    send, 503, JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many sessions")
+                )
                 return
             peer.session_id = new_id
             peer.conn.session.session_id = new_id  # observers report it

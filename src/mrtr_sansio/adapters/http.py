@@ -48,15 +48,8 @@ try:
 except ModuleNotFoundError as exc:
     raise_missing_extra(exc, __name__, "http")
 
-from mrtr_sansio import (
-    HEADER_MISMATCH,
-    Call,
-    ClientConfig,
-    ClientConnection,
-    Era,
-    InputNeeded,
-    mirrored_params,
-)
+from mrtr_sansio import Call, ClientConfig, ClientConnection, Era, ErrorCode, InputNeeded
+from mrtr_sansio.http import mirrored_params
 
 from ._client_common import (
     AsyncClientBase,
@@ -241,7 +234,7 @@ class HttpClient(HttpWire, AsyncClientBase):
         try:
             result = await self._request(method, params)
         except CallFailedError as exc:
-            if exc.local or exc.code != HEADER_MISMATCH or method != "tools/call":
+            if exc.local or exc.code != ErrorCode.HEADER_MISMATCH or method != "tools/call":
                 raise
             try:
                 changed = await self._refresh_tools(params)

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 
 from mrtr_sansio._envelope import CLIENT_CAPABILITIES
-from mrtr_sansio._errors import INTERNAL_ERROR, JsonRpcError, LocalProtocolError
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mrtr import InputRequiredResult
 from mrtr_sansio.observe import Observer, TaskStatusChanged
@@ -334,7 +334,7 @@ class TaskMachine:
     def _lease_expired(self, task: Task, now: float) -> Task:
         if _terminal(task) or task.lease_until is None or now <= task.lease_until:
             return task
-        error = JsonRpcError(INTERNAL_ERROR, "The worker running this task stopped")
+        error = JsonRpcError(ErrorCode.INTERNAL_ERROR, "The worker running this task stopped")
         return self._move(
             task,
             TaskTrigger.LEASE_EXPIRED,

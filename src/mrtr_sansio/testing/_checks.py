@@ -10,9 +10,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mrtr_sansio import (
+from mrtr_sansio import ErrorCode
+from mrtr_sansio.protocol import (
     EMBEDDABLE_METHODS,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
     MRTR_METHODS,
     missing_capabilities,
     required_capabilities,
@@ -145,7 +145,7 @@ def _check_error(
         or not isinstance(error.get("message"), str)
     ):
         raise fail("jsonrpc", "error must be an object with an integer code and a message")
-    if error["code"] != MISSING_REQUIRED_CLIENT_CAPABILITY:
+    if error["code"] != ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY:
         return
     data = error.get("data")
     required = data.get("requiredCapabilities") if isinstance(data, Mapping) else None

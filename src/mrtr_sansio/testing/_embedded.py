@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from mrtr_sansio import missing_capabilities, required_capabilities
+from mrtr_sansio.protocol import missing_capabilities, required_capabilities
 
 from ._values import (
     Json,

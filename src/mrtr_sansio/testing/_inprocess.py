@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from mrtr_sansio import (
-    INTERNAL_ERROR,
     NEED_DATA,
+    ErrorCode,
     JsonRpcError,
     LocalProtocolError,
     OutgoingResponse,
@@ -87,7 +87,9 @@ class InProcessServer:
         except LocalProtocolError:
             # What the adapters do with an answer the protocol forbids (e.g. input_required
             # on tools/list): the client sees an internal error.
-            conn.respond(request.request_id, JsonRpcError(INTERNAL_ERROR, "Internal error"))
+            conn.respond(
+                request.request_id, JsonRpcError(ErrorCode.INTERNAL_ERROR, "Internal error")
+            )
 
     def __call__(self, message: Mapping[str, Any]) -> dict[str, Any] | None:
         conn = self.connection

@@ -26,7 +26,12 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from mrtr_sansio import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, missing_capabilities
+from mrtr_sansio.protocol import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    PROTOCOL_VERSION,
+    missing_capabilities,
+)
 
 from . import strategies as mst
 from ._checks import SpecViolationError, check_response, outcome

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from mrtr_sansio import LATEST_MODERN_VERSION
+from mrtr_sansio.protocol import LATEST_MODERN_VERSION
 
 __all__ = ["ModelConfig", "Operation", "prompt", "resource", "tool"]
 

@@ -22,12 +22,12 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
-from mrtr_sansio import (
+from mrtr_sansio import ServerConfig
+from mrtr_sansio.protocol import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
     LATEST_MODERN_VERSION,
     PROTOCOL_VERSION,
-    ServerConfig,
 )
 
 from ._embedded import input_response_for

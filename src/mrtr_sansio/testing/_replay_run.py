@@ -27,11 +27,11 @@ from mrtr_sansio import (
     LocalProtocolError,
     OutgoingResponse,
     RequestReceived,
-    RequestStateSecurity,
     ServerConfig,
     ServerConnection,
 )
 from mrtr_sansio.adapters import BlockingRequestContext, RequestContext
+from mrtr_sansio.sealing import RequestStateSecurity
 
 from ._inprocess import run_to_completion
 
@@ -142,7 +142,7 @@ def _is_async(handler: Any) -> bool:
 
 class Runner:
     """Runs rounds of ``handler`` (the adapters' signature, async or blocking), state sealed
-    by a :class:`~mrtr_sansio.RequestStateSecurity` of its own (``sealed=False``: passed
+    by a :class:`~mrtr_sansio.sealing.RequestStateSecurity` of its own (``sealed=False``: passed
     through as the handler wrote it, a string), functions named in ``watch`` recorded."""
 
     def __init__(

@@ -8,7 +8,12 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from mrtr_sansio import CLIENT_CAPABILITIES, CLIENT_INFO, LATEST_MODERN_VERSION, PROTOCOL_VERSION
+from mrtr_sansio.protocol import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LATEST_MODERN_VERSION,
+    PROTOCOL_VERSION,
+)
 
 __all__ = [
     "FULL_CAPABILITIES",

@@ -24,12 +24,8 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-from mrtr_sansio import (
-    CLIENT_CAPABILITIES,
-    LATEST_MODERN_VERSION,
-    PROTOCOL_VERSION,
-    ServerConfig,
-)
+from mrtr_sansio import ServerConfig
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION
 
 from ._checks import CHECKS, SpecViolationError
 from ._embedded import content_for_schema

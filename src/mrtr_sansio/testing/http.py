@@ -14,8 +14,9 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mrtr_sansio import PROTOCOL_VERSION, encode_header_value
-from mrtr_sansio._http import NAME_FIELDS
+from mrtr_sansio.http import encode_header_value
+from mrtr_sansio.http._facts import NAME_FIELDS
+from mrtr_sansio.protocol import PROTOCOL_VERSION
 
 from ._checks import SpecViolationError
 
@@ -57,7 +58,7 @@ class HttpEndpoint:
     """A callable server for one URL: ``endpoint(message) -> response or None``.
 
     ``headers`` are added to every POST (e.g. ``Authorization``). ``param_headers`` maps tool
-    names to their ``x-mcp-header`` arguments (``mrtr_sansio.param_headers_for(tools)``, with
+    names to their ``x-mcp-header`` arguments (``mrtr_sansio.http.param_headers_for(tools)``, with
     the tools as ``tools/list`` shows them), sent as ``Mcp-Param-<Name>`` headers.
     ``notifications`` keeps what arrived on SSE streams before each response; ``last_status``
     is the last HTTP status.

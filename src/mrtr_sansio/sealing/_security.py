@@ -29,7 +29,7 @@ need roughly agreeing clocks); the token id is 16 fresh random bytes, handed to 
 guard.
 
 **Token.** The codec adds a version byte and a 4-byte key id and authenticates everything
-(see :mod:`._sealing_codecs`); the token is unpadded canonical base64url. With HMAC-SHA256 the
+(see :mod:`._codecs`); the token is unpadded canonical base64url. With HMAC-SHA256 the
 client can read the state (and test guesses against the binding digest); use AES-256-GCM when
 any of it is confidential. Unsealing checks, in order and failing closed:
 type, size (``max_token_bytes``, before any decoding or crypto), encoding, version, key id,
@@ -65,16 +65,22 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from ._codec import JsonCodec
-from ._errors import LocalProtocolError
-from ._sealing_codecs import AesGcmCodec, HmacSha256Codec, StateCodec
-from ._sealing_replay import ReplayGuard
+from mrtr_sansio._codec import JsonCodec
+from mrtr_sansio._errors import LocalProtocolError
+
+from ._codecs import AesGcmCodec, HmacSha256Codec, StateCodec
+from ._replay import ReplayGuard
 from ._state import RequestStateError, StateBinding, UnsealedState
 
 if TYPE_CHECKING:
     from hashlib import _Hash
 
-__all__ = ["REQUEST_STATE_REASONS", "RequestStateSecurity"]
+__all__ = [
+    "REQUEST_STATE_REASONS",
+    "RequestStateSecurity",
+    "is_process_protector",
+    "process_state_protector",
+]
 
 #: Every :attr:`RequestStateError.reason` this module and its codecs produce.
 REQUEST_STATE_REASONS = frozenset(
@@ -464,3 +470,24 @@ def _read_carry(payload: bytes) -> tuple[dict[str, str], int]:
     ):
         raise RequestStateError("malformed_envelope")
     return carried, end
+
+
+_process_state: list[RequestStateSecurity] = []
+
+
+def process_state_protector() -> RequestStateSecurity:
+    """The default ``ServerConfig.request_state``: one random key for this process.
+
+    Made on first use (``RequestStateSecurity.ephemeral()``), then shared by every config in
+    the process, so that connections and apps built from separate configs accept each other's
+    tokens. Tokens die with the process: several instances, or retries that must survive a
+    restart, need a key ring configured on every instance.
+    """
+    if not _process_state:
+        _process_state.append(RequestStateSecurity.ephemeral())
+    return _process_state[0]
+
+
+def is_process_protector(value: object) -> bool:
+    """Whether ``value`` is the per-process default of :func:`process_state_protector`."""
+    return bool(_process_state) and value is _process_state[0]

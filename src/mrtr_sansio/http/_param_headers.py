@@ -14,8 +14,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._errors import HEADER_MISMATCH, JsonRpcError, RemoteProtocolError
-from ._http import FIELD_VALUE, HttpRequestFacts, decode_header_value
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
+
+from ._facts import FIELD_VALUE, HttpRequestFacts, decode_header_value
 
 __all__ = ["check_param_headers", "mirrored_params", "param_headers_for"]
 
@@ -103,7 +104,7 @@ def _header_text(value: Any) -> str | None:
 
 
 def _mismatch(message: str, request_id: Any) -> RemoteProtocolError:
-    return RemoteProtocolError(JsonRpcError(HEADER_MISMATCH, message), request_id)
+    return RemoteProtocolError(JsonRpcError(ErrorCode.HEADER_MISMATCH, message), request_id)
 
 
 def check_param_headers(

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from ._errors import HEADER_MISMATCH, JsonRpcError, RemoteProtocolError
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 
 __all__ = ["HeaderReader", "HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
@@ -218,7 +218,7 @@ def encode_header_value(value: str) -> str:
 
 
 def _mismatch(message: str, request_id: Any) -> RemoteProtocolError:
-    return RemoteProtocolError(JsonRpcError(HEADER_MISMATCH, message), request_id)
+    return RemoteProtocolError(JsonRpcError(ErrorCode.HEADER_MISMATCH, message), request_id)
 
 
 def header_display_name(name: str) -> str:

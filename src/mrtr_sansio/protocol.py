@@ -1,0 +1,46 @@
+"""The protocol's facts: versions and eras, the modern envelope, method facts, capabilities.
+
+For embedders who build or read messages themselves: which versions each era speaks, the
+``_meta`` keys of the modern envelope and a builder for it, which methods allow multi
+round-trip answers and which requests may be embedded, the capabilities an embedded request
+needs, and the legacy session a request arrived in.
+"""
+
+from ._capabilities import merge_capabilities, missing_capabilities, required_capabilities
+from ._envelope import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LATEST_LEGACY_VERSION,
+    LATEST_MODERN_VERSION,
+    LEGACY_VERSIONS,
+    LOG_LEVEL,
+    MODERN_VERSIONS,
+    PROTOCOL_VERSION,
+    SERVER_INFO,
+    SUBSCRIPTION_ID,
+    Era,
+    modern_envelope,
+)
+from ._mrtr import EMBEDDABLE_METHODS, MRTR_METHODS
+from ._session import LegacySession
+
+__all__ = [
+    "CLIENT_CAPABILITIES",
+    "CLIENT_INFO",
+    "EMBEDDABLE_METHODS",
+    "LATEST_LEGACY_VERSION",
+    "LATEST_MODERN_VERSION",
+    "LEGACY_VERSIONS",
+    "LOG_LEVEL",
+    "MODERN_VERSIONS",
+    "MRTR_METHODS",
+    "PROTOCOL_VERSION",
+    "SERVER_INFO",
+    "SUBSCRIPTION_ID",
+    "Era",
+    "LegacySession",
+    "merge_capabilities",
+    "missing_capabilities",
+    "modern_envelope",
+    "required_capabilities",
+]

@@ -1,0 +1,39 @@
+"""Sealed ``requestState``: integrity, confidentiality, expiry, binding, replay and key rotation.
+
+The specialist surface behind ``ServerConfig(request_state=...)``. A server seals by default
+with :func:`process_state_protector` (one random key per process); several instances, or
+retries that must survive a restart, configure a :class:`RequestStateSecurity` with a key ring
+on every instance. :data:`UNSEALED` (also at the front door) says "pass state through as is".
+See the guide, *Sealing requestState*.
+"""
+
+from ._codecs import AesGcmCodec, HmacSha256Codec, StateCodec
+from ._replay import MemoryReplayGuard, ReplayGuard
+from ._security import REQUEST_STATE_REASONS, RequestStateSecurity, process_state_protector
+from ._state import (
+    UNSEALED,
+    RequestStateError,
+    StateBinding,
+    StateProtector,
+    Unsealed,
+    UnsealedState,
+)
+from ._swap import SwappableStateProtector
+
+__all__ = [
+    "REQUEST_STATE_REASONS",
+    "UNSEALED",
+    "AesGcmCodec",
+    "HmacSha256Codec",
+    "MemoryReplayGuard",
+    "ReplayGuard",
+    "RequestStateError",
+    "RequestStateSecurity",
+    "StateBinding",
+    "StateCodec",
+    "StateProtector",
+    "SwappableStateProtector",
+    "Unsealed",
+    "UnsealedState",
+    "process_state_protector",
+]
