@@ -328,14 +328,33 @@ class Run:
     seconds: float
     latencies_us: list[int]
     first_error: str
+    #: CPU time (user + system) the server process used during the run, in seconds.
+    server_cpu: float = 0.0
 
     @property
     def rate(self) -> float:
         return self.exchanges / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def cpu_us(self) -> float:
+        """Server CPU per exchange (µs): far steadier than exchanges/s on a busy machine."""
+        return self.server_cpu * 1e6 / self.exchanges if self.exchanges else float("nan")
 
-def run_wrk(script: Path, port: int, seconds: int, connections: int) -> Run:
-    """Drive one server for ``seconds`` with ``connections`` closed-loop connections."""
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_wrk(script: Path, port: int, seconds: int, connections: int, pid: int = 0) -> Run:
+    """Drive one server for ``seconds`` with ``connections`` closed-loop connections; with
+    ``pid``, also take the CPU time that process used meanwhile."""
+    cpu_before = process_cpu(pid) if pid else 0.0
     argv = ["wrk", "-t", str(connections), "-c", str(connections), "-d", f"{seconds}s"]
     argv += ["--timeout", "10s", "-s", str(script), f"http://{HOST}:{port}{PATH}"]
     done = subprocess.run(
@@ -346,6 +365,7 @@ def run_wrk(script: Path, port: int, seconds: int, connections: int) -> Run:
         check=False,
         preexec_fn=_die_with_parent,
     )
+    server_cpu = process_cpu(pid) - cpu_before if pid else 0.0
     lines = [x for x in done.stdout.splitlines() if x.startswith(MARK)]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
@@ -359,6 +379,7 @@ def run_wrk(script: Path, port: int, seconds: int, connections: int) -> Run:
         seconds=out["duration_us"] / 1e6,
         latencies_us=out["latencies_us"],
         first_error=first_error[-1] if first_error else "",
+        server_cpu=server_cpu,
     )
 
 
@@ -544,8 +565,10 @@ def _percentile(values: list[int], q: float) -> float:
 
 def report(servers: list[Server], skipped: dict[str, str], configs: list[str]) -> int:
     """Print the table and the ratios; returns the number of errors counted."""
-    print(f"\n{'config':20s} {'server':10s} {'exch/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s} errors")
+    head = f"{'config':20s} {'server':10s} {'exch/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s}"
+    print(f"\n{head} {'cpu us':>7s} errors")
     medians: dict[tuple[str, str], float] = {}
+    cpus: dict[tuple[str, str], float] = {}
     errors = 0
     for server in servers:
         rate = statistics.median(r.rate for r in server.runs)
@@ -554,14 +577,20 @@ def report(servers: list[Server], skipped: dict[str, str], configs: list[str]) -
         bad = sum(r.errors for r in server.runs)
         errors += bad
         p50, p99 = (_percentile(lat, q) / 1000 if lat else float("nan") for q in (0.5, 0.99))
-        print(f"{server.config:20s} {server.name:10s} {rate:9.0f} {p50:8.2f} {p99:8.2f} {bad}")
+        cpu = statistics.median(r.cpu_us for r in server.runs)
+        cpus[server.config, server.name] = cpu
+        row = f"{server.config:20s} {server.name:10s} {rate:9.0f} {p50:8.2f} {p99:8.2f}"
+        print(f"{row} {cpu:7.0f} {bad}")
         first = next((r.first_error for r in server.runs if r.first_error), "")
         if first:
             print(f"    first error: {first}")
     for config, why in skipped.items():
         print(f"{config:20s} skipped: {why}")
-    parts, sdk_parts = [], []
+    parts, sdk_parts, cpu_parts = [], [], []
     for config in configs:
+        floor_cpu, ours_cpu = cpus.get((config, "floor")), cpus.get((config, "ours"))
+        if floor_cpu and ours_cpu:
+            cpu_parts.append(f"{config}={floor_cpu / ours_cpu:.2f}")
         floor_rate, ours_rate = medians.get((config, "floor")), medians.get((config, "ours"))
         if floor_rate and ours_rate is not None:
             parts.append(f"{config}={ours_rate / floor_rate:.2f}")
@@ -573,6 +602,8 @@ def report(servers: list[Server], skipped: dict[str, str], configs: list[str]) -
     print(f"errors: {errors}")
     if sdk_parts:
         print(f"ratio ours/sdk: {' '.join(sdk_parts)}")
+    if cpu_parts:  # the same ratio from server CPU per exchange (floor's / ours)
+        print(f"cpu ratio floor/ours: {' '.join(cpu_parts)}")
     print(f"ratio ours/floor: {' '.join(parts)}")
     return errors
 
@@ -624,7 +655,11 @@ def main(argv: list[str] | None = None) -> int:
         for round_ in range(args.rounds):
             turn = round_ % len(servers)
             for server in servers[turn:] + servers[:turn]:
-                server.runs.append(run_wrk(script, server.port, args.seconds, args.connections))
+                assert server.process is not None
+                pid = server.process.pid
+                server.runs.append(
+                    run_wrk(script, server.port, args.seconds, args.connections, pid)
+                )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     errors = report(servers, skipped, configs)
     return 1 if errors else 0

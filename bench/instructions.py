@@ -17,6 +17,13 @@ start-up and imports cancelled out. Paths (bytes in to bytes out, as in ``compar
   unsealed) called in process with one ``http`` scope per POST. Its handler never suspends,
   so each call runs to its end in one step, driven without an event loop; minus
   ``engine-orjson``, what the HTTP adapter costs.
+* ``asgi-example``: what ``http_e2e.py`` measures as ``ours`` under uvicorn, in process: the
+  example server's app as ``examples/http/server.py`` builds it (the fixtures' handler, both
+  eras, HMAC-sealed state, the default codec), fed the two POSTs with the headers ``wrk``
+  sends; the token of leg 1 is echoed in leg 2;
+* ``asgi-floor``: ``http_e2e.py``'s bare ASGI floor app driven the same way. ``asgi-example``
+  minus ``asgi-floor`` is our share of an exchange over HTTP, without the server's own work
+  (which is the same for both) and without the load of the machine.
 
     python bench/instructions.py [PATH ...] [--small N] [--large M]
 
@@ -33,9 +40,18 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-PATHS = ("engine-orjson", "engine", "prebuilt-orjson", "floor-orjson", "asgi-orjson")
+PATHS = (
+    "engine-orjson",
+    "engine",
+    "prebuilt-orjson",
+    "floor-orjson",
+    "asgi-orjson",
+    "asgi-example",
+    "asgi-floor",
+)
 
 
 def _exchange(path: str) -> Callable[[], None]:
@@ -63,6 +79,8 @@ def _exchange(path: str) -> Callable[[], None]:
         return exchange
     if path == "asgi-orjson":
         return _asgi_exchange()
+    if path in ("asgi-example", "asgi-floor"):
+        return _e2e_exchange(path)
     engine, sent = server_exchange.make_engine(m.config.OrjsonCodec())
     if path == "prebuilt-orjson":
         return engine
@@ -100,6 +118,53 @@ def _asgi_exchange() -> Callable[[], None]:
                 continue
             step.close()
             raise RuntimeError("the ASGI call suspended: it cannot be driven without a loop")
+
+    return exchange
+
+
+def _e2e_exchange(path: str) -> Callable[[], None]:
+    """``http_e2e.py``'s exchange on its ``ours`` or ``floor`` app, called in process; neither
+    suspends with the whole body at hand, so each POST runs to its end in one step."""
+    import logging
+
+    import http_e2e
+
+    logging.getLogger("mrtr_sansio").setLevel(logging.ERROR)  # build_app warns of its key
+    app = http_e2e.ours() if path == "asgi-example" else http_e2e.floor()
+    first = http_e2e._compact(http_e2e.request_1(1)).encode()
+    head, tail = http_e2e._compact(http_e2e.request_2(2, "@")).encode().split(b"@")
+    headers = [(k.lower().encode(), v.encode()) for k, v in http_e2e.HEADERS.items()]
+    headers.append((b"host", f"{http_e2e.HOST}:8000".encode()))
+    base = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST"}
+    base |= {"scheme": "http", "path": http_e2e.PATH, "root_path": "", "query_string": b""}
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    def post(body: bytes) -> bytes:
+        scope = {**base, "headers": [*headers, (b"content-length", b"%d" % len(body))]}
+        message = {"type": "http.request", "body": body, "more_body": False}
+
+        async def receive() -> Any:
+            return message
+
+        sent.clear()
+        step = app(scope, receive, send)
+        try:
+            step.send(None)
+        except StopIteration:
+            answer: bytes = sent[-1]["body"]
+            return answer
+        step.close()
+        raise RuntimeError("the ASGI call suspended: it cannot be driven without a loop")
+
+    def exchange() -> None:
+        asked = post(first)
+        start = asked.index(b'"requestState":"') + 16
+        done = post(head + asked[start : asked.index(b'"', start)] + tail)
+        if http_e2e.EXPECTED.encode() not in done:
+            raise RuntimeError(f"leg 2 answered {done[:200]!r}")
 
     return exchange
 

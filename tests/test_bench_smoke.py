@@ -37,7 +37,10 @@ def test_compare_sdk() -> None:
     assert re.fullmatch(ratio, lines[-1]), lines[-1]
 
 
-@pytest.mark.parametrize("path", ["engine-orjson", "engine", "prebuilt-orjson", "floor-orjson"])
+@pytest.mark.parametrize(
+    "path",
+    ["engine-orjson", "engine", "prebuilt-orjson", "floor-orjson", "asgi-example", "asgi-floor"],
+)
 def test_instructions_paths_run(path: str) -> None:
     """Each path of bench/instructions.py runs (as its callgrind child does, without valgrind)."""
     assert _run("instructions.py", "--child", path, "5") == []
@@ -87,6 +90,38 @@ def test_http_e2e() -> None:
     assert "errors: 0" in lines, done.stdout
     ratio = r"ratio ours/floor: httptools=(\d+\.\d\d|skipped) h11=\d+\.\d\d"
     assert re.fullmatch(ratio, lines[-1]), lines[-1]
+    if sys.platform == "linux":  # server CPU per exchange, read from /proc
+        cpu = r"cpu ratio floor/ours: (httptools=\d+\.\d\d )?h11=\d+\.\d\d"
+        assert re.fullmatch(cpu, lines[-2]), lines[-2]
+        assert re.search(r"^h11 +ours +\d+ +[\d.]+ +[\d.]+ +[1-9]\d* 0$", done.stdout, re.M)
+
+
+def _nginx() -> str | None:
+    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
+
+
+def test_http_scale() -> None:
+    """The scale table runs one server direct and behind nginx, and prints its rows with no
+    error."""
+    if shutil.which("wrk") is None or _nginx() is None:
+        pytest.skip("wrk and nginx are needed (Debian: apt-get install wrk nginx)")
+    pytest.importorskip("uvicorn", reason="uvicorn is not installed (the server extra)")
+    argv = ["--processes", "1", "--seconds", "1", "--connections", "2"]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "http_scale.py"), *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 1 process")]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| 1 process, direct",
+        "| 1 process behind nginx",
+    ]
+    for row in rows:
+        assert re.fullmatch(r"\| [^|]+ \| [1-9]\d* \|( [\d.]+ \|){3} (\d+|-) \| 0 \|", row), row
 
 
 def test_http_e2e_counts_wrong_answers() -> None:
@@ -106,18 +141,3 @@ def test_stdio_e2e() -> None:
     lines = _run("stdio_e2e.py", "--quick")
     assert "errors: 0" in lines, lines
     assert re.fullmatch(r"ratio ours/sdk: stdio=(\d+\.\d\d|skipped)", lines[-1]), lines[-1]
-
-
-def test_scale_table() -> None:
-    """The scale table starts one process alone and a cluster behind nginx, drives both without
-    an error and prints one markdown row per setup."""
-    if shutil.which("wrk") is None:
-        pytest.skip("wrk is not installed (Debian: apt-get install wrk)")
-    if shutil.which("nginx") is None and shutil.which("nginx", path="/usr/sbin:/sbin") is None:
-        pytest.skip("nginx is not installed (Debian: apt-get install nginx)")
-    pytest.importorskip("uvicorn", reason="uvicorn is not installed (the server extra)")
-    lines = _run("scale_table.py", "--processes", "2", "--seconds", "1", "--rounds", "1")
-    rows = [line for line in lines if re.match(r"\| (direct|nginx) x\d ", line)]
-    assert [row.split(" | ")[0] for row in rows] == ["| direct x1", "| nginx x2"], lines
-    assert all(row.endswith("| 0 |") for row in rows), rows
-    assert re.search(r"load average [\d.]+ before", lines[-1]), lines[-1]

@@ -256,6 +256,31 @@ def test_each_failure_has_its_reason(codec: str) -> None:
     assert reason_of(security(codec), token) == "audience_mismatch"
 
 
+@pytest.mark.parametrize("codec", CODECS)
+def test_no_arguments_and_empty_arguments_bind_apart(codec: str) -> None:
+    """None, ``{}`` (an empty mapping of any type) and ``[]`` are different arguments: a token
+    sealed for one is refused for the others, by a fresh instance (no memory) too."""
+    if codec == "aes-256-gcm":
+        pytest.importorskip("cryptography")
+
+    class Args(dict[str, Any]):
+        pass
+
+    cases: list[Any] = [None, {}, [], {"a": 1}]
+    for sealed_for in cases:
+        sec = security(codec)
+        token = sec.seal("s", StateBinding("tools/call", "t", sealed_for, None), 1, NOW)
+        for checked in (*cases, Args() if sealed_for == {} else Args(a=1)):
+            binding = StateBinding("tools/call", "t", checked, None)
+            same = type(checked) is type(sealed_for) or isinstance(checked, Args)
+            same = same and checked == sealed_for
+            for verifier in (sec, security(codec)):
+                if same:
+                    assert verifier.unseal(token, binding, NOW).state == "s"
+                else:
+                    assert reason_of(verifier, token, binding) == "arguments_mismatch"
+
+
 def test_arguments_digest_ignores_key_order_only() -> None:
     sec = security()
     token = sec.seal("s", BINDING, 1, NOW)

@@ -393,3 +393,14 @@ def test_the_example_server_options_reach_the_app_and_the_server() -> None:
     assert config.session_idle_timeout == 60.0
     with pytest.raises(ValueError, match="request_timeout"):
         example.serve_options(example.parse_args(["--port", "1", "--request-timeout", "0"]))
+
+
+@pytest.mark.parametrize(
+    ("level", "kept"),
+    [("trace", True), ("debug", True), ("info", True), ("warning", False), ("critical", False)],
+)
+def test_access_log_is_kept_only_at_levels_that_log_it(level: str, kept: bool) -> None:
+    """uvicorn formats each access line before its logger drops it: above "info" (where it
+    would log nothing) the access log is turned off rather than paid for."""
+    app = McpHttpApp(Recorder().handle)
+    assert http_server(app, log_level=level).config.access_log is kept

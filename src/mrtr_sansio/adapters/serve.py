@@ -97,6 +97,9 @@ def http_server(
         limit_concurrency=_fit_to_file_limit(opts.limit_concurrency),
         backlog=opts.backlog,
         h11_max_incomplete_event_size=opts.max_head_bytes,
+        # uvicorn formats every access line's arguments before its logger drops them: with
+        # the level above "info" nothing would be logged, so the access log is not kept.
+        access_log=_level(log_level) <= logging.INFO,
         **timeouts,
     )
     return uvicorn.Server(config)
@@ -112,6 +115,12 @@ def serve_http(
 ) -> None:
     """Serve ``app`` on ``host:port`` until interrupted, on the loop uvicorn picks."""
     http_server(app, host, port, options=options, log_level=log_level).run()
+
+
+def _level(name: str) -> int:
+    """The numeric level of a uvicorn log level name ("trace" is below "debug")."""
+    level = logging.getLevelName(name.upper())
+    return level if isinstance(level, int) else logging.NOTSET
 
 
 def _fit_to_file_limit(limit: int) -> int:

@@ -177,10 +177,19 @@ def _hash_texts(tag: bytes, *parts: str | None) -> _Hash:
     return h
 
 
-def _binding_digest(identity: _Hash, arguments: Any) -> bytes:
+def _binding_digest(identity: _Identity, arguments: Any) -> bytes:
     """The binding digest: the identity hash, continued with canonical JSON of ``arguments``
-    (raises TypeError, ValueError or RecursionError for what JSON cannot carry)."""
-    h = identity.copy()
+    (raises TypeError, ValueError or RecursionError for what JSON cannot carry); for None
+    and ``{}`` the digest the identity worked out once from the same rule."""
+    if arguments is None:
+        return identity.no_arguments
+    if type(arguments) is dict and not arguments:
+        return identity.empty_arguments
+    return _digest(identity.partial, arguments)
+
+
+def _digest(partial: _Hash, arguments: Any) -> bytes:
+    h = partial.copy()
     h.update("".join(_canonical_chunks(arguments, 0)).encode("ascii"))
     return h.digest()[:_DIGEST]
 
@@ -193,6 +202,9 @@ class _Identity:
     hints: bytes
     #: SHA-256 fed method, target, principal and audience, ready for the arguments.
     partial: _Hash
+    #: The binding digests for no arguments and for ``{}`` (most calls), worked out once.
+    no_arguments: bytes
+    empty_arguments: bytes
 
 
 # No arguments object is ``is``-identical to this one (see ``RequestStateSecurity.seal``).
@@ -330,7 +342,7 @@ class RequestStateSecurity:
             self._verified = _NOTHING_VERIFIED  # hold on to no request's arguments
         else:
             try:
-                digest = _binding_digest(identity.partial, arguments)
+                digest = _binding_digest(identity, arguments)
             except (TypeError, ValueError, RecursionError) as exc:
                 raise LocalProtocolError(f"arguments cannot be bound: {exc}") from None
         token_id = self._token_bytes(_ID_BYTES)
@@ -382,7 +394,7 @@ class RequestStateSecurity:
             identity = self._identity(binding)
         arguments = binding.arguments
         try:
-            digest = _binding_digest(identity.partial, arguments)
+            digest = _binding_digest(identity, arguments)
         except (TypeError, ValueError, RecursionError):
             raise RequestStateError("arguments_mismatch") from None
         expected = identity.hints + digest
@@ -413,6 +425,7 @@ class RequestStateSecurity:
         """Compute and remember what binds (method, target, principal); callers look in
         ``_identities`` first."""
         method, target, principal = binding.method, binding.target, binding.principal
+        partial = _hash_texts(b"mrtr-sansio/binding\x00", method, target, principal, self.audience)
         identity = _Identity(
             b"".join(
                 (
@@ -422,7 +435,9 @@ class RequestStateSecurity:
                     self._audience_hint,
                 )
             ),
-            _hash_texts(b"mrtr-sansio/binding\x00", method, target, principal, self.audience),
+            partial,
+            _digest(partial, None),
+            _digest(partial, {}),
         )
         if len(self._identities) >= _CACHE_MAX:
             self._identities.clear()
