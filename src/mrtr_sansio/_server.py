@@ -45,9 +45,6 @@ from ._errors import (
 from ._events import (
     NotificationReceived,
     Notify,
-    Outgoing,
-    OutgoingError,
-    OutgoingInputRequired,
     OutgoingNotification,
     OutgoingRequest,
     OutgoingResult,
@@ -68,7 +65,7 @@ from ._jsonrpc import (
     request_message,
     result_message,
 )
-from ._lifecycle import ShimTrigger
+from ._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from ._param_headers import check_param_headers
 from ._server_state import StateGate
@@ -237,10 +234,8 @@ class ServerConnection(Connection):
                 del self._cancelled[request_id]
                 return
             raise LocalProtocolError(f"no request with id {request_id!r} awaits an answer")
-        if event.session is not None and self._shim.waiting(request_id):
-            raise LocalProtocolError(
-                f"request {request_id!r} is waiting for the client's input (legacy shim)"
-            )
+        if event.session is not None:
+            self._shim.check_answer(request_id)
         kind = type(result)
         if kind is dict:
             if result.get("resultType") == INPUT_REQUIRED:  # type: ignore[union-attr]
@@ -645,7 +640,7 @@ class ServerConnection(Connection):
                 if "resultType" in result
                 else result
             )
-            self._emit(OutgoingResult, rid, legacy_out)
+            self._emit(RequestTrigger.RESULT, rid, legacy_out)
             self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
                 self._events.append(legacy.session_opened(session, legacy_out))
@@ -668,30 +663,36 @@ class ServerConnection(Connection):
                 out["ttlMs"] = self.config.cache_ttl_ms
             if "cacheScope" not in out:
                 out["cacheScope"] = self.config.cache_scope
-        self._emit(OutgoingResult, rid, out)
+        self._emit(RequestTrigger.RESULT, rid, out)
 
-    def _emit(self, kind: type[Outgoing], rid: Any, result: Mapping[str, Any]) -> None:
+    def _emit(self, trigger: RequestTrigger, rid: Any, result: Mapping[str, Any]) -> None:
         """Queue the success response to ``rid`` and close the request: the last step of
-        every answer. Raises :class:`LocalProtocolError` when the result cannot be
-        serialized (the request stays open)."""
+        every answer (``trigger``: which the table says it is). Raises
+        :class:`LocalProtocolError` when the result cannot be serialized (the request stays
+        open)."""
         msg = {"jsonrpc": "2.0", "id": rid, "result": result}
         try:
             data = self._dumps(msg)
         except ENCODE_ERRORS as exc:
             raise unserializable(exc) from exc
         del self._inflight[rid]
-        self._out.append((kind, data, msg, rid))
+        self._out.append((ANSWER_CARRIER[trigger], data, msg, rid))
         if self._observer is not None:
             self._observe_answer(rid, result)
 
-    def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
+    def _respond_error(
+        self,
+        event: RequestReceived,
+        error: JsonRpcError,
+        trigger: RequestTrigger = RequestTrigger.ERROR,
+    ) -> None:
         rid = event.request_id
         self._acknowledged.discard(rid)
         msg = error_message(rid, error)
         data = self._encode(msg)
         del self._inflight[rid]
         self._shim.finish(rid, ShimTrigger.ERROR)
-        self._out.append((OutgoingError, data, msg, rid, error))
+        self._out.append((ANSWER_CARRIER[trigger], data, msg, rid, error))
         if self._observer is not None:
             self._observer.observe(
                 ErrorSent(self.config.clock(), self._obs_key, rid, error.code, error.message)
@@ -736,7 +737,8 @@ class ServerConnection(Connection):
             missing = missing_capabilities(required, event.client_capabilities)
             names = ", ".join(_capability_paths(missing))
             message = f"Missing required client capability: {names}"
-            self._respond_error(event, JsonRpcError.missing_capability(required, message))
+            error = JsonRpcError.missing_capability(required, message)
+            self._respond_error(event, error, RequestTrigger.MISSING_CAPABILITY)
             return
         wire = ir.to_wire(self._state.write(event, ir.request_state))
         info = self._server_info
@@ -745,7 +747,7 @@ class ServerConnection(Connection):
             wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
         elif info is not None:
             wire["_meta"] = {SERVER_INFO: info}
-        self._emit(OutgoingInputRequired, event.request_id, wire)
+        self._emit(RequestTrigger.INPUT_REQUIRED, event.request_id, wire)
 
     def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
         """Make ``event`` a task: store it, answer ``CreateTaskResult``, queue its first run."""
