@@ -56,6 +56,7 @@ from ._events import (
     UnexpectedResponse,
     declares_tasks,
 )
+from ._http import NAME_FIELDS
 from ._jsonrpc import (
     REQUEST,
     RESPONSE,
@@ -252,7 +253,7 @@ class ClientConnection(Connection):
         call = Call(self._next_call, method, dict(params))
         st = _CallState(call, self.config.retry_backoff)
         if self._observer is not None:
-            target = params.get("uri" if method == "resources/read" else "name")
+            target = params.get(NAME_FIELDS[method] if method in MRTR_METHODS else "name")
             self._observer.observe(
                 CallStarted(
                     self._clock(),
