@@ -45,6 +45,7 @@ from ._errors import (
 from ._events import (
     NotificationReceived,
     Notify,
+    Outgoing,
     OutgoingNotification,
     OutgoingRequest,
     OutgoingResult,
@@ -94,6 +95,12 @@ from .tasks._values import EXTENSION as TASKS_EXTENSION
 from .tasks._values import RunAsTask
 
 __all__ = ["ServerConnection"]
+
+# What each answer to a request in flight sends, as the table says (ANSWER_CARRIER), read once.
+_RESULT = ANSWER_CARRIER[RequestTrigger.RESULT]
+_INPUT_REQUIRED = ANSWER_CARRIER[RequestTrigger.INPUT_REQUIRED]
+_ERROR = ANSWER_CARRIER[RequestTrigger.ERROR]
+_MISSING_CAPABILITY = ANSWER_CARRIER[RequestTrigger.MISSING_CAPABILITY]
 
 #: Methods of the legacy wire that the modern wire removed; with an envelope they are -32601.
 LEGACY_ONLY_METHODS = frozenset(
@@ -405,7 +412,7 @@ class ServerConnection(Connection):
             if (
                 type(params) is dict
                 and type(method) is str
-                and (type(rid) is str or (type(rid) is int and -(2**63) <= rid < 2**64))
+                and is_valid_id(rid)
                 and msg.get("jsonrpc") == "2.0"
             ):
                 try:
@@ -640,7 +647,7 @@ class ServerConnection(Connection):
                 if "resultType" in result
                 else result
             )
-            self._emit(RequestTrigger.RESULT, rid, legacy_out)
+            self._emit(_RESULT, rid, legacy_out)
             self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
                 self._events.append(legacy.session_opened(session, legacy_out))
@@ -663,11 +670,11 @@ class ServerConnection(Connection):
                 out["ttlMs"] = self.config.cache_ttl_ms
             if "cacheScope" not in out:
                 out["cacheScope"] = self.config.cache_scope
-        self._emit(RequestTrigger.RESULT, rid, out)
+        self._emit(_RESULT, rid, out)
 
-    def _emit(self, trigger: RequestTrigger, rid: Any, result: Mapping[str, Any]) -> None:
-        """Queue the success response to ``rid`` and close the request: the last step of
-        every answer (``trigger``: which the table says it is). Raises
+    def _emit(self, carrier: type[Outgoing], rid: Any, result: Mapping[str, Any]) -> None:
+        """Queue the success response to ``rid`` (as ``carrier``, the item the table says the
+        answer ends in) and close the request: the last step of every answer. Raises
         :class:`LocalProtocolError` when the result cannot be serialized (the request stays
         open)."""
         msg = {"jsonrpc": "2.0", "id": rid, "result": result}
@@ -676,7 +683,7 @@ class ServerConnection(Connection):
         except ENCODE_ERRORS as exc:
             raise unserializable(exc) from exc
         del self._inflight[rid]
-        self._out.append((ANSWER_CARRIER[trigger], data, msg, rid))
+        self._out.append((carrier, data, msg, rid))
         if self._observer is not None:
             self._observe_answer(rid, result)
 
@@ -684,7 +691,7 @@ class ServerConnection(Connection):
         self,
         event: RequestReceived,
         error: JsonRpcError,
-        trigger: RequestTrigger = RequestTrigger.ERROR,
+        carrier: type[Outgoing] = _ERROR,
     ) -> None:
         rid = event.request_id
         self._acknowledged.discard(rid)
@@ -692,7 +699,7 @@ class ServerConnection(Connection):
         data = self._encode(msg)
         del self._inflight[rid]
         self._shim.finish(rid, ShimTrigger.ERROR)
-        self._out.append((ANSWER_CARRIER[trigger], data, msg, rid, error))
+        self._out.append((carrier, data, msg, rid, error))
         if self._observer is not None:
             self._observer.observe(
                 ErrorSent(self.config.clock(), self._obs_key, rid, error.code, error.message)
@@ -738,7 +745,7 @@ class ServerConnection(Connection):
             names = ", ".join(_capability_paths(missing))
             message = f"Missing required client capability: {names}"
             error = JsonRpcError.missing_capability(required, message)
-            self._respond_error(event, error, RequestTrigger.MISSING_CAPABILITY)
+            self._respond_error(event, error, _MISSING_CAPABILITY)
             return
         wire = ir.to_wire(self._state.write(event, ir.request_state))
         info = self._server_info
@@ -747,7 +754,7 @@ class ServerConnection(Connection):
             wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
         elif info is not None:
             wire["_meta"] = {SERVER_INFO: info}
-        self._emit(RequestTrigger.INPUT_REQUIRED, event.request_id, wire)
+        self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
     def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
         """Make ``event`` a task: store it, answer ``CreateTaskResult``, queue its first run."""
