@@ -84,7 +84,7 @@ from .observe import (
     connection_key,
     trace_of,
 )
-from .tasks._machine import TaskLimitError, TaskMachine
+from .tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
 from .tasks._server import (
     TASK_REQUESTS,
     answer_task_request,
@@ -487,7 +487,7 @@ class ServerConnection(Connection):
         carried = None
         tasks = self._tasks
         if method in MRTR_METHODS:
-            if tasks is not None and method == "tools/call":
+            if tasks is not None and method == TASK_METHOD:
                 caps = meta.get(CLIENT_CAPABILITIES)  # type: ignore[union-attr]
                 refused = required_task_error(tasks, rid, params, caps, legacy=False)
                 if refused is not None:
@@ -567,7 +567,7 @@ class ServerConnection(Connection):
             else:
                 self._events.append(event)
         elif session is not None:
-            if self._tasks is not None and method == "tools/call":
+            if self._tasks is not None and method == TASK_METHOD:
                 refused = required_task_error(self._tasks, rid, params, None, legacy=True)
                 if refused is not None:
                     raise refused
