@@ -62,6 +62,7 @@ from ._jsonrpc import (
 )
 from ._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS
+from .http._facts import NAME_FIELDS
 from .observe import (
     CallFinished,
     CallRoundAnswered,
@@ -250,7 +251,7 @@ class ClientConnection(Connection):
         call = Call(self._next_call, method, dict(params))
         st = _CallState(call, self.config.retry_backoff)
         if self._observer is not None:
-            target = params.get("uri" if method == "resources/read" else "name")
+            target = params.get(NAME_FIELDS[method] if method in MRTR_METHODS else "name")
             self._observer.observe(
                 CallStarted(
                     self._clock(),

@@ -70,8 +70,7 @@ def classify(msg: Any) -> int:
         if type(params) is dict or (params is None and "params" not in msg):
             if "id" not in msg:
                 return NOTIFICATION
-            rid = msg["id"]
-            if type(rid) is str or (type(rid) is int and -(2**63) <= rid < 2**64):
+            if is_valid_id(msg["id"]):
                 return REQUEST
     return _classify_slowly(msg, method)
 

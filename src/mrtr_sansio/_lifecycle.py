@@ -4,8 +4,9 @@ Each lifecycle is a :class:`Lifecycle`: its states and triggers (enums) and a ta
 ``(state, trigger) -> state``. The legacy shim's runs and the client's calls change state only
 through the table (:meth:`Lifecycle.step`, or the per-trigger maps of :meth:`Lifecycle.moves`
 on hot paths), which refuses a transition it does not declare. The modern server request is the
-hot path and keeps no state object: its state is read off what the connection emits
-(:func:`modern_trigger`), and the tests hold those outcomes to the table. The documentation
+hot path and keeps no state object: a request in flight is ``RECEIVED``, and the server sends
+for its answer the item of the state the table moves it to (:data:`ANSWER_CARRIER`); the tests
+read the state back off what the connection emits (:func:`modern_trigger`). The documentation
 draws its state diagrams from these tables (:meth:`Lifecycle.mermaid`).
 """
 
@@ -17,6 +18,7 @@ from typing import Any, Generic, NoReturn, TypeVar
 
 from ._errors import ErrorCode, LocalProtocolError
 from ._events import (
+    Outgoing,
     OutgoingError,
     OutgoingInputRequired,
     OutgoingResult,
@@ -24,6 +26,7 @@ from ._events import (
 )
 
 __all__ = [
+    "ANSWER_CARRIER",
     "CLIENT_CALL",
     "LEGACY_SHIM",
     "LIFECYCLES",
@@ -40,7 +43,7 @@ __all__ = [
 
 
 class _Member(enum.Enum):
-    """Enum members hash by identity: table lookups stay cheap (``Enum.__hash__`` is Python)."""
+    """An enum whose members hash by identity, as the tables' keys."""
 
     __hash__ = object.__hash__
 
@@ -112,6 +115,11 @@ class Lifecycle(Generic[S, T]):
         package and raises :class:`LocalProtocolError`."""
         target: S = self._moves[trigger][state]
         return target
+
+    def allows(self, state: S, trigger: T) -> bool:
+        """Whether the table declares ``trigger`` in ``state`` (a machine asks before an act
+        that is legal only in some states, instead of keeping a second record of them)."""
+        return (state, trigger) in self.table
 
     def moves(self, trigger: T) -> Mapping[S, S]:
         """``trigger``'s transitions, state -> next state, for hot paths to bind once: a
@@ -188,6 +196,21 @@ MODERN_REQUEST: Lifecycle[RequestPhase, RequestTrigger] = Lifecycle(
         (RequestPhase.RECEIVED, RequestTrigger.CANCELLED): RequestPhase.CANCELLED,
     },
 )
+
+#: What carries each way a request ends on the wire (a cancelled one sends nothing).
+_CARRIERS: dict[RequestPhase, type[Outgoing]] = {
+    RequestPhase.COMPLETE: OutgoingResult,
+    RequestPhase.INPUT_REQUIRED: OutgoingInputRequired,
+    RequestPhase.ERROR: OutgoingError,
+}
+#: How the server answers a request in flight: the trigger its answer is -> the outgoing item
+#: of the state the table moves it to. Read from :data:`MODERN_REQUEST` (a trigger it does not
+#: declare from ``RECEIVED`` has no entry), so the table decides what each answer sends.
+ANSWER_CARRIER: dict[RequestTrigger, type[Outgoing]] = {
+    trigger: _CARRIERS[target]
+    for (state, trigger), target in MODERN_REQUEST.table.items()
+    if state is RequestPhase.RECEIVED and target in _CARRIERS
+}
 
 _ANSWER_TRIGGERS: dict[type, RequestTrigger] = {
     OutgoingResult: RequestTrigger.RESULT,

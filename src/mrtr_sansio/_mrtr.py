@@ -90,7 +90,7 @@ class InputRequest:
     @classmethod
     def _trusted(cls, method: str, params: dict[str, Any]) -> InputRequest:
         """Construction for the builders below, whose ``params`` dict is fresh and valid by
-        construction: no checks and no defensive copy (the hot path of most handlers)."""
+        construction: no checks and no defensive copy."""
         self = object.__new__(cls)
         fields = self.__dict__  # a frozen attrs class without slots keeps its fields here
         fields["method"] = method
@@ -172,8 +172,7 @@ class InputRequiredResult:
         input_requests: Mapping[str, InputRequest | Mapping[str, Any]] | None = None,
         request_state: Any = None,
     ) -> None:
-        # Written by hand (attrs would add a converter call and a post-init call): handlers
-        # build one of these on every round.
+        # Written by hand, not generated with a converter: see docs/performance.md.
         if input_requests is None:
             if request_state is None:
                 raise ValueError("input_requests or request_state: at least one must be given")
@@ -369,7 +368,6 @@ class InputResponses(Mapping[str, Any]):
     __slots__ = ("_raw",)
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
-        # Exact types first: an ABC isinstance costs as much as the rest of a lookup.
         if type(raw) is not dict and (raw is None or not isinstance(raw, Mapping)):
             raw = {}
         self._raw: Mapping[str, Any] = raw

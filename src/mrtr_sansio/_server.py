@@ -43,8 +43,6 @@ from ._errors import (
 from ._events import (
     NotificationReceived,
     Outgoing,
-    OutgoingError,
-    OutgoingInputRequired,
     OutgoingNotification,
     OutgoingRequest,
     OutgoingResult,
@@ -63,7 +61,7 @@ from ._jsonrpc import (
     request_message,
     result_message,
 )
-from ._lifecycle import ShimTrigger
+from ._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
 from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from ._server_state import StateGate
 from ._session import LegacySession
@@ -82,7 +80,7 @@ from .observe import (
     connection_key,
     trace_of,
 )
-from .tasks._machine import TaskLimitError, TaskMachine
+from .tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
 from .tasks._server import (
     TASK_REQUESTS,
     answer_task_request,
@@ -93,6 +91,12 @@ from .tasks._values import EXTENSION as TASKS_EXTENSION
 from .tasks._values import RunAsTask
 
 __all__ = ["ServerConnection"]
+
+# What each answer to a request in flight sends, as the table says (ANSWER_CARRIER), read once.
+_RESULT = ANSWER_CARRIER[RequestTrigger.RESULT]
+_INPUT_REQUIRED = ANSWER_CARRIER[RequestTrigger.INPUT_REQUIRED]
+_ERROR = ANSWER_CARRIER[RequestTrigger.ERROR]
+_MISSING_CAPABILITY = ANSWER_CARRIER[RequestTrigger.MISSING_CAPABILITY]
 
 #: Methods of the legacy wire that the modern wire removed; with an envelope they are -32601.
 LEGACY_ONLY_METHODS = frozenset(
@@ -224,10 +228,8 @@ class ServerConnection(Connection):
                 del self._cancelled[request_id]
                 return
             raise LocalProtocolError(f"no request with id {request_id!r} awaits an answer")
-        if event.session is not None and self._shim.waiting(request_id):
-            raise LocalProtocolError(
-                f"request {request_id!r} is waiting for the client's input (legacy shim)"
-            )
+        if event.session is not None:
+            self._shim.check_answer(request_id)
         kind = type(result)
         if kind is dict:
             if result.get("resultType") == INPUT_REQUIRED:  # type: ignore[union-attr]
@@ -401,7 +403,7 @@ class ServerConnection(Connection):
             if (
                 type(params) is dict
                 and type(method) is str
-                and (type(rid) is str or (type(rid) is int and -(2**63) <= rid < 2**64))
+                and is_valid_id(rid)
                 and msg.get("jsonrpc") == "2.0"
             ):
                 try:
@@ -477,7 +479,7 @@ class ServerConnection(Connection):
         carried = None
         tasks = self._tasks
         if method in MRTR_METHODS:
-            if tasks is not None and method == "tools/call":
+            if tasks is not None and method == TASK_METHOD:
                 caps = meta.get(CLIENT_CAPABILITIES)  # type: ignore[union-attr]
                 refused = required_task_error(tasks, rid, params, caps, legacy=False)
                 if refused is not None:
@@ -557,7 +559,7 @@ class ServerConnection(Connection):
             else:
                 self._events.append(event)
         elif session is not None:
-            if self._tasks is not None and method == "tools/call":
+            if self._tasks is not None and method == TASK_METHOD:
                 refused = required_task_error(self._tasks, rid, params, None, legacy=True)
                 if refused is not None:
                     raise refused
@@ -637,7 +639,7 @@ class ServerConnection(Connection):
                 if "resultType" in result
                 else result
             )
-            self._emit(OutgoingResult, rid, legacy_out)
+            self._emit(_RESULT, rid, legacy_out)
             self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
                 self._events.append(legacy.session_opened(session, legacy_out))
@@ -660,30 +662,36 @@ class ServerConnection(Connection):
                 out["ttlMs"] = self.config.cache_ttl_ms
             if "cacheScope" not in out:
                 out["cacheScope"] = self.config.cache_scope
-        self._emit(OutgoingResult, rid, out)
+        self._emit(_RESULT, rid, out)
 
-    def _emit(self, kind: type[Outgoing], rid: Any, result: Mapping[str, Any]) -> None:
-        """Queue the success response to ``rid`` and close the request: the last step of
-        every answer. Raises :class:`LocalProtocolError` when the result cannot be
-        serialized (the request stays open)."""
+    def _emit(self, carrier: type[Outgoing], rid: Any, result: Mapping[str, Any]) -> None:
+        """Queue the success response to ``rid`` (as ``carrier``, the item the table says the
+        answer ends in) and close the request: the last step of every answer. Raises
+        :class:`LocalProtocolError` when the result cannot be serialized (the request stays
+        open)."""
         msg = {"jsonrpc": "2.0", "id": rid, "result": result}
         try:
             data = self._dumps(msg)
         except ENCODE_ERRORS as exc:
             raise unserializable(exc) from exc
         del self._inflight[rid]
-        self._out.append((kind, data, msg, rid))
+        self._out.append((carrier, data, msg, rid))
         if self._observer is not None:
             self._observe_answer(rid, result)
 
-    def _respond_error(self, event: RequestReceived, error: JsonRpcError) -> None:
+    def _respond_error(
+        self,
+        event: RequestReceived,
+        error: JsonRpcError,
+        carrier: type[Outgoing] = _ERROR,
+    ) -> None:
         rid = event.request_id
         self._acknowledged.discard(rid)
         msg = error_message(rid, error)
         data = self._encode(msg)
         del self._inflight[rid]
         self._shim.finish(rid, ShimTrigger.ERROR)
-        self._out.append((OutgoingError, data, msg, rid, error))
+        self._out.append((carrier, data, msg, rid, error))
         if self._observer is not None:
             self._observer.observe(
                 ErrorSent(self.config.clock(), self._obs_key, rid, error.code, error.message)
@@ -728,7 +736,8 @@ class ServerConnection(Connection):
             missing = missing_capabilities(required, event.client_capabilities)
             names = ", ".join(_capability_paths(missing))
             message = f"Missing required client capability: {names}"
-            self._respond_error(event, JsonRpcError.missing_capability(required, message))
+            error = JsonRpcError.missing_capability(required, message)
+            self._respond_error(event, error, _MISSING_CAPABILITY)
             return
         wire = ir.to_wire(self._state.write(event, ir.request_state))
         info = self._server_info
@@ -737,7 +746,7 @@ class ServerConnection(Connection):
             wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
         elif info is not None:
             wire["_meta"] = {SERVER_INFO: info}
-        self._emit(OutgoingInputRequired, event.request_id, wire)
+        self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
     def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
         """Make ``event`` a task: store it, answer ``CreateTaskResult``, queue its first run."""

@@ -20,6 +20,7 @@ from ._config import ServerConfig
 from ._envelope import invalid
 from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from ._events import Event, RequestReceived, RequestStateRejected
+from .http._facts import NAME_FIELDS
 from .observe import CARRY_MAX_BYTES
 from .sealing._state import RequestStateError, StateBinding, Unsealed
 
@@ -31,7 +32,6 @@ INVALID_STATE = JsonRpcError(
 )
 #: The request fields that exist only on the modern wire's retries.
 MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
-_NAME_KEY = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _ABSENT: Any = object()
 
 
@@ -147,7 +147,7 @@ def _carry(carry: Any) -> Mapping[str, str] | None:
 
 def binding(method: str, params: Mapping[str, Any], principal: str | None) -> StateBinding:
     """What a state is bound to: the method, its target, its arguments, the caller."""
-    target = params.get(_NAME_KEY[method])
+    target = params.get(NAME_FIELDS[method])
     return StateBinding(
         method,
         target if isinstance(target, str) else None,

@@ -32,7 +32,7 @@ import attrs
 
 from ._capabilities import ELICIT, missing_capabilities
 from ._config import Limits, ServerConfig
-from ._errors import JsonRpcError, _capability_paths
+from ._errors import JsonRpcError, LocalProtocolError, _capability_paths
 from ._events import (
     Event,
     FulfilRequest,
@@ -118,9 +118,9 @@ ShimAction = SendRequest | CancelLeg | Replay | Fail | LegEnded | Emit
 
 
 class _Leg:
-    """One server-to-client request awaiting its answer.
+    """One server-to-client request awaiting its answer; ``item`` is its outgoing-queue entry.
 
-    ``item`` is its outgoing-queue entry while it is held (not yet written), else None.
+    Whether it is written yet is its run's phase (``HELD``: not yet), not a field of its own.
     """
 
     __slots__ = ("deadline", "item", "key", "method", "request_id")
@@ -130,13 +130,15 @@ class _Leg:
         self.key = key
         self.method = method
         self.deadline = 0.0
-        self.item: tuple[Any, ...] | None = item
+        self.item = item
 
 
 class _Run:
     """One client request being fulfilled through the shim, across its rounds.
 
-    ``phase`` changes only through the :data:`LEGACY_SHIM` table.
+    ``phase`` changes only through the :data:`LEGACY_SHIM` table, and the shim reads what
+    to do from it: legs are held while it is ``HELD``, written in ``AWAITING_INPUT``, and the
+    handler may answer only where the table declares its answer.
     """
 
     __slots__ = ("answers", "first", "pending", "phase", "rounds", "state")
@@ -150,6 +152,13 @@ class _Run:
         self.state: Any = None
 
 
+#: The phases of a run whose handler cannot answer: its legs are held or with the client.
+_WAITING = (
+    frozenset(phase for phase in ShimPhase if not LEGACY_SHIM.allows(phase, ShimTrigger.RESULT))
+    - LEGACY_SHIM.terminal
+)
+
+
 class LegacyShim:
     """The shim state of one server connection (legacy session or stdio process)."""
 
@@ -157,9 +166,7 @@ class LegacyShim:
         self._config = config
         self._limits: Limits = config.limits
         self._runs: dict[Any, _Run] = {}
-        self._legs: dict[int, _Leg] = {}
-        #: Legs built before ``notifications/initialized``, in order, not yet written.
-        self._held: list[_Leg] = []
+        self._legs: dict[int, _Leg] = {}  # in the order they were built
         self._pings: set[int] = set()
         self._next_id = 0
 
@@ -167,10 +174,16 @@ class LegacyShim:
         self._next_id += 1
         return self._next_id - 1
 
-    def waiting(self, request_id: Any) -> bool:
-        """True while ``request_id`` has legs awaiting the client's answers."""
+    def check_answer(self, request_id: Any) -> None:
+        """Refuse (:class:`LocalProtocolError`) a handler's answer to ``request_id`` while its
+        run is in a phase where the table declares no answer (legs held or awaiting the
+        client); the request stays open."""
         run = self._runs.get(request_id)
-        return run is not None and bool(run.pending)
+        if run is not None and not LEGACY_SHIM.allows(run.phase, ShimTrigger.RESULT):
+            raise LocalProtocolError(
+                f"request {request_id!r} is waiting for the client's input "
+                f"(legacy shim: {run.phase.value})"
+            )
 
     # --- rounds -----------------------------------------------------------------------------
 
@@ -252,43 +265,39 @@ class LegacyShim:
         else:
             trigger = ShimTrigger.LEGS_HELD if hold else ShimTrigger.LEGS_SENT
         phase = LEGACY_SHIM.step(run.phase, trigger)
-        # Nothing below can fail: commit the round.
+        # Nothing below can fail: commit the round, and do what its phase says.
         self._runs[rid] = run
         run.phase = phase
         run.rounds += 1
         run.state = ir.request_state
         run.answers = {}
-        if not legs:
+        if phase is ShimPhase.RUNNING:
             return [self._replay(run)]
         deadline = config.clock() + config.legacy_leg_timeout
-        actions: list[ShimAction] = []
         for leg_id, leg in legs.items():
             leg.deadline = deadline
             self._legs[leg_id] = leg
             run.pending[leg.key] = leg_id
-            if hold:
-                self._held.append(leg)
-            else:
-                actions.append(self._write(leg))
-        return actions
+        if phase is ShimPhase.HELD:
+            return []  # written by release()
+        return [self._write(leg) for leg in legs.values()]
 
     def release(self) -> list[ShimAction]:
         """``notifications/initialized`` arrived: write the legs held until now.
 
         Their deadlines start now, as the client sees them only now.
         """
-        held = self._held
+        runs = self._runs
+        held = [leg for leg in self._legs.values() if runs[leg.request_id].phase is ShimPhase.HELD]
         if not held:
             return []
-        self._held = []
+        for run in runs.values():
+            if LEGACY_SHIM.allows(run.phase, ShimTrigger.INITIALIZED):
+                run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.INITIALIZED)
         config = self._config
         deadline = config.clock() + config.legacy_leg_timeout
-        runs = self._runs
         actions: list[ShimAction] = []
         for leg in held:
-            run = runs[leg.request_id]
-            if run.phase is ShimPhase.HELD:  # its first held leg
-                run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.INITIALIZED)
             leg.deadline = deadline
             actions.append(self._write(leg))
         return actions
@@ -296,8 +305,6 @@ class LegacyShim:
     @staticmethod
     def _write(leg: _Leg) -> SendRequest:
         item = leg.item
-        assert item is not None
-        leg.item = None
         return SendRequest(item, leg.request_id, item[4], leg.key, leg.method)
 
     @staticmethod
@@ -323,13 +330,15 @@ class LegacyShim:
         """A response from the client: a leg's answer, a ping's, or nothing we asked for."""
         rid: Any = msg.get("id")
         leg = self._legs.get(rid) if is_valid_id(rid) else None
-        if leg is None or leg.item is not None:  # unknown, finished, or never written
+        run = None if leg is None else self._runs[leg.request_id]
+        # Only a run whose legs are written takes answers (a held leg was never sent).
+        if run is None or not LEGACY_SHIM.allows(run.phase, ShimTrigger.LEG_ANSWERED):
             if rid in self._pings:
                 self._pings.discard(rid)
                 return [Emit(PingAnswered(rid, "error" not in msg))]
             return [Emit(UnexpectedResponse(rid, msg))]
+        assert leg is not None
         del self._legs[rid]
-        run = self._runs[leg.request_id]
         del run.pending[leg.key]
         failed = "error" in msg or type(msg.get("result")) is not dict
         ended = LegEnded(leg.request_id, rid, leg.key, "failed" if failed else "answered")
@@ -358,26 +367,22 @@ class LegacyShim:
                 ShimTrigger.LEG_FAILED,
             )
         run.answers[leg.key] = result
-        if run.pending:
-            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.LEG_ANSWERED)
-            return []
-        run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.ALL_ANSWERED)
-        return [self._replay(run)]
+        trigger = ShimTrigger.LEG_ANSWERED if run.pending else ShimTrigger.ALL_ANSWERED
+        run.phase = LEGACY_SHIM.step(run.phase, trigger)
+        return [self._replay(run)] if run.phase is ShimPhase.RUNNING else []
 
     # --- endings ----------------------------------------------------------------------------
 
     def _cancel_legs(self, run: _Run, reason: str | None) -> list[ShimAction]:
-        """Forget ``run``'s pending legs; the client is told about written ones unless
-        ``reason`` is None."""
+        """Forget ``run``'s pending legs (called before its phase moves on); the client is told
+        about them unless ``reason`` is None or they were held (never written)."""
         rid = run.first.request_id
+        tell = reason is not None and run.phase is ShimPhase.AWAITING_INPUT
         actions: list[ShimAction] = []
         for leg_id in run.pending.values():
-            leg = self._legs.pop(leg_id)
-            if leg.item is not None:
-                self._held.remove(leg)  # never written: nothing to cancel on the wire
-                continue
-            if reason is not None:
-                actions.append(CancelLeg(leg_id, rid, reason))
+            del self._legs[leg_id]
+            if tell:
+                actions.append(CancelLeg(leg_id, rid, reason))  # type: ignore[arg-type]
         run.pending.clear()
         return actions
 
@@ -411,18 +416,18 @@ class LegacyShim:
         run = self._runs.pop(request_id, None)
         if run is None:
             return []
+        actions = self._cancel_legs(run, "The original request was cancelled")
         run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CANCELLED)
-        return self._cancel_legs(run, "The original request was cancelled")
+        return actions
 
     def abandon_all(self) -> list[Any]:
         """The stream closed: forget everything; returns the requests that were waiting for
         the client (nothing can answer them any more)."""
-        waiting = [rid for rid, run in self._runs.items() if run.pending]
+        waiting = [rid for rid, run in self._runs.items() if run.phase in _WAITING]
         for run in self._runs.values():
-            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CLOSED)
             self._cancel_legs(run, None)
+            run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CLOSED)
         self._runs.clear()
-        self._held.clear()
         self._pings.clear()
         return waiting
 
@@ -438,10 +443,11 @@ class LegacyShim:
         """Fail every request one of whose legs is past its deadline."""
         late = {leg.request_id: None for leg in self._legs.values() if leg.deadline <= now}
         timeout = self._config.legacy_leg_timeout
+        runs = self._runs
         actions: list[ShimAction] = [
             LegEnded(leg.request_id, leg_id, leg.key, "timed_out")
             for leg_id, leg in self._legs.items()
-            if leg.deadline <= now and leg.item is None
+            if leg.deadline <= now and runs[leg.request_id].phase is ShimPhase.AWAITING_INPUT
         ]
         for rid in late:
             actions += self._fail(

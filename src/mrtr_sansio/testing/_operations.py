@@ -8,11 +8,14 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
+from mrtr_sansio._mrtr import MRTR_METHODS
+from mrtr_sansio.http._facts import NAME_FIELDS
 from mrtr_sansio.protocol import LATEST_MODERN_VERSION
 
 __all__ = ["ModelConfig", "Operation", "prompt", "resource", "tool"]
 
-NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+#: The param that names each operation's target (the methods that allow MRTR).
+NAME_FIELD = {method: NAME_FIELDS[method] for method in sorted(MRTR_METHODS)}
 
 
 @attrs.frozen
