@@ -26,7 +26,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
-from mrtr_sansio._envelope import LOG_LEVELS
+from mrtr_sansio._mcp.envelope import LOG_LEVELS
 from mrtr_sansio.protocol import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,

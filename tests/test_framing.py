@@ -30,7 +30,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
-from mrtr_sansio._framing import LineFramer, Oversized
+from mrtr_sansio._wire.framing import LineFramer, Oversized
 
 Item = bytes | str  # a line, or "X" for an Oversized marker
 

@@ -26,7 +26,7 @@ from mrtr_sansio import (
     ServerConnection,
     UnexpectedResponse,
 )
-from mrtr_sansio._jsonrpc import (
+from mrtr_sansio._wire.jsonrpc import (
     NOTIFICATION,
     REQUEST,
     RESPONSE,

@@ -74,8 +74,8 @@ def _calls_open_or_environ(source: str) -> list[str]:
 
 
 def test_core_modules_found() -> None:
-    names = {p.name for p in CORE_MODULES}
-    assert {"_server.py", "_jsonrpc.py", "_framing.py", "__init__.py"} <= names
+    names = {p.relative_to(PACKAGE).as_posix() for p in CORE_MODULES}
+    assert {"_server/connection.py", "_wire/jsonrpc.py", "_wire/framing.py", "__init__.py"} <= names
 
 
 @pytest.mark.parametrize("path", CORE_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))

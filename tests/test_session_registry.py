@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mrtr_sansio import ServerConfig
-from mrtr_sansio._session_registry import Admission, SessionRegistry
+from mrtr_sansio._server.registry import Admission, SessionRegistry
 
 
 def registry(

@@ -16,9 +16,8 @@ from . import events as events
 from . import http as http
 from . import protocol as protocol
 from . import sealing as sealing
-from ._client import ClientConnection
+from ._client.connection import ClientConnection
 from ._config import ClientConfig, Limits, ServerConfig
-from ._envelope import Era
 from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import (
     NEED_DATA,
@@ -43,7 +42,8 @@ from ._events import (
     SessionInitialized,
     UnexpectedResponse,
 )
-from ._mrtr import (
+from ._mcp.envelope import Era
+from ._mcp.values import (
     InputRequest,
     InputRequiredResult,
     InputResponses,
@@ -52,7 +52,7 @@ from ._mrtr import (
     list_roots,
     sample,
 )
-from ._server import ServerConnection
+from ._server.connection import ServerConnection
 from .sealing._state import UNSEALED
 
 __version__ = "0.1.0.dev0"

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import attrs
 
-from ._codec import JsonCodec, default_codec
-from ._envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, LOG_LEVELS, MODERN_VERSIONS
+from ._mcp.envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, LOG_LEVELS, MODERN_VERSIONS
+from ._wire.codec import JsonCodec, default_codec
 from .observe import Observer
 from .sealing._security import is_process_protector, process_state_protector
 from .sealing._state import UNSEALED, StateProtector, Unsealed

@@ -12,7 +12,6 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from ._codec import JsonCodec
 from ._config import Limits
 from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from ._events import (
@@ -24,8 +23,9 @@ from ._events import (
     OutgoingError,
     _Sentinel,
 )
-from ._framing import LineFramer, Oversized
-from ._jsonrpc import error_message, parse_error
+from ._wire.codec import JsonCodec
+from ._wire.framing import LineFramer, Oversized
+from ._wire.jsonrpc import error_message, parse_error
 
 __all__ = ["Connection"]
 

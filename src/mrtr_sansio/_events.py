@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import attrs
 
-from ._envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
 from ._errors import ErrorCode, JsonRpcError
-from ._mrtr import NO_RESPONSES, InputResponses
-from ._session import LegacySession
+from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
+from ._mcp.values import NO_RESPONSES, InputResponses
+from ._server.session import LegacySession
 
 #: The tasks extension's identifier (SEP-2663).
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"

@@ -4,8 +4,8 @@
 the codecs (``ServerConfig(codec=OrjsonCodec())``) are here for those who pick one.
 """
 
-from ._codec import JsonCodec, OrjsonCodec, StdlibJsonCodec, default_codec
 from ._config import ClientConfig, Limits, ServerConfig
+from ._wire.codec import JsonCodec, OrjsonCodec, StdlibJsonCodec, default_codec
 
 __all__ = [
     "ClientConfig",

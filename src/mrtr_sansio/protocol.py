@@ -6,8 +6,8 @@ round-trip answers and which requests may be embedded, the capabilities an embed
 needs, and the legacy session a request arrived in.
 """
 
-from ._capabilities import merge_capabilities, missing_capabilities, required_capabilities
-from ._envelope import (
+from ._mcp.capabilities import merge_capabilities, missing_capabilities, required_capabilities
+from ._mcp.envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
     LATEST_LEGACY_VERSION,
@@ -21,8 +21,8 @@ from ._envelope import (
     Era,
     modern_envelope,
 )
-from ._mrtr import EMBEDDABLE_METHODS, MRTR_METHODS
-from ._session import LegacySession
+from ._mcp.values import EMBEDDABLE_METHODS, MRTR_METHODS
+from ._server.session import LegacySession
 
 __all__ = [
     "CLIENT_CAPABILITIES",

@@ -56,7 +56,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
-from mrtr_sansio._session_registry import SessionRegistry
+from mrtr_sansio._server.registry import SessionRegistry
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts
 from mrtr_sansio.http._facts import HeaderReader

@@ -65,8 +65,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from mrtr_sansio._codec import JsonCodec
 from mrtr_sansio._errors import LocalProtocolError
+from mrtr_sansio._wire.codec import JsonCodec
 
 from ._codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._replay import ReplayGuard

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from mrtr_sansio._client_checks import InvalidResponseError
+from mrtr_sansio._client.checks import InvalidResponseError
 from mrtr_sansio._errors import JsonRpcError
 
 from ._table import TaskStatus

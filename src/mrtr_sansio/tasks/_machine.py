@@ -20,10 +20,10 @@ from typing import Any
 
 import attrs
 
-from mrtr_sansio._envelope import CLIENT_CAPABILITIES
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
-from mrtr_sansio._mrtr import InputRequiredResult
+from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES
+from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio.observe import Observer, TaskStatusChanged
 
 from ._settings import TaskSettings

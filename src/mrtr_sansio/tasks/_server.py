@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableSequence
 from typing import Any
 
-from mrtr_sansio._envelope import invalid
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import Event, declares_tasks
+from mrtr_sansio._mcp.envelope import invalid
 
 from ._machine import TaskMachine
 from ._values import EXTENSION, TaskCancelled, TaskSupport

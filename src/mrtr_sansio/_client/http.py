@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._envelope import PROTOCOL_VERSION
-from .http._facts import NAME_FIELDS, encode_header_value
-from .http._param_headers import _header_text
+from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
+from mrtr_sansio.http._facts import NAME_FIELDS, encode_header_value
+from mrtr_sansio.http._param_headers import _header_text
 
 __all__ = ["request_headers"]
 

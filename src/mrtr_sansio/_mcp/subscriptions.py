@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._envelope import SUBSCRIPTION_ID
-from ._errors import LocalProtocolError
+from mrtr_sansio._errors import LocalProtocolError
+
+from .envelope import SUBSCRIPTION_ID
 
 __all__ = ["ACKNOWLEDGED", "LISTEN", "allowed_on_stream", "on_stream", "tag"]
 

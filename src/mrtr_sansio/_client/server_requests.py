@@ -6,7 +6,7 @@ Each becomes the same :class:`InputNeeded` event the modern wire produces, keyed
 request id and linked to our call when exactly one is in flight; the application's answer goes
 back as the JSON-RPC response. A request with no call of ours in flight, an unusable one, or one
 beyond our declared capabilities is answered with the error DIGEST §5.6 prescribes. (The
-``initialize`` handshake lives in ``_client_era.py``.)
+``initialize`` handshake lives in ``era.py``.)
 
 Association on a stream is by timing alone, so it is kept sound: only ``tools/call``,
 ``prompts/get`` and ``resources/read`` can originate server requests (the scope SEP-2260 and
@@ -29,13 +29,14 @@ from typing import Any
 
 import attrs
 
-from ._client_checks import check_server_request
-from ._config import ClientConfig
-from ._envelope import Era
-from ._errors import ErrorCode, JsonRpcError, RemoteProtocolError
-from ._events import InputNeeded
-from ._jsonrpc import error_message, is_valid_id, result_message
-from ._mrtr import EMBEDDABLE_METHODS, MRTR_METHODS
+from mrtr_sansio._config import ClientConfig
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
+from mrtr_sansio._events import InputNeeded
+from mrtr_sansio._mcp.envelope import Era
+from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS, MRTR_METHODS
+from mrtr_sansio._wire.jsonrpc import error_message, is_valid_id, result_message
+
+from .checks import check_server_request
 
 __all__ = ["Accept", "Refuse", "Reply", "ServerRequests", "Verdict"]
 

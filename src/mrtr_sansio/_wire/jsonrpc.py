@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._errors import ErrorCode, JsonRpcError, RemoteProtocolError
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 
 __all__ = [
     "NOTIFICATION",

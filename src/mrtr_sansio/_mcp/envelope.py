@@ -11,7 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 
 __all__ = [
     "CLIENT_CAPABILITIES",

@@ -17,11 +17,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import _server_legacy as legacy
-from ._capabilities import missing_capabilities
-from ._config import ServerConfig
-from ._connection import ENCODE_ERRORS, Connection, unserializable
-from ._envelope import (
+from mrtr_sansio._config import ServerConfig
+from mrtr_sansio._connection import ENCODE_ERRORS, Connection, unserializable
+from mrtr_sansio._errors import (
+    ErrorCode,
+    JsonRpcError,
+    LocalProtocolError,
+    RemoteProtocolError,
+    _capability_paths,
+)
+from mrtr_sansio._events import (
+    NotificationReceived,
+    Outgoing,
+    OutgoingNotification,
+    OutgoingRequest,
+    OutgoingResult,
+    RequestCancelled,
+    RequestReceived,
+    declares_tasks,
+)
+from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
+from mrtr_sansio._mcp.capabilities import missing_capabilities
+from mrtr_sansio._mcp.envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
     LOG_LEVEL,
@@ -33,24 +50,9 @@ from ._envelope import (
     log_allowed,
     missing_meta_message,
 )
-from ._errors import (
-    ErrorCode,
-    JsonRpcError,
-    LocalProtocolError,
-    RemoteProtocolError,
-    _capability_paths,
-)
-from ._events import (
-    NotificationReceived,
-    Outgoing,
-    OutgoingNotification,
-    OutgoingRequest,
-    OutgoingResult,
-    RequestCancelled,
-    RequestReceived,
-    declares_tasks,
-)
-from ._jsonrpc import (
+from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
+from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
+from mrtr_sansio._wire.jsonrpc import (
     NOTIFICATION,
     REQUEST,
     answerable,
@@ -61,15 +63,9 @@ from ._jsonrpc import (
     request_message,
     result_message,
 )
-from ._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
-from ._mrtr import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
-from ._server_state import StateGate
-from ._session import LegacySession
-from ._shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
-from ._subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
-from .http._facts import HttpRequestFacts, check_headers
-from .http._param_headers import check_param_headers
-from .observe import (
+from mrtr_sansio.http._facts import HttpRequestFacts, check_headers
+from mrtr_sansio.http._param_headers import check_param_headers
+from mrtr_sansio.observe import (
     ErrorSent,
     LegAnswered,
     LegSent,
@@ -80,15 +76,20 @@ from .observe import (
     connection_key,
     trace_of,
 )
-from .tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
-from .tasks._server import (
+from mrtr_sansio.tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
+from mrtr_sansio.tasks._server import (
     TASK_REQUESTS,
     answer_task_request,
     missing_tasks,
     required_task_error,
 )
-from .tasks._values import EXTENSION as TASKS_EXTENSION
-from .tasks._values import RunAsTask
+from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
+from mrtr_sansio.tasks._values import RunAsTask
+
+from . import legacy
+from .session import LegacySession
+from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
+from .state import StateGate
 
 __all__ = ["ServerConnection"]
 

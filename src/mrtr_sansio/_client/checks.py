@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._capabilities import (
+from mrtr_sansio._config import Limits
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, _capability_paths
+from mrtr_sansio._mcp.capabilities import (
     ELICIT,
     ROOTS,
     SAMPLE,
@@ -20,9 +22,7 @@ from ._capabilities import (
     needs_of,
     required_capabilities,
 )
-from ._config import Limits
-from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, _capability_paths
-from ._mrtr import EMBEDDABLE_METHODS
+from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
 
 __all__ = [
     "InvalidResponseError",

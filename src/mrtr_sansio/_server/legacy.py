@@ -15,14 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._config import ServerConfig
-from ._envelope import LOG_LEVEL_RANK, invalid, missing_meta_message
-from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
-from ._events import RequestReceived, SessionInitialized
-from ._mrtr import MRTR_METHODS
-from ._server_state import MRTR_FIELDS
-from ._session import LegacySession
-from .http._facts import HttpRequestFacts
+from mrtr_sansio._config import ServerConfig
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._events import RequestReceived, SessionInitialized
+from mrtr_sansio._mcp.envelope import LOG_LEVEL_RANK, invalid, missing_meta_message
+from mrtr_sansio._mcp.values import MRTR_METHODS
+from mrtr_sansio.http._facts import HttpRequestFacts
+
+from .session import LegacySession
+from .state import MRTR_FIELDS
 
 __all__ = ["check_header", "initialize_result", "on_initialize", "on_request", "session_opened"]
 

@@ -16,13 +16,13 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from ._config import ServerConfig
-from ._envelope import invalid
-from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
-from ._events import Event, RequestReceived, RequestStateRejected
-from .http._facts import NAME_FIELDS
-from .observe import CARRY_MAX_BYTES
-from .sealing._state import RequestStateError, StateBinding, Unsealed
+from mrtr_sansio._config import ServerConfig
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._events import Event, RequestReceived, RequestStateRejected
+from mrtr_sansio._mcp.envelope import invalid
+from mrtr_sansio.http._facts import NAME_FIELDS
+from mrtr_sansio.observe import CARRY_MAX_BYTES
+from mrtr_sansio.sealing._state import RequestStateError, StateBinding, Unsealed
 
 __all__ = ["INVALID_STATE", "MRTR_FIELDS", "StateGate"]
 

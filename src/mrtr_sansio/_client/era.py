@@ -21,11 +21,18 @@ from typing import Any
 
 import attrs
 
-from ._client_checks import InvalidResponseError
-from ._config import ClientConfig
-from ._envelope import LEGACY_VERSIONS, MODERN_VERSIONS, SERVER_INFO, Era, modern_envelope
-from ._errors import ErrorCode, JsonRpcError
-from ._jsonrpc import request_message
+from mrtr_sansio._config import ClientConfig
+from mrtr_sansio._errors import ErrorCode, JsonRpcError
+from mrtr_sansio._mcp.envelope import (
+    LEGACY_VERSIONS,
+    MODERN_VERSIONS,
+    SERVER_INFO,
+    Era,
+    modern_envelope,
+)
+from mrtr_sansio._wire.jsonrpc import request_message
+
+from .checks import InvalidResponseError
 
 __all__ = [
     "Failed",

@@ -5,7 +5,7 @@ rest. On the modern wire it puts the ``_meta`` envelope on every request, valida
 ``input_required`` result, and once every key of a round is answered sends the retry: same
 method and params, a new id, this round's ``inputResponses`` and the ``requestState`` echoed
 byte-for-byte. On the legacy wire it performs ``initialize`` and surfaces the server's own
-requests as the same events (see ``_client_legacy.py``). With ``era="auto"`` it probes with
+requests as the same events (see ``server_requests.py``). With ``era="auto"`` it probes with
 ``server/discover`` first (DIGEST §1.8) and queues calls until the era is known.
 
 Time enters only through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`, which
@@ -17,22 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._client_checks import InvalidResponseError, check_answer, read_input_required
-from ._client_era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
-from ._client_http import request_headers
-from ._client_legacy import Accept, Refuse, Reply, ServerRequests
-from ._config import ClientConfig
-from ._connection import Connection
-from ._envelope import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    LOG_LEVEL,
-    PROTOCOL_VERSION,
-    Era,
-    modern_envelope,
-)
-from ._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
-from ._events import (
+from mrtr_sansio._config import ClientConfig
+from mrtr_sansio._connection import Connection
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._events import (
     Call,
     CallCompleted,
     CallFailed,
@@ -51,7 +39,17 @@ from ._events import (
     UnexpectedResponse,
     declares_tasks,
 )
-from ._jsonrpc import (
+from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
+from mrtr_sansio._mcp.envelope import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    PROTOCOL_VERSION,
+    Era,
+    modern_envelope,
+)
+from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS
+from mrtr_sansio._wire.jsonrpc import (
     REQUEST,
     RESPONSE,
     classify,
@@ -60,10 +58,8 @@ from ._jsonrpc import (
     notification_message,
     request_message,
 )
-from ._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
-from ._mrtr import INPUT_REQUIRED, MRTR_METHODS
-from .http._facts import NAME_FIELDS
-from .observe import (
+from mrtr_sansio.http._facts import NAME_FIELDS
+from mrtr_sansio.observe import (
     CallFinished,
     CallRoundAnswered,
     CallRoundSent,
@@ -74,10 +70,15 @@ from .observe import (
     connection_key,
     trace_of,
 )
-from .tasks._client import read_task
-from .tasks._machine import TASK_METHOD
-from .tasks._table import TaskStatus
-from .tasks._values import TaskStarted
+from mrtr_sansio.tasks._client import read_task
+from mrtr_sansio.tasks._machine import TASK_METHOD
+from mrtr_sansio.tasks._table import TaskStatus
+from mrtr_sansio.tasks._values import TaskStarted
+
+from .checks import InvalidResponseError, check_answer, read_input_required
+from .era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
+from .http import request_headers
+from .server_requests import Accept, Refuse, Reply, ServerRequests
 
 __all__ = ["ClientConnection"]
 

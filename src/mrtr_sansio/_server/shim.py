@@ -30,10 +30,9 @@ from typing import Any, Literal
 
 import attrs
 
-from ._capabilities import ELICIT, missing_capabilities
-from ._config import Limits, ServerConfig
-from ._errors import JsonRpcError, LocalProtocolError, _capability_paths
-from ._events import (
+from mrtr_sansio._config import Limits, ServerConfig
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, _capability_paths
+from mrtr_sansio._events import (
     Event,
     FulfilRequest,
     PingAnswered,
@@ -41,9 +40,10 @@ from ._events import (
     RoundsExhausted,
     UnexpectedResponse,
 )
-from ._jsonrpc import is_valid_id, request_message
-from ._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
-from ._mrtr import InputRequiredResult
+from mrtr_sansio._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
+from mrtr_sansio._mcp.capabilities import ELICIT, missing_capabilities
+from mrtr_sansio._mcp.values import InputRequiredResult
+from mrtr_sansio._wire.jsonrpc import is_valid_id, request_message
 
 __all__ = [
     "CancelLeg",

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ._capabilities import (
+from .capabilities import (
     ELICIT,
     ROOTS,
     SAMPLE,

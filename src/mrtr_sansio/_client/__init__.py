@@ -1,0 +1,1 @@
+"""The client role: its connection machine and the pure parts it consults."""

@@ -1,0 +1,1 @@
+"""MCP facts and values: the request envelope, capabilities, MRTR values, subscriptions."""

@@ -1,0 +1,1 @@
+"""The server role: its connection machine and the pure parts it consults."""
