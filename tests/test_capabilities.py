@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from helpers import (
     CAPS,
     spec_dir,
 )
-from mrtr_sansio import InputRequest
+from mrtr_sansio import InputRequest, InputRequiredResult
 from mrtr_sansio.protocol import merge_capabilities, missing_capabilities, required_capabilities
 
 E = "elicitation/create"
@@ -230,3 +231,59 @@ def test_spec_capability_examples(example: str, grants: set[str]) -> None:
         if not missing_capabilities(probe.required_capabilities(), declared)
     }
     assert granted == grants
+
+
+class _Caps(Mapping[str, Any]):
+    """A declaration that is a Mapping but not a dict (the checks accept any Mapping)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+#: Declarations at the edges of the grant rule: bare, non-object and non-dict values.
+ODD_DECLARATIONS: list[dict[str, Any] | _Caps] = [
+    {},
+    {"elicitation": {}},
+    {"elicitation": {"url": {}}},
+    {"elicitation": {"form": True}},
+    {"elicitation": None, "sampling": [], "roots": "yes"},
+    {"elicitation": _Caps({}), "roots": _Caps({})},
+    {"elicitation": _Caps({"url": _Caps({})})},
+    {"sampling": {"tools": {}}},
+    {"sampling": {"tools": None, "context": {}}},
+    _Caps({"sampling": {"tools": {}, "context": {}}, "roots": {}}),
+    CAPS,
+]
+REQUESTS: list[tuple[str, dict[str, Any] | None]] = [
+    (E, {"message": "m", "requestedSchema": {}}),
+    (E, {"mode": "url", "message": "m", "url": "https://x"}),
+    (S, {"messages": MSG, "maxTokens": 5}),
+    (S, {"messages": MSG, "maxTokens": 5, "tools": [], "includeContext": "allServers"}),
+    (S, {"messages": MSG, "maxTokens": 5, "includeContext": "thisServer"}),
+    (R, None),
+]
+
+
+@pytest.mark.parametrize("declared", ODD_DECLARATIONS)
+@pytest.mark.parametrize(("method", "params"), REQUESTS)
+def test_the_fast_check_and_the_missing_set_are_one_rule(
+    method: str, params: dict[str, Any] | None, declared: Mapping[str, Any]
+) -> None:
+    # allowed_by (the server's fast check) and missing_capabilities (the diagnosis) agree on
+    # every edge of the grant rule, and the missing part is itself required.
+    request = InputRequest(method, params)
+    required = required_capabilities(method, params)
+    missing = missing_capabilities(required, declared)
+    assert InputRequiredResult({"k": request}).allowed_by(declared) == (not missing)
+    for name, subs in missing.items():
+        assert name in required
+        assert set(subs) <= set(required[name])

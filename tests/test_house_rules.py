@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "http._facts",
                 "http._param_headers",
                 "_mcp.capabilities",
+                "_mcp.methods",
                 "_mcp.values",
                 "_mcp.envelope",
                 "_server.session",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -87,35 +87,13 @@ Taken = list[tuple[Any, Any]]
 
 @contextlib.contextmanager
 def recording() -> Iterator[dict[str, Taken]]:
-    """Per lifecycle name, the (state, trigger) pairs the code steps through, in order.
-
-    The per-trigger maps the code binds (:meth:`Lifecycle.moves`) are emptied while recording,
-    so each lookup misses and goes through ``Lifecycle._undeclared``, replaced by a recorder
-    that answers from the table; on exit every map gets its transitions back.
-    """
-    logs: dict[str, Taken] = {}
-    by_lifecycle: dict[int, Taken] = {}
-    saved: list[tuple[dict[Any, Any], dict[Any, Any]]] = []
-    for name, lifecycle in LIFECYCLES.items():
-        logs[name] = by_lifecycle[id(lifecycle)] = []
-        for trigger in {trigger for _, trigger in lifecycle.table}:
-            moves = cast("dict[Any, Any]", lifecycle.moves(trigger))
-            saved.append((moves, dict(moves)))
-            moves.clear()
-
-    def record(self: Lifecycle[Any, Any], state: Any, trigger: Any) -> Any:
-        by_lifecycle[id(self)].append((state, trigger))
-        if (state, trigger) not in self.table:
-            raise LocalProtocolError(f"undeclared: {state.name} on {trigger.name}")
-        return self.table[state, trigger]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Lifecycle, "_undeclared", record)
-        try:
-            yield logs
-        finally:
-            for emptied, contents in saved:
-                emptied.update(contents)
+    """Per lifecycle name, the (state, trigger) pairs the code steps through, in order, as
+    each lifecycle's :meth:`Lifecycle.recording` sees them."""
+    with contextlib.ExitStack() as stack:
+        yield {
+            name: stack.enter_context(lifecycle.recording())
+            for name, lifecycle in LIFECYCLES.items()
+        }
 
 
 @pytest.fixture
@@ -129,7 +107,7 @@ def test_the_recorder_records_and_puts_every_table_back() -> None:
     with recording() as taken:
         assert CLIENT_CALL.step(CallPhase.SENDING, CallTrigger.SENT) is CallPhase.AWAITING_ANSWER
         assert taken["client-call"] == [(CallPhase.SENDING, CallTrigger.SENT)]
-        with pytest.raises(LocalProtocolError, match="undeclared"):
+        with pytest.raises(LocalProtocolError, match="declares no transition"):
             CLIENT_CALL.step(CallPhase.AWAITING_ANSWER, CallTrigger.SENT)
     # Back: every declared move answers without the recorder, an undeclared one raises again.
     for lifecycle in LIFECYCLES.values():
@@ -176,6 +154,20 @@ def test_step_follows_the_table_and_refuses_anything_else() -> None:
     with pytest.raises(LocalProtocolError, match="from B on GO"):
         lc.moves(_T.GO)[_S.B]
     assert lc.moves(_T.STAY) == {}
+
+
+def test_recording_sees_steps_and_maps_bound_before_it_and_leaves_them_as_they_were() -> None:
+    lc: Lifecycle[_S, _T] = Lifecycle("toy", "Toy", _S.A, [_S.B], {(_S.A, _T.GO): _S.B})
+    go = lc.moves(_T.GO)  # bound once, as hot paths do
+    with lc.recording() as log:
+        assert go[_S.A] is _S.B
+        assert lc.step(_S.A, _T.GO) is _S.B
+        with pytest.raises(LocalProtocolError, match="from B on GO"):
+            go[_S.B]
+    assert log == [(_S.A, _T.GO), (_S.A, _T.GO), (_S.B, _T.GO)]
+    assert go[_S.A] is _S.B
+    assert dict(go) == {_S.A: _S.B}
+    assert log == [(_S.A, _T.GO), (_S.A, _T.GO), (_S.B, _T.GO)]  # no longer recording
 
 
 def test_mermaid_draws_every_state_and_joins_the_triggers_of_one_arrow() -> None:

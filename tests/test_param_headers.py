@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import mrtr_sansio as m
 from helpers import (
+    client,
     drain,
 )
 
@@ -99,17 +100,20 @@ def test_invalid_annotations_are_refused(schema: dict[str, Any], reason: str) ->
 # --- checks -----------------------------------------------------------------------------------
 
 
-def exchange(arguments: Any, params: dict[str, str], name: str = "q") -> dict[str, Any]:
-    """One modern tools/call with these Mcp-Param headers; the error sent, or None."""
+def exchange(
+    arguments: Any, params: dict[str, str], name: str = "q", method: str = "tools/call"
+) -> dict[str, Any]:
+    """One modern request (a tools/call unless told) with these Mcp-Param headers; the error
+    sent, or an empty dict when the request reached the handler."""
     config = m.ServerConfig(param_headers={"q": m.http.mirrored_params(SCHEMA)})
     conn = m.ServerConnection(config)
     body = {
         "jsonrpc": "2.0",
         "id": 1,
-        "method": "tools/call",
+        "method": method,
         "params": {"name": name, "arguments": arguments, "_meta": ENVELOPE},
     }
-    facts = m.http.HttpRequestFacts("2026-07-28", "tools/call", name, params)
+    facts = m.http.HttpRequestFacts("2026-07-28", method, name, params)
     conn.receive_message(body, http=facts)
     events = conn.events()
     out = drain(conn, m.Era.MODERN)
@@ -171,6 +175,25 @@ def test_disagreeing_headers_are_32020(
 
 def test_only_configured_tools_are_checked() -> None:
     assert exchange({"region": "us"}, {}, name="other") == {}
+
+
+@pytest.mark.parametrize("method", ["tools/call", "prompts/get"])
+def test_param_headers_belong_to_tools_call_alone_on_both_sides(method: str) -> None:
+    # A prompt that shares a mirrored tool's name: neither side mirrors or checks its
+    # arguments; on tools/call both do (the client sends the header the server requires).
+    arguments = {"region": "us"}
+    conn = client()
+    conn.call(method, {"name": "q", "arguments": arguments})
+    (item,) = conn.outgoing()
+    headers = conn.http_headers(item, {"q": m.http.mirrored_params(SCHEMA)})
+    sent = {k[10:].lower(): v for k, v in headers.items() if k.startswith("Mcp-Param-")}
+    if method == "tools/call":
+        assert sent == {"region": "us"}
+        assert exchange(arguments, {}, method=method)["code"] == m.ErrorCode.HEADER_MISMATCH
+    else:
+        assert sent == {}
+        assert exchange(arguments, {}, method=method) == {}
+    assert exchange(arguments, sent, method=method) == {}
 
 
 def test_header_names_are_case_insensitive() -> None:

@@ -27,6 +27,7 @@ from helpers import (
 from mrtr_sansio.tasks import (
     EXTENSION,
     TASK,
+    TASK_METHOD,
     InMemoryTaskStore,
     RunAsTask,
     Task,
@@ -1129,3 +1130,22 @@ def test_detailed_task_is_what_tasks_get_shows_that_caller() -> None:
     assert conn.detailed_task("nope", "alice") is None
     with pytest.raises(m.LocalProtocolError, match="detailed_task needs"):
         m.ServerConnection(m.ServerConfig()).detailed_task(task_id)
+
+
+@pytest.mark.parametrize("method", ["tools/call", "prompts/get", "resources/read"])
+def test_only_the_task_method_can_create_a_task(method: str) -> None:
+    # The event's answer and the task machine's refusal follow the one TASK_METHOD.
+    conn = m.ServerConnection(Server(done).config)
+    params: dict[str, Any] = {"_meta": meta(TASK_CAPS)}
+    params.update({"uri": "file:///x"} if method == "resources/read" else {"name": "work"})
+    conn.receive_message({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    event = conn.next_event()
+    assert isinstance(event, m.RequestReceived)
+    assert event.tasks_declared
+    assert event.can_create_task is (method == TASK_METHOD)
+    if method == TASK_METHOD:
+        conn.respond(1, RunAsTask())
+        assert conn.in_flight == set()
+    else:
+        with pytest.raises(m.LocalProtocolError, match="cannot become a task"):
+            conn.respond(1, RunAsTask())

@@ -19,6 +19,7 @@ import attrs
 
 from ._errors import ErrorCode, JsonRpcError
 from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
+from ._mcp.methods import TASK_METHOD
 from ._mcp.values import NO_RESPONSES, InputResponses
 from ._server.session import LegacySession
 
@@ -141,7 +142,7 @@ class RequestReceived(Event):
         return (
             self.task_id is None
             and self.session is None
-            and self.method == "tools/call"
+            and self.method == TASK_METHOD
             and self.tasks_declared
         )
 

@@ -12,8 +12,9 @@ draws its state diagrams from these tables (:meth:`Lifecycle.mermaid`).
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, NoReturn, TypeVar
 
 from ._errors import ErrorCode, LocalProtocolError
@@ -63,7 +64,7 @@ class _Moves(dict[Any, Any]):
         self._trigger = trigger
 
     def __missing__(self, state: Any) -> Any:
-        return self._lifecycle._undeclared(state, self._trigger)
+        return self._lifecycle._missed(state, self._trigger)
 
 
 class Lifecycle(Generic[S, T]):
@@ -73,7 +74,7 @@ class Lifecycle(Generic[S, T]):
     ``initial``, every state that is not terminal can move on, and terminal states cannot.
     """
 
-    __slots__ = ("_moves", "initial", "name", "table", "terminal", "title")
+    __slots__ = ("_log", "_moves", "initial", "name", "table", "terminal", "title")
 
     def __init__(
         self,
@@ -85,6 +86,7 @@ class Lifecycle(Generic[S, T]):
     ) -> None:
         self.name = name
         self.title = title
+        self._log: list[tuple[S, T]] | None = None
         self.initial = initial
         self.terminal = frozenset(terminal)
         self.table = dict(table)
@@ -125,6 +127,35 @@ class Lifecycle(Generic[S, T]):
         """``trigger``'s transitions, state -> next state, for hot paths to bind once: a
         lookup is then one dict access (and an undeclared state raises as :meth:`step` does)."""
         return self._moves[trigger]
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[tuple[S, T]]]:
+        """Record every transition looked up while the block runs, through :meth:`step` or a
+        :meth:`moves` map, as ``(state, trigger)`` pairs in order (undeclared ones too, which
+        still raise): the seam tests use to check the paths code takes.
+
+        The maps answer through the recorder meanwhile (slower); on exit they are restored.
+        """
+        log: list[tuple[S, T]] = []
+        saved = [(moves, dict(moves)) for moves in self._moves.values()]
+        for moves, _ in saved:
+            moves.clear()
+        self._log = log
+        try:
+            yield log
+        finally:
+            self._log = None
+            for moves, contents in saved:
+                moves.update(contents)
+
+    def _missed(self, state: S, trigger: T) -> Any:
+        """A lookup a :meth:`moves` map does not hold: recorded while :meth:`recording`,
+        answered from the table if declared, else refused."""
+        if self._log is not None:
+            self._log.append((state, trigger))
+            if (state, trigger) in self.table:
+                return self.table[state, trigger]
+        return self._undeclared(state, trigger)
 
     def _undeclared(self, state: S, trigger: T) -> NoReturn:
         raise LocalProtocolError(

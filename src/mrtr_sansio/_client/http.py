@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
+from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
 from mrtr_sansio.http._facts import NAME_FIELDS, encode_header_value
 from mrtr_sansio.http._param_headers import _header_text
 
@@ -42,7 +43,7 @@ def request_headers(
     if isinstance(name, str):
         headers["Mcp-Name"] = encode_header_value(name)
         mirrored = param_headers.get(name) if param_headers and field == "name" else None
-        if mirrored and method == "tools/call":
+        if mirrored and method == PARAM_HEADER_METHOD:
             headers.update(_mirror(params.get("arguments"), mirrored))
     return headers
 

@@ -33,51 +33,58 @@ SAMPLE = "sampling/createMessage"
 ROOTS = "roots/list"
 
 
-def required_capabilities(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The client capabilities one embedded request needs.
-
-    Raises ``ValueError`` for a method that cannot be embedded.
-    """
-    if method == ELICIT:
-        mode = params.get("mode", "form") if params is not None else "form"
-        return {"elicitation": {"url": {}}} if mode == "url" else {"elicitation": {"form": {}}}
-    if method == SAMPLE:
-        sampling: dict[str, Any] = {}
-        if params is not None:
-            if "tools" in params or "toolChoice" in params:
-                sampling["tools"] = {}
-            if params.get("includeContext") in ("thisServer", "allServers"):
-                sampling["context"] = {}
-        return {"sampling": sampling}
-    if method == ROOTS:
-        return {"roots": {}}
-    raise ValueError(f"{method!r} cannot be an embedded input request")
-
-
 #: One capability an embedded request needs: ``(name, sub-capability or None)``.
 Need = tuple[str, "str | None"]
 
 _FORM: tuple[Need, ...] = (("elicitation", "form"),)
 _URL: tuple[Need, ...] = (("elicitation", "url"),)
 _ROOTS: tuple[Need, ...] = (("roots", None),)
+_SAMPLING: tuple[Need, ...] = (("sampling", None),)
 
 
 def needs_of(method: str, params: Mapping[str, Any] | None) -> tuple[Need, ...]:
-    """The same facts as :func:`required_capabilities`, as a flat tuple for fast checks."""
+    """The client capabilities one embedded request needs, as a flat tuple (the statement of
+    the rules above; :func:`required_capabilities` is its JSON form).
+
+    Raises ``ValueError`` for a method that cannot be embedded.
+    """
     if method == ELICIT:
         return _URL if params is not None and params.get("mode") == "url" else _FORM
     if method == ROOTS:
         return _ROOTS
-    return tuple(
-        (name, sub or None)
-        for name, subs in required_capabilities(method, params).items()
-        for sub in (subs or {None: None})
-    )
+    if method == SAMPLE:
+        if params is None:
+            return _SAMPLING
+        needs: list[Need] = []
+        if "tools" in params or "toolChoice" in params:
+            needs.append(("sampling", "tools"))
+        if params.get("includeContext") in ("thisServer", "allServers"):
+            needs.append(("sampling", "context"))
+        return tuple(needs) if needs else _SAMPLING
+    raise ValueError(f"{method!r} cannot be an embedded input request")
+
+
+def required_capabilities(method: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The client capabilities one embedded request needs, as a requirement object
+    (:func:`needs_of` in the capabilities' own shape, e.g. ``{"elicitation": {"url": {}}}``).
+
+    Raises ``ValueError`` for a method that cannot be embedded.
+    """
+    required: dict[str, Any] = {}
+    for name, sub in needs_of(method, params):
+        into = required.setdefault(name, {})
+        if sub is not None:
+            into[sub] = {}
+    return required
 
 
 def grants(declared: Mapping[str, Any], needs: tuple[Need, ...]) -> bool:
-    """True when ``declared`` grants every need: the hot-path twin of
-    ``not missing_capabilities(required, declared)``."""
+    """True when ``declared`` grants every need: the one statement of what a declaration
+    grants (:func:`missing_capabilities` asks it need by need).
+
+    A capability whose declared value is not an object is absent; a sub-capability is granted
+    when declared as an object, and a bare ``elicitation: {}`` grants form mode.
+    """
     for name, sub in needs:
         have = declared.get(name)
         if type(have) is not dict and not isinstance(have, Mapping):
@@ -104,12 +111,6 @@ def merge_capabilities(requirements: Iterable[Mapping[str, Any]]) -> dict[str, A
     return merged
 
 
-def _has(declared: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
-    """The declared sub-object for ``name``, or None when absent or not an object."""
-    sub = declared.get(name)
-    return sub if isinstance(sub, Mapping) else None
-
-
 def missing_capabilities(
     required: Mapping[str, Any], declared: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -120,19 +121,17 @@ def missing_capabilities(
     """
     missing: dict[str, Any] = {}
     for name, needs in required.items():
-        have = _has(declared, name)
-        if have is None:
+        if not grants(declared, ((name, None),)):
             missing[name] = dict(needs) if isinstance(needs, Mapping) else {}
             continue
         if not isinstance(needs, Mapping) or not needs:
             continue
-        lacking: dict[str, Any] = {}
-        for sub, value in needs.items():
-            if sub in have and isinstance(have[sub], Mapping):
-                continue
-            if name == "elicitation" and sub == "form" and not have:
-                continue  # a bare ``elicitation: {}`` means form mode
-            lacking[sub] = value
+        # (a ``None`` key is no sub-capability a JSON declaration can grant)
+        lacking = {
+            sub: value
+            for sub, value in needs.items()
+            if sub is None or not grants(declared, ((name, sub),))
+        }
         if lacking:
             missing[name] = lacking
     return missing

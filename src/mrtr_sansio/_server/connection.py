@@ -50,6 +50,7 @@ from mrtr_sansio._mcp.envelope import (
     log_allowed,
     missing_meta_message,
 )
+from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from mrtr_sansio._wire.jsonrpc import (
@@ -531,7 +532,7 @@ class ServerConnection(Connection):
         """The modern wire's mirror headers (-32020), and the configured param headers."""
         check_headers(http, rid, method, params, version)
         mirrored_params = self.config.param_headers
-        if method == "tools/call" and mirrored_params:
+        if method == PARAM_HEADER_METHOD and mirrored_params:
             name = params.get("name")
             mirrored = mirrored_params.get(name) if type(name) is str else None
             if mirrored:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at ru
     from typing_extensions import Unpack
 
 from mrtr_sansio._extras import raise_missing_extra
+from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
 
 try:
     import anyio
@@ -234,7 +235,7 @@ class HttpClient(HttpWire, AsyncClientBase):
         try:
             result = await self._request(method, params)
         except CallFailedError as exc:
-            if exc.local or exc.code != ErrorCode.HEADER_MISMATCH or method != "tools/call":
+            if exc.local or exc.code != ErrorCode.HEADER_MISMATCH or method != PARAM_HEADER_METHOD:
                 raise
             try:
                 changed = await self._refresh_tools(params)

@@ -23,6 +23,7 @@ import attrs
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES
+from mrtr_sansio._mcp.methods import TASK_METHOD
 from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio.observe import Observer, TaskStatusChanged
 
@@ -31,9 +32,6 @@ from ._table import TASK, TaskStatus, TaskTrigger
 from ._values import RunAsTask, Task
 
 __all__ = ["EXPIRED", "NOT_FOUND", "TASK_METHOD", "TaskLimitError", "TaskMachine"]
-
-#: The one method a task may augment today (SEP-2663 "Supported Methods").
-TASK_METHOD = "tools/call"
 
 #: Why a task cannot be read: unknown, or another principal's (the same answer for both).
 NOT_FOUND = "Task not found"

@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
 from mrtr_sansio.http import encode_header_value
 from mrtr_sansio.http._facts import NAME_FIELDS
 from mrtr_sansio.protocol import PROTOCOL_VERSION
@@ -101,7 +102,7 @@ class HttpEndpoint:
             name = params.get(NAME_FIELDS.get(method, ""))
             if isinstance(name, str):
                 headers["Mcp-Name"] = encode_header_value(name)
-                if method == "tools/call":
+                if method == PARAM_HEADER_METHOD:
                     headers.update(self._mirrored(name, params.get("arguments")))
         return headers
 
