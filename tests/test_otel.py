@@ -37,6 +37,7 @@ from mrtr_sansio import (
     Event,
     InputNeeded,
     InputRequiredResult,
+    InvalidMessage,
     JsonRpcError,
     LocalProtocolError,
     RequestReceived,
@@ -54,6 +55,7 @@ from mrtr_sansio.observe import (
     CallStarted,
     Fact,
     LegAnswered,
+    LegKey,
     LegReceived,
     LegReplied,
     LegSent,
@@ -1009,3 +1011,127 @@ def test_a_refused_server_request_ends_its_span_as_an_error(otel: Any) -> None:
     assert leg.status.status_code is StatusCode.ERROR
     assert leg.attributes["mrtr.outcome"] == "error"  # type: ignore[index]
     assert leg.attributes["error.type"] == "error"  # type: ignore[index]
+
+
+# --- the shim's legs carry the server's leg span to the client's ---------------------------
+
+
+def test_the_client_span_of_a_shim_leg_is_a_child_of_the_server_leg_span(otel: Any) -> None:
+    server_observer, exporter, _ = otel
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))  # one exporter for both peers
+    client_observer = OtelObserver(provider, to_epoch=lambda t: t)
+    net = legacy_net(server_observer, client_observer=client_observer)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    seen: list[Mapping[str, Any]] = []
+
+    def user(event: InputNeeded) -> dict[str, Any]:
+        seen.append(dict(event.params.get("_meta") or {}))
+        return accept(event)
+
+    net.pump(user)
+    assert isinstance(net.events[-1], CallCompleted)
+    spans = exporter.get_finished_spans()
+    server_legs = [s for s in by_name(spans, SpanKind.CLIENT) if s.name == "elicitation/create"]
+    client_legs = [s for s in by_name(spans, SpanKind.SERVER) if s.name == "elicitation/create"]
+    (call,) = [s for s in spans if s.kind is SpanKind.INTERNAL and s.name == "tools/call join"]
+    assert len(server_legs) == len(client_legs) == 2
+    for server_leg, client_leg, meta in zip(server_legs, client_legs, seen, strict=True):
+        context = server_leg.context
+        assert meta["traceparent"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
+        assert client_leg.parent is not None
+        assert client_leg.parent.span_id == context.span_id
+        assert client_leg.context.trace_id == context.trace_id
+        assert [link.context.span_id for link in client_leg.links] == [call.context.span_id]
+    # client call -> its request -> the server's request -> its leg -> the client's leg
+    assert {s.context.trace_id for s in spans} == {call.context.trace_id}
+
+
+def test_without_an_observer_a_shim_leg_has_no_trace_keys_in_meta() -> None:
+    metas: list[Any] = []
+
+    def user(event: InputNeeded) -> dict[str, Any]:
+        metas.append(event.params.get("_meta"))
+        return accept(event)
+
+    for server_observer in (None, Recorder()):  # none; one that carries nothing for legs
+        metas.clear()
+        client = Recorder()
+        net = legacy_net(server_observer, client_observer=client)
+        net.pump()
+        net.client.call("tools/call", {"name": "join", "arguments": {}})
+        net.pump(user)
+        assert isinstance(net.events[-1], CallCompleted)
+        assert metas == [None, None]
+        assert [f.trace for f in client.of(LegReceived)] == [{}, {}]
+        if isinstance(server_observer, Recorder):
+            legs = [f.leg_id for f in server_observer.of(LegSent)]
+            asked = [r.leg_id for _, r in server_observer.asked if isinstance(r, LegKey)]
+            assert asked == legs
+            assert len(legs) == 2
+
+
+def with_meta(event: RequestReceived) -> Any:
+    """Asks once, with a ``_meta`` of its own on the request to the client."""
+    if event.input_responses:
+        return {"content": []}
+    params = {
+        **(elicit_form("give a", FORM).params or {}),
+        "_meta": {"app": "1", "traceparent": "x"},
+    }
+    request = {"method": "elicitation/create", "params": params}
+    return {"resultType": "input_required", "inputRequests": {"a": request}}
+
+
+def test_a_leg_s_own_meta_is_kept_and_the_trace_keys_are_the_observer_s() -> None:
+    parent = "00-" + "c" * 32 + "-" + "d" * 16 + "-01"
+    server = Recorder({"traceparent": parent, "tracestate": "k=v", "flow": "f"})
+    client = Recorder()
+    net = legacy_net(server, with_meta, client_observer=client)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    metas: list[Any] = []
+    net.pump(lambda e: metas.append(e.params["_meta"]) or accept(e))  # type: ignore[func-returns-value]
+    assert isinstance(net.events[-1], CallCompleted)
+    assert metas == [{"app": "1", "traceparent": parent, "tracestate": "k=v"}]  # no "flow"
+    trace = {"traceparent": parent, "tracestate": "k=v"}
+    assert [f.trace for f in client.of(LegReceived)] == [trace]
+
+
+def test_a_carry_that_is_not_a_mapping_or_a_meta_that_is_not_an_object_is_ignored(
+    otel: Any,
+) -> None:
+    net = legacy_net(Recorder("not a mapping"))  # type: ignore[arg-type]
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    metas: list[Any] = []
+    net.pump(lambda e: metas.append(e.params.get("_meta")) or accept(e))  # type: ignore[func-returns-value]
+    assert metas == [None, None]
+    # a server request whose _meta is no object is refused before any observer sees it
+    observer, exporter, _ = otel
+    net = legacy_net(None, client_observer=observer)
+    net.pump()
+    params = {**(elicit_form("?", FORM).params or {}), "_meta": "traceparent"}
+    ask = {"jsonrpc": "2.0", "id": 5, "method": "elicitation/create", "params": params}
+    net.client.receive_data(json.dumps(ask).encode() + b"\n")
+    assert [type(e) for e in net.client.events()] == [InvalidMessage]
+    net.client.receive_data(b"")
+    assert by_name(exporter.get_finished_spans(), SpanKind.SERVER) == []
+
+
+def test_a_client_leg_with_an_invalid_traceparent_stays_under_its_call(otel: Any) -> None:
+    observer, exporter, _ = otel
+    server = Recorder({"traceparent": "00-zz-yy-01"})
+    net = legacy_net(server, client_observer=observer)
+    net.pump()
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    spans = exporter.get_finished_spans()
+    (call,) = [s for s in spans if s.kind is SpanKind.INTERNAL]
+    legs = by_name(spans, SpanKind.SERVER)
+    assert len(legs) == 2
+    assert all(s.parent is not None and s.parent.span_id == call.context.span_id for s in legs)
+    assert all(not s.links for s in legs)
+    assert observer.carry(1, LegKey(99)) is None  # a leg it never saw sent

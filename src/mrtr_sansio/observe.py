@@ -5,8 +5,10 @@ with server-to-client legs (the legacy shim), or a task's creation, polls and up
 machines tell an :class:`Observer` what happened as frozen facts, and ask it, only when one
 is configured, for the trace context to carry onward: into the sealed ``requestState`` (server,
 so the next round links to this one wherever it is answered) and into a request's ``_meta``
-(client, W3C ``traceparent``/``tracestate``/``baggage``). The core keeps no memory for it;
-an observer that needs memory (open spans) keeps its own, keyed by the ids the facts carry.
+(client, W3C ``traceparent``/``tracestate``/``baggage``), and into the ``_meta`` of the
+server-to-client requests the legacy shim sends (server, asked with a :class:`LegKey`). The
+core keeps no memory for it; an observer that needs memory (open spans) keeps its own, keyed
+by the ids the facts carry.
 
 With ``observer=None`` (the default of :class:`~mrtr_sansio.ServerConfig` and
 :class:`~mrtr_sansio.ClientConfig`) nothing is built and nothing is called.
@@ -32,6 +34,7 @@ __all__ = [
     "ErrorSent",
     "Fact",
     "LegAnswered",
+    "LegKey",
     "LegReceived",
     "LegReplied",
     "LegSent",
@@ -125,6 +128,16 @@ class LegSent(Fact):
 
 
 @attrs.frozen
+class LegKey:
+    """What :meth:`Observer.carry` is asked with for a shim leg (right after its
+    :class:`LegSent`): the leg's id, wrapped so it never equals a client's request id. The
+    :data:`TRACE_KEYS` of the answer go into the leg's ``params._meta``, so the client's
+    span for it can be a child of the server's leg span."""
+
+    leg_id: int
+
+
+@attrs.frozen
 class LegAnswered(Fact):
     """The client answered a shim leg (``error``: with a JSON-RPC error or a non-object)."""
 
@@ -213,12 +226,15 @@ class CallFinished(Fact):
 class LegReceived(Fact):
     """Legacy wire: the server sent a request the client is to answer (``elicitation/create``,
     ``sampling/createMessage``, ``roots/list``), reported to the application as
-    :class:`~mrtr_sansio.InputNeeded`; ``call_id`` is the call it belongs to (None: none)."""
+    :class:`~mrtr_sansio.InputNeeded`; ``call_id`` is the call it belongs to (None: none).
+    ``trace`` holds the :data:`TRACE_KEYS` of the request's ``params._meta`` (what the
+    server's observer carried for the leg; empty when it sent none)."""
 
     call_id: int | None
     request_id: Any
     method: str
     round: int
+    trace: Mapping[str, str] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -238,7 +254,9 @@ class Observer(Protocol):
     Both methods are called synchronously from the connection and must not raise; keep them
     cheap. ``carry`` is asked right after the fact that opened ``request_id``'s round: on a
     server for what to seal in the ``input_required`` state (string keys and values, at
-    most :data:`CARRY_MAX_BYTES`), on a client for ``_meta`` trace keys to send.
+    most :data:`CARRY_MAX_BYTES`), on a client for ``_meta`` trace keys to send. A server
+    with a legacy shim also asks it right after each :class:`LegSent`, with a
+    :class:`LegKey` as ``request_id``, for the trace keys to put in that leg's ``_meta``.
     """
 
     def observe(self, fact: Fact) -> None:

@@ -17,8 +17,9 @@ round before it (and is its child when the client sent no trace context). Legacy
 child spans (the wait for the user is their length); a task is a span whose events are its
 status changes. **Client.** A span per call, a child per request sent (which carries its trace
 context in ``_meta``), and an ``input`` span for the time the application took to answer; on
-the legacy wire, a child span per server request the client answers (its length is the time
-the application took).
+the legacy wire, a span per server request the client answers (its length is the time
+the application took): a child of the server's leg span when the request's ``_meta`` carries
+its trace context (linked to the call span), else a child of the call span.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from mrtr_sansio.observe import (
     ErrorSent,
     Fact,
     LegAnswered,
+    LegKey,
     LegReceived,
     LegReplied,
     LegSent,
@@ -179,8 +181,16 @@ class OtelObserver:
             handler(self, fact)
 
     def carry(self, connection: int, request_id: Any) -> Mapping[str, str] | None:
-        """Server: the flow id and this round's span context, to seal into the state.
+        """Server: the flow id and this round's span context, to seal into the state; for a
+        :class:`~mrtr_sansio.observe.LegKey`, the leg span's context for the leg's ``_meta``.
         Client: the request span's trace context for the request's ``_meta``."""
+        if type(request_id) is LegKey:  # a shim leg: its span's context, for its _meta
+            leg = self._legs.get((connection, request_id.leg_id))
+            if leg is None:
+                return None
+            context: dict[str, str] = {}
+            inject(context, trace.set_span_in_context(leg.span))
+            return context
         key = (connection, request_id)
         open_ = self._requests.get(key)
         if open_ is not None:
@@ -431,9 +441,17 @@ class OtelObserver:
 
     def _leg_received(self, fact: LegReceived) -> None:
         call = None if fact.call_id is None else self._calls.get((fact.connection, fact.call_id))
+        parent = None if call is None else trace.set_span_in_context(call.span)
+        links: list[Link] = []
+        if fact.trace:  # the server's leg span sent its context: that is the parent
+            remote = extract(dict(fact.trace))
+            if trace.get_current_span(remote).get_span_context().is_valid:
+                if call is not None:
+                    links.append(Link(call.span.get_span_context(), {"mrtr.link": "call"}))
+                parent = remote
         span = self._tracer.start_span(
             fact.method,
-            None if call is None else trace.set_span_in_context(call.span),
+            parent,
             SpanKind.SERVER,
             {
                 "mcp.method.name": fact.method,
@@ -441,7 +459,8 @@ class OtelObserver:
                 ROUND: fact.round,
                 "mrtr.legacy": True,
             },
-            start_time=self._ns(fact.at),
+            links,
+            self._ns(fact.at),
         )
         self._served[fact.connection, fact.request_id] = _Open(
             span, fact.at, {"mcp.method.name": fact.method}, "", fact.round, fact.call_id

@@ -723,6 +723,7 @@ class ClientConnection(Connection):
                     accepted.request_id,
                     accepted.method,
                     round_,
+                    trace_of(accepted.params.get("_meta")),  # an object: checked on receipt
                 )
             )
         self._events.append(event)

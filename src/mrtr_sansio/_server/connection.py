@@ -69,6 +69,7 @@ from mrtr_sansio.http._param_headers import check_param_headers
 from mrtr_sansio.observe import (
     ErrorSent,
     LegAnswered,
+    LegKey,
     LegSent,
     LegTimedOut,
     RequestAbandoned,
@@ -824,24 +825,36 @@ class ServerConnection(Connection):
             fact = LegAnswered(at, key, ended.request_id, ended.leg_id, ended.key, failed)
         self._observer.observe(fact)
 
+    def _observe_leg_sent(self, action: SendRequest) -> tuple[Any, ...]:
+        """Tell the observer a shim leg goes out; the leg's queue entry, re-encoded with the
+        trace keys the observer carries for it in ``params._meta`` (as is without any)."""
+        assert self._observer is not None
+        at, key = self.config.clock(), self._obs_key
+        self._observer.observe(
+            LegSent(at, key, action.request_id, action.leg_id, action.key, action.method)
+        )
+        carry = self._observer.carry(key, LegKey(action.leg_id))
+        trace = trace_of(carry) if isinstance(carry, Mapping) else None
+        item = action.item
+        if not trace:
+            return item
+        msg: dict[str, Any] = item[2]
+        params = dict(msg.get("params") or {})
+        meta = params.get("_meta")
+        params["_meta"] = {**meta, **trace} if isinstance(meta, Mapping) else dict(trace)
+        msg = {**msg, "params": params}
+        return (item[0], self._dumps(msg), msg, *item[3:])
+
     # --- what the legacy shim asks for --------------------------------------------------------
 
     def _apply(self, actions: list[ShimAction]) -> None:
         """Carry out the shim's actions, in order."""
         for action in actions:
             if isinstance(action, SendRequest):
-                self._out.append(action.item)
-                if self._observer is not None:
-                    self._observer.observe(
-                        LegSent(
-                            self.config.clock(),
-                            self._obs_key,
-                            action.request_id,
-                            action.leg_id,
-                            action.key,
-                            action.method,
-                        )
-                    )
+                if self._observer is None:
+                    self._out.append(action.item)
+                else:
+                    self._out.append(self._observe_leg_sent(action))
             elif isinstance(action, LegEnded):
                 if self._observer is not None:
                     self._observe_leg_end(action)
