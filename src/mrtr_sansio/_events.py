@@ -84,7 +84,7 @@ class Event:
 # --- server-side events -----------------------------------------------------------------------
 
 
-@attrs.frozen(eq=False, slots=False)
+@attrs.frozen(eq=False, slots=False, init=False)
 class RequestReceived(Event):
     """A request for the application to answer with ``respond(request_id, ...)``.
 
@@ -106,6 +106,28 @@ class RequestReceived(Event):
     round: int | None = 1
     principal: str | None = None
     task_id: str | None = None
+
+    def __init__(
+        self,
+        request_id: str | int,
+        method: str,
+        params: Mapping[str, Any],
+        session: LegacySession | None = None,
+        request_state: Any = None,
+        round: int | None = 1,
+        principal: str | None = None,
+        task_id: str | None = None,
+    ) -> None:
+        # Written out, as attrs would, without its per-call setattr binding: docs/performance.md.
+        fields = self.__dict__
+        fields["request_id"] = request_id
+        fields["method"] = method
+        fields["params"] = params
+        fields["session"] = session
+        fields["request_state"] = request_state
+        fields["round"] = round
+        fields["principal"] = principal
+        fields["task_id"] = task_id
 
     @property
     def era(self) -> Era:

@@ -88,16 +88,6 @@ class InputRequest:
             raise TypeError(f"params: must be a mapping, got {type(params).__name__}")
 
     @classmethod
-    def _trusted(cls, method: str, params: dict[str, Any]) -> InputRequest:
-        """Construction for the builders below, whose ``params`` dict is fresh and valid by
-        construction: no checks and no defensive copy."""
-        self = object.__new__(cls)
-        fields = self.__dict__  # a frozen attrs class without slots keeps its fields here
-        fields["method"] = method
-        fields["params"] = params
-        return self
-
-    @classmethod
     def coerce(cls, value: InputRequest | Mapping[str, Any]) -> InputRequest:
         """Accept an :class:`InputRequest` or a ``{"method": ..., "params": ...}`` mapping."""
         if isinstance(value, InputRequest):
@@ -121,6 +111,17 @@ class InputRequest:
         if params is None:
             return {"method": self.method}
         return {"method": self.method, "params": params}
+
+
+def _trusted_request(method: str, params: dict[str, Any]) -> InputRequest:
+    """An :class:`InputRequest` for the builders below, whose ``params`` dict is fresh and valid
+    by construction: no checks and no defensive copy (a function, not a classmethod: see
+    docs/performance.md)."""
+    self = object.__new__(InputRequest)
+    fields = self.__dict__  # a frozen attrs class without slots keeps its fields here
+    fields["method"] = method
+    fields["params"] = params
+    return self
 
 
 def _freeze_requests(value: Any) -> Mapping[str, InputRequest]:
@@ -254,7 +255,7 @@ def elicit_form(
         params["mode"] = mode
     if extra:
         params.update(extra)
-    return InputRequest._trusted(ELICIT, params)
+    return _trusted_request(ELICIT, params)
 
 
 _PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean"})
