@@ -261,31 +261,25 @@ def check_headers(
             f"does not match body value '{body_version}'",
             request_id,
         )
-    if facts.method is None:
-        raise _mismatch("Missing required header Mcp-Method", request_id)
-    try:
-        header_method = decode_header_value(_plain(facts.method, "Mcp-Method", request_id))
-    except ValueError:
-        raise _mismatch("Malformed Mcp-Method header", request_id) from None
-    if header_method != method:
-        raise _mismatch(
-            f"Header mismatch: Mcp-Method header value '{header_method}' does not match "
-            f"body value '{method}'",
-            request_id,
-        )
+    _check_mirror(facts.method, "Mcp-Method", method, request_id)
     field = NAME_FIELDS.get(method)
     if field is None:
         return
     body_name = params.get(field) if params is not None else None
-    if facts.name is None:
-        raise _mismatch("Missing required header Mcp-Name", request_id)
+    _check_mirror(facts.name, "Mcp-Name", body_name, request_id)
+
+
+def _check_mirror(raw: str | None, header: str, body_value: Any, request_id: Any) -> None:
+    """-32020 unless the (possibly base64-encoded) mirror header ``raw`` equals the body's."""
+    if raw is None:
+        raise _mismatch(f"Missing required header {header}", request_id)
     try:
-        header_name = decode_header_value(_plain(facts.name, "Mcp-Name", request_id))
+        value = decode_header_value(_plain(raw, header, request_id))
     except ValueError:
-        raise _mismatch("Malformed Mcp-Name header", request_id) from None
-    if header_name != body_name:
+        raise _mismatch(f"Malformed {header} header", request_id) from None
+    if value != body_value:
         raise _mismatch(
-            f"Header mismatch: Mcp-Name header value '{header_name}' does not match "
-            f"body value '{body_name}'",
+            f"Header mismatch: {header} header value '{value}' does not match "
+            f"body value '{body_value}'",
             request_id,
         )
