@@ -53,6 +53,8 @@ from fixtures import Everything, server_config
 import mrtr_sansio as m
 from helpers import (
     check_message,
+    legacy_request,
+    notification,
 )
 from mrtr_sansio import (
     UNSEALED,
@@ -95,19 +97,7 @@ TIMEOUT = 10.0  # seconds a test waits for the server before failing (never slep
 
 # --- what the client sends ----------------------------------------------------------------
 
-
-def request(rid: Any, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
-    if params is not None:
-        msg["params"] = dict(params)
-    return msg
-
-
-def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        msg["params"] = dict(params)
-    return msg
+request = legacy_request  # the stream tests send envelope-free requests by this name
 
 
 def modern_call(
