@@ -106,11 +106,11 @@ def test_delete_and_count_by_owner(store: TaskStore) -> None:
     store.create(record("a", "alice"))
     store.create(record("b", "alice"))
     store.create(record("c", None))
-    assert [store.count("alice"), store.count(None), store.count("bob")] == [2, 1, 0]
+    assert [store.count("alice", 0.0), store.count(None, 0.0), store.count("bob", 0.0)] == [2, 1, 0]
     store.delete("a")
     store.delete("a")
     assert store.get("a") is None
-    assert store.count("alice") == 1
+    assert store.count("alice", 0.0) == 1
     assert not store.replace(record("a", revision=1), 0)
 
 
@@ -150,7 +150,7 @@ def test_redis_records_expire_a_minute_after_their_ttl(redis_url: str) -> None:
         assert 60_000 < left <= 61_000
         assert store._redis.pttl(store._prefix + "forever") == -1  # no expiry
         store._redis.delete(store._prefix + "t")  # as if Redis expired it
-        assert store.count("alice") == 1  # the stale id is dropped from the owner's set
+        assert store.count("alice", 0.0) == 1  # the stale id is dropped from the owner's set
     finally:
         store.close()
 

@@ -1046,8 +1046,8 @@ def test_in_memory_store_compare_and_swap() -> None:
     assert store.replace(newer, 0)
     assert store.get("t") == newer
     assert len(store) == 1
-    assert store.count(None) == 1
-    assert store.count("x") == 0
+    assert store.count(None, 0.0) == 1
+    assert store.count("x", 0.0) == 0
     store.delete("t")
     store.delete("t")
     assert store.get("t") is None

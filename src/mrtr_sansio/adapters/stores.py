@@ -90,13 +90,22 @@ class SqliteTaskStore:
         with self._lock:
             self._db.execute("DELETE FROM mrtr_tasks WHERE task_id = ?", (task_id,))
 
-    def count(self, owner: str | None) -> int:
-        """Records whose owner is ``owner`` (an indexed ``COUNT``)."""
+    def count(self, owner: str | None, now: float) -> int:
+        """Live records whose owner is ``owner`` (the owner's rows, read and checked)."""
         with self._lock:
-            row = self._db.execute(
-                "SELECT COUNT(*) FROM mrtr_tasks WHERE owner IS ?", (owner,)
-            ).fetchone()
-        return int(row[0])
+            rows = self._db.execute(
+                "SELECT record FROM mrtr_tasks WHERE owner IS ?", (owner,)
+            ).fetchall()
+        return sum(1 for (raw,) in rows if not Task.from_record(json.loads(raw)).expired(now))
+
+    def sweep(self, now: float, limit: int) -> int:
+        """Delete up to ``limit`` expired records."""
+        with self._lock:
+            rows = self._db.execute("SELECT task_id, record FROM mrtr_tasks").fetchall()
+            gone = [tid for tid, raw in rows if Task.from_record(json.loads(raw)).expired(now)]
+            for task_id in gone[:limit]:
+                self._db.execute("DELETE FROM mrtr_tasks WHERE task_id = ?", (task_id,))
+        return len(gone[:limit])
 
 
 def _dumps(task: Task) -> str:
@@ -191,7 +200,16 @@ class RedisTaskStore:
         """Delete the record and its id from its owner's set (one script)."""
         self._delete(keys=[self._prefix + task_id, self._owners], args=[task_id])
 
-    def count(self, owner: str | None) -> int:
-        """Ids in the owner's set, dropping those whose record Redis expired (one script)."""
+    def count(self, owner: str | None, now: float) -> int:
+        """Live ids in the owner's set (dropping those whose record Redis expired)."""
         name = self._owners + (_NO_OWNER if owner is None else owner)
-        return int(self._count(keys=[name], args=[self._prefix]))
+        self._count(keys=[name], args=[self._prefix])
+        live = 0
+        for member in self._redis.smembers(name):
+            task = self.get(member.decode() if isinstance(member, bytes) else member)
+            live += task is not None and not task.expired(now)
+        return live
+
+    def sweep(self, now: float, limit: int) -> int:
+        """Nothing to do: Redis expires records itself (``PEXPIRE`` at create)."""
+        return 0

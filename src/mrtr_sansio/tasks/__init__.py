@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ._machine import EXPIRED, NOT_FOUND, TASK_METHOD, TaskLimitError, TaskMachine
 from ._settings import TaskSettings
-from ._store import InMemoryTaskStore, TaskStore
+from ._store import InMemoryTaskStore, TaskStore, TaskStoreError
 from ._table import TASK, TaskStatus, TaskTrigger
 from ._values import (
     EXTENSION,
@@ -44,6 +44,7 @@ __all__ = [
     "TaskStarted",
     "TaskStatus",
     "TaskStore",
+    "TaskStoreError",
     "TaskSupport",
     "TaskTrigger",
     "iso_time",

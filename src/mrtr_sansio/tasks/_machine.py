@@ -83,13 +83,13 @@ class TaskMachine:
         the request for its first run. Raises :class:`TaskLimitError`."""
         settings = self.settings
         store = self.store
-        if store.count(event.principal) >= settings.max_tasks:
+        now = self._clock()
+        if store.count(event.principal, now) >= settings.max_tasks:
             raise TaskLimitError(f"Too many tasks (the limit is {settings.max_tasks})")
         params = dict(event.params)
         answers = params.get("inputResponses")
         for name in _MRTR_FIELDS:
             params.pop(name, None)
-        now = self._clock()
         for _ in range(_CAS_ATTEMPTS):  # a 128-bit id collides only by a broken token source
             task = Task(
                 task_id=self._new_id(16),

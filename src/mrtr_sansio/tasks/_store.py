@@ -13,7 +13,13 @@ from typing import Protocol, runtime_checkable
 
 from ._values import Task
 
-__all__ = ["InMemoryTaskStore", "TaskStore"]
+__all__ = ["InMemoryTaskStore", "TaskStore", "TaskStoreError"]
+
+
+class TaskStoreError(Exception):
+    """A store could not do what was asked: locked, unreachable, or a corrupt record. The
+    server answers the request that needed it with -32603 and this message, and serves
+    everything else; the message says what failed, never a secret."""
 
 
 @runtime_checkable
@@ -34,8 +40,12 @@ class TaskStore(Protocol):
     def delete(self, task_id: str) -> None:
         """Forget a record (an expired task); no error when it is absent."""
 
-    def count(self, owner: str | None) -> int:
-        """How many records belong to ``owner`` (bounded by ``TaskSettings.max_tasks``)."""
+    def count(self, owner: str | None, now: float) -> int:
+        """How many records of ``owner`` are live at ``now`` (not expired: what
+        ``TaskSettings.max_tasks`` bounds)."""
+
+    def sweep(self, now: float, limit: int) -> int:
+        """Delete at most ``limit`` records expired at ``now``; how many were deleted."""
 
 
 class InMemoryTaskStore:
@@ -70,6 +80,13 @@ class InMemoryTaskStore:
         """Drop the record, if any."""
         self._tasks.pop(task_id, None)
 
-    def count(self, owner: str | None) -> int:
-        """Records whose owner is ``owner`` (a scan of this process's dict)."""
-        return sum(1 for t in self._tasks.values() if t.owner == owner)
+    def count(self, owner: str | None, now: float) -> int:
+        """Live records whose owner is ``owner`` (a scan of this process's dict)."""
+        return sum(1 for t in self._tasks.values() if t.owner == owner and not t.expired(now))
+
+    def sweep(self, now: float, limit: int) -> int:
+        """Drop up to ``limit`` expired records."""
+        gone = [t.task_id for t in self._tasks.values() if t.expired(now)][:limit]
+        for task_id in gone:
+            del self._tasks[task_id]
+        return len(gone)
