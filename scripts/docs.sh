@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Sets up .venv with the docs dependency group (first run, or after pyproject.toml changed: see
-# scripts/_venv.sh) and builds the site into site/ with warnings as errors. The build generates
+# Sets up .venv-docs, a venv of its own holding this tree and the docs dependency group and
+# nothing else (first run, or after pyproject.toml changed: see scripts/_venv.sh; DOCS_VENV
+# names another), and builds the site into site/ with warnings as errors. The build generates
 # the lifecycle diagrams, the limit tables and the examples' output from the code, and the API
 # reference from the docstrings; any warning (a broken link, an undocumented marker, a failing
 # example) fails it, and so does a page that would need the network (docs/hooks/offline.py).
-# The site works opened from disk: open site/index.html.
+# The site works opened from disk: open site/index.html. A second run needs no network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
-ensure_venv docs --group docs
+VENV=${DOCS_VENV:-.venv-docs} ensure_venv docs --group docs
 
 # Two scripts the theme would load from a CDN are shipped with the site instead, fetched once
 # from the npm registry (npm pack) into docs/assets/vendor/ (git-ignored, with each package's
