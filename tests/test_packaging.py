@@ -4,6 +4,7 @@ errors an optional part raises when its extra is missing."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -171,3 +172,59 @@ def test_the_redis_task_store_without_its_extra_names_the_extra() -> None:
     assert run.stderr.strip().splitlines()[-1] == (
         "ModuleNotFoundError: RedisTaskStore needs redis: pip install 'mrtr-sansio[tasks-redis]'"
     )
+
+
+#: What the sdist holds at its top, besides PKG-INFO: the tree as git tracks it.
+SDIST_TOP = {
+    ".ci",
+    ".gitignore",
+    "CHANGELOG.md",
+    "LICENSE",
+    "README.md",
+    "bench",
+    "docs",
+    "examples",
+    "fuzz",
+    "mkdocs.yml",
+    "pyproject.toml",
+    "scripts",
+    "src",
+    "tests",
+}
+#: What the wheel's metadata directory holds.
+DIST_INFO = {"METADATA", "WHEEL", "RECORD", "entry_points.txt", "licenses/LICENSE"}
+
+
+def _tracked() -> list[str]:
+    """The files git tracks in this tree (the tests skip outside a git checkout)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: what ships is defined by the tracked files")
+    run = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
+    )
+    return [name for name in run.stdout.decode().split("\0") if name and (ROOT / name).exists()]
+
+
+def test_the_package_sources_are_python_files_only() -> None:
+    package = [n for n in _tracked() if n.startswith("src/")]
+    strays = [n for n in package if not n.endswith(".py") and n != "src/mrtr_sansio/py.typed"]
+    assert strays == []  # a leftover (an .orig, a .rej, a data file) would ship in the wheel
+
+
+def test_the_wheel_holds_exactly_the_package_and_its_metadata(tmp_path: Path) -> None:
+    package = {n.removeprefix("src/") for n in _tracked() if n.startswith("src/mrtr_sansio/")}
+    wheel = _build("wheel", tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    info = f"mrtr_sansio-{mrtr_sansio.__version__}.dist-info"
+    assert names == package | {f"{info}/{name}" for name in DIST_INFO}
+
+
+def test_the_sdist_holds_exactly_the_tracked_tree(tmp_path: Path) -> None:
+    tracked = _tracked()
+    sdist = _build("sdist", tmp_path)
+    with tarfile.open(sdist) as archive:
+        names = set(archive.getnames())
+    top = f"mrtr_sansio-{mrtr_sansio.__version__}"
+    assert names == {f"{top}/{name}" for name in tracked} | {f"{top}/PKG-INFO"}
+    assert {name.split("/", 1)[0] for name in tracked} == SDIST_TOP
