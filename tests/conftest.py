@@ -28,6 +28,7 @@ def pytest_report_header() -> str:
     if found is None:
         return (
             "official MCP spec: NOT FOUND - schema validation and the spec-example tests skip "
-            "(set MRTR_SPEC_DIR to the folder holding schema/2026-07-28/schema.json)"
+            "(MRTR_SPEC_DIR names a folder without schema/2026-07-28/schema.json; unset, the "
+            "copy in tests/spec is used)"
         )
     return f"official MCP spec: {found} (wire messages are schema-validated)"

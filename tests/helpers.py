@@ -10,9 +10,10 @@
   every message against the official MCP JSON schemas first (:func:`drain`).
 * A correct server and five seeded bugs for the tests of ``mrtr_sansio.testing``.
 
-The schemas live outside the project (``../shared/spec/schema/<version>/schema.json``, or the
-folder named by ``MRTR_SPEC_DIR``); when they are absent, as in a plain clone, validation is a
-no-op and ``test_wire.py`` reports the skip with its reason.
+The official schemas and spec examples are vendored in ``tests/spec/`` (their origin and
+licences in its README), so a plain clone validates; ``MRTR_SPEC_DIR`` names another folder of
+the same layout instead. When a named folder lacks them, validation is a no-op and
+``test_wire.py`` reports the skip with its reason.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 
 SCHEMA_SKIP_REASON = (
-    "official MCP schemas not found (set MRTR_SPEC_DIR to the folder holding "
-    "schema/2026-07-28/schema.json); wire messages are not schema-validated"
+    "official MCP schemas not found in MRTR_SPEC_DIR (unset it to use tests/spec, or name a folder "
+    "holding schema/2026-07-28/schema.json); wire messages are not schema-validated"
 )
 
 _ERROR_DEFS = {
@@ -90,16 +91,18 @@ _RESULT_DEFS = {
 }
 
 
+#: The vendored copy of the official schemas and examples (see its README).
+VENDORED_SPEC = _HERE / "spec"
+
+
 def spec_dir() -> Path | None:
-    """The folder holding ``schema/<version>/schema.json``, or None when absent."""
-    candidates = []
-    if os.environ.get("MRTR_SPEC_DIR"):
-        candidates.append(Path(os.environ["MRTR_SPEC_DIR"]))
-    for parent in _HERE.parents:
-        candidates.append(parent / "shared" / "spec")
-    for path in candidates:
-        if (path / "schema" / "2026-07-28" / "schema.json").is_file():
-            return path
+    """The folder holding ``schema/<version>/schema.json``, ``examples/`` and
+    ``ext-tasks/schema.json``: ``MRTR_SPEC_DIR`` when set, else the vendored ``tests/spec``;
+    None when that folder lacks the schemas."""
+    named = os.environ.get("MRTR_SPEC_DIR")
+    path = Path(named) if named else VENDORED_SPEC
+    if (path / "schema" / "2026-07-28" / "schema.json").is_file():
+        return path
     return None
 
 

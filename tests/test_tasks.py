@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from helpers import (
     FORM_SCHEMA,
     legacy_request,
     meta,
+    spec_dir,
 )
 from mrtr_sansio.tasks import (
     EXTENSION,
@@ -47,12 +47,12 @@ Handler = Callable[[m.RequestReceived], Any]
 
 @cache
 def _task_schema() -> dict[str, Any] | None:
-    for parent in Path(__file__).resolve().parents:
-        path = parent / "shared" / "spec" / "ext-tasks" / "schema.json"
-        if path.is_file():
-            schema: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-            return schema
-    return None
+    folder = spec_dir()
+    path = None if folder is None else folder / "ext-tasks" / "schema.json"
+    if path is None or not path.is_file():
+        return None
+    schema: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return schema
 
 
 def valid(definition: str, value: Mapping[str, Any]) -> None:

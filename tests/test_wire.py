@@ -6,6 +6,7 @@ import pytest
 
 from helpers import (
     SCHEMA_SKIP_REASON,
+    VENDORED_SPEC,
     check,
     check_message,
     spec_dir,
@@ -15,9 +16,16 @@ from mrtr_sansio import Era
 needs_schema = pytest.mark.skipif(spec_dir() is None, reason=SCHEMA_SKIP_REASON)
 
 
-@needs_schema
-def test_schema_folder_present() -> None:
-    assert spec_dir() is not None
+def test_the_vendored_schemas_are_used_unless_another_folder_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("MRTR_SPEC_DIR", raising=False)
+    assert spec_dir() == VENDORED_SPEC
+    for part in ("schema/2026-07-28", "schema/2025-11-25", "ext-tasks"):
+        assert (VENDORED_SPEC / part / "schema.json").is_file(), part
+    assert len(list((VENDORED_SPEC / "examples").glob("*.json"))) >= 50
+    monkeypatch.setenv("MRTR_SPEC_DIR", str(VENDORED_SPEC / "examples"))  # no schema/ in it
+    assert spec_dir() is None
 
 
 @needs_schema
