@@ -191,3 +191,14 @@ def test_a_continuing_block_follows_a_block_of_its_language() -> None:
         if block.mark == "continues":
             page = [b for b in BLOCKS if b.page == block.page and b.lang == block.lang]
             assert page.index(block) > 0, block.id
+
+
+def test_the_wheel_the_pages_name_is_this_version() -> None:
+    import mrtr_sansio
+
+    named = {
+        version
+        for page in PAGES
+        for version in re.findall(r"mrtr_sansio-([\w.]+)-py3", page.read_text(encoding="utf-8"))
+    }
+    assert named == {mrtr_sansio.__version__}
