@@ -51,7 +51,59 @@ else:
 #: Blocks that are not run: (page, first line of the block). Keep this short: a block a reader
 #: may copy should run.
 NOT_RUN = {
+    (
+        "README.md",
+        "bash scripts/demo.sh   # set up and run the demo: a client books a trip on a std",
+    ),
+    (
+        "README.md",
+        "bash scripts/docs.sh   # set up and build the site into site/ (mkdocs build --st",
+    ),
     ("docs/adapters.md", "from mrtr_sansio.adapters.http import HttpClient"),
+    (
+        "docs/index.md",
+        "bash scripts/demo.sh   # set up and run the demo: one MRTR handler on both wires",
+    ),
+    ("docs/migration.md", "python scripts/migrate_imports.py src/ tests/"),
+    (
+        "docs/performance.md",
+        "pip install -e . --group bench  # the official SDK at the version measured (mcp ",
+    ),
+    ("docs/performance.md", "python bench/server_exchange.py"),
+    (
+        "docs/performance.md",
+        "apt-get install wrk                   # Debian's compiled load generator",
+    ),
+    ("docs/performance.md", "apt-get install wrk nginx"),
+    (
+        "docs/performance.md",
+        "python bench/stdio_e2e.py             # about a minute; --quick for a smoke run",
+    ),
+    (
+        "docs/performance.md",
+        "python bench/instructions.py      # needs valgrind; about a minute per path",
+    ),
+    ("docs/performance.md", "python bench/sealing.py"),
+    (
+        "docs/quickstart.md",
+        "bash scripts/demo.sh   # set up and run the demo: a client books a trip on a std",
+    ),
+    ("docs/quickstart.md", "pip install -e .                 # the core: attrs only"),
+    ("docs/quickstart.md", "pip install 'dist/mrtr_sansio-0.1.0.dev0-py3-none-any.whl[testing]'"),
+    ("docs/quickstart.md", "pip install -e '.[server]'"),
+    (
+        "docs/replay.md",
+        "pip install -e '.[testing]'    # from a checkout; or a built wheel: see Install",
+    ),
+    (
+        "docs/testing.md",
+        "pip install -e '.[testing]'    # from a checkout; or a built wheel: see Install",
+    ),
+    ("docs/testing.md", "# Any Streamable HTTP endpoint, e.g. the example server:"),
+    (
+        "docs/testing.md",
+        "python fuzz/run.py                              # 10**6 examples over the five p",
+    ),
 }
 
 
