@@ -212,6 +212,97 @@ def drain(
     return items
 
 
+# --- the tasks extension's messages, against both schemas -----------------------------------
+
+#: The extension's own schema (``ext-tasks/schema.json`` beside ``schema/`` in the spec folder).
+_TASK_RESULT_DEFS = {
+    "tasks/get": "GetTaskResult",
+    "tasks/update": "UpdateTaskResult",
+    "tasks/cancel": "CancelTaskResult",
+}
+_TASK_REQUEST_DEFS = {
+    "tasks/get": "GetTaskRequest",
+    "tasks/update": "UpdateTaskRequest",
+    "tasks/cancel": "CancelTaskRequest",
+}
+
+
+@cache
+def _task_validator(definition: str) -> Any:
+    from jsonschema import Draft202012Validator
+
+    folder = spec_dir()
+    assert folder is not None
+    full = json.loads((folder / "ext-tasks" / "schema.json").read_text(encoding="utf-8"))
+    assert definition in full["$defs"], f"the tasks schema has no {definition}"
+    return Draft202012Validator({**full, "$ref": f"#/$defs/{definition}"})
+
+
+def check_task(definition: str, instance: Any) -> None:
+    """Assert ``instance`` is a valid ``definition`` of the tasks extension's schema (no-op
+    when the spec folder is absent)."""
+    if spec_dir() is None:
+        return
+    errors = sorted(_task_validator(definition).iter_errors(instance), key=lambda e: list(e.path))
+    if errors:
+        details = "; ".join(f"{list(e.path)}: {e.message[:300]}" for e in errors[:5])
+        raise AssertionError(f"not a valid tasks {definition}: {details}\n{instance!r}")
+
+
+def _check_detailed(detail: Mapping[str, Any]) -> None:
+    """What the extension schema leaves open in a ``DetailedTask``, checked against the
+    2026-07-28 schema: the inlined result is the original request's (``CallToolResult``, so
+    ``resultType`` included) and the error a JSON-RPC ``Error``."""
+    if detail.get("status") == "completed":
+        check(MODERN, "CallToolResult", detail["result"])
+        assert "resultType" in detail["result"], f"inlined result without resultType: {detail!r}"
+        assert detail["result"]["resultType"] not in ("task", "input_required"), detail
+    elif detail.get("status") == "failed":
+        check(MODERN, "Error", detail["error"])
+    if detail.get("status") == "input_required":
+        check(MODERN, "InputRequests", detail["inputRequests"])
+
+
+def check_task_message(
+    message: Mapping[str, Any], *, method: str | None = None, sender: str = "server"
+) -> None:
+    """Validate one message of a task exchange against the 2026-07-28 schema and the tasks
+    extension's schema. ``method`` is that of the request a response answers: ``tools/call``
+    (a ``CreateTaskResult`` or a ``CallToolResult``) or a ``tasks/*`` method."""
+    msg = dict(message)
+    if "method" in msg and "id" in msg:
+        check(MODERN, "JSONRPCRequest", msg)
+        if msg["method"] in _TASK_REQUEST_DEFS:
+            check_task(_TASK_REQUEST_DEFS[msg["method"]], msg)
+        else:
+            check_message(msg, Era.MODERN, sender=sender)
+        return
+    if "method" in msg:
+        if msg["method"] == "notifications/tasks":
+            check(MODERN, "JSONRPCNotification", msg)
+            check_task("TaskStatusNotification", msg)
+            _check_detailed(msg["params"])
+        else:
+            check_message(msg, Era.MODERN, sender=sender)
+        return
+    if "error" in msg or sender != "server":
+        check_message(msg, Era.MODERN, sender=sender)
+        return
+    check(MODERN, "JSONRPCResultResponse", msg)
+    result = msg["result"]
+    check(MODERN, "Result", result)
+    if method in _TASK_RESULT_DEFS:
+        check_task(_TASK_RESULT_DEFS[method], result)
+        if method == "tasks/get":
+            _check_detailed(result)
+    elif result.get("resultType") == "task":
+        assert method in (None, "tools/call"), f"CreateTaskResult on {method}: {msg!r}"
+        check_task("CreateTaskResult", result)
+        assert not {"result", "error", "inputRequests", "requestState"} & set(result), result
+    else:
+        check_message(msg, Era.MODERN, sender=sender, method=method)
+
+
 # --- identities, capabilities, embedded requests and their answers -------------------------
 
 #: Every capability an embedded request can need (what our test client declares).

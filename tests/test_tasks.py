@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from functools import cache
 from typing import Any
 
 import pytest
@@ -20,9 +19,10 @@ import mrtr_sansio as m
 from helpers import (
     CAPS,
     FORM_SCHEMA,
+    check_task,
+    check_task_message,
     legacy_request,
     meta,
-    spec_dir,
 )
 from mrtr_sansio.tasks import (
     EXTENSION,
@@ -45,24 +45,9 @@ Handler = Callable[[m.RequestReceived], Any]
 # --- the extension's schema -------------------------------------------------------------------
 
 
-@cache
-def _task_schema() -> dict[str, Any] | None:
-    folder = spec_dir()
-    path = None if folder is None else folder / "ext-tasks" / "schema.json"
-    if path is None or not path.is_file():
-        return None
-    schema: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return schema
-
-
 def valid(definition: str, value: Mapping[str, Any]) -> None:
     """Validate ``value`` against ``#/$defs/<definition>`` of the tasks schema (if present)."""
-    schema = _task_schema()
-    if schema is None:
-        return
-    import jsonschema
-
-    jsonschema.validate(value, {**schema, "$ref": f"#/$defs/{definition}"})
+    check_task(definition, value)
 
 
 # --- a small server driver ------------------------------------------------------------------------
@@ -105,6 +90,8 @@ class Server:
         )
         self.events: list[Any] = []
         self.runs: list[m.RequestReceived] = []
+        #: Validate what the server sends (off only for the tests of invalid outcomes).
+        self.validate = True
 
     def send(
         self, message: Mapping[str, Any], *, principal: str | None = None, run: bool = True
@@ -112,14 +99,21 @@ class Server:
         """Feed one request to a fresh connection; its one response (task runs done after)."""
         conn = m.ServerConnection(self.config, principal=principal)
         conn.receive_message(message)
-        responses = self._drive(conn, run=run)
+        method = message.get("method") if isinstance(message.get("method"), str) else None
+        responses = self._drive(conn, run=run, method=method)
         assert len(responses) == 1, responses
         return responses[0]
 
-    def _drive(self, conn: m.ServerConnection, *, run: bool) -> list[dict[str, Any]]:
+    def _drive(
+        self, conn: m.ServerConnection, *, run: bool, method: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Run ``conn`` until quiet; every message it sends is validated against both
+        schemas first (``method``: of the request it answers, when known)."""
         responses: list[dict[str, Any]] = []
         while True:
             for item in conn.outgoing():
+                if self.validate:
+                    check_task_message(item.message, method=method)
                 if "id" in item.message:
                     responses.append(dict(item.message))
             event = conn.next_event()
@@ -396,7 +390,27 @@ def test_tasks_get_must_return_the_result_of_a_completed_task() -> None:
     result = get(server, create(server))["result"]
     valid("GetTaskResult", result)
     assert result["status"] == "completed"
-    assert result["result"] == {"content": [{"type": "text", "text": "done"}]}
+    # The original request's result type (CallToolResult), resultType included.
+    assert result["result"] == {
+        "content": [{"type": "text", "text": "done"}],
+        "resultType": "complete",
+    }
+
+
+def test_the_inlined_result_matches_the_original_requests_result_type() -> None:
+    # tasks.md: "The structure matches the result type of the original request", and the
+    # 2026-07-28 CallToolResult requires resultType; a handler's own resultType is kept.
+    server = Server(as_task(lambda r: {"content": [], "resultType": "complete"}))
+    result = get(server, create(server))["result"]["result"]
+    assert result == {"content": [], "resultType": "complete"}
+
+
+def test_a_task_run_answering_a_create_task_result_fails_the_task() -> None:
+    # resultType "task" is only for a CreateTaskResult, never an inlined result.
+    server = Server(as_task(lambda r: {"content": [], "resultType": "task"}))
+    result = get(server, create(server))["result"]
+    assert result["status"] == "failed"
+    assert result["error"]["message"] == "A task's run cannot become a task"
 
 
 def test_tasks_get_must_return_cancelled_for_a_cancelled_task() -> None:
@@ -424,7 +438,7 @@ def test_failed_must_not_be_used_for_a_tool_result_with_is_error() -> None:
     server = Server(as_task(lambda r: error_result))
     result = get(server, create(server))["result"]
     assert result["status"] == "completed"
-    assert result["result"] == error_result
+    assert result["result"] == {**error_result, "resultType": "complete"}
 
 
 def test_task_results_never_carry_request_state() -> None:
@@ -444,7 +458,7 @@ def test_task_results_never_carry_request_state() -> None:
     )
     final = get(server, created["taskId"])["result"]
     assert "requestState" not in final
-    assert final["result"] == {"content": [], "state": "s1"}
+    assert final["result"] == {"content": [], "state": "s1", "resultType": "complete"}
 
 
 @pytest.mark.parametrize("task_id", ["nope", 7, None])
@@ -763,7 +777,8 @@ def test_one_handler_runs_synchronously_by_mrtr_and_as_a_task() -> None:
     assert waiting["status"] == "input_required"
     server.send(task_request(4, "tasks/update", task_id, inputResponses={"name": accept("Mo")}))
     final = get(server, task_id)["result"]["result"]
-    assert final == {k: v for k, v in second.items() if k != "resultType"}
+    # The same result either way, resultType included (only _meta may differ).
+    assert final == {k: v for k, v in second.items() if k != "_meta"}
 
 
 def test_mrtr_rounds_before_the_task_stay_mrtr_rounds() -> None:
@@ -819,7 +834,11 @@ def test_a_state_only_answer_runs_the_task_again() -> None:
         return {"content": [], "round": request.round}
 
     server = Server(handler)
-    assert get(server, create(server))["result"]["result"] == {"content": [], "round": 2}
+    assert get(server, create(server))["result"]["result"] == {
+        "content": [],
+        "round": 2,
+        "resultType": "complete",
+    }
 
 
 def test_task_rounds_at_the_limit_and_past_it() -> None:

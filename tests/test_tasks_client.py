@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import mrtr_sansio as m
+from helpers import check_task_message
 from mrtr_sansio.tasks import EXTENSION, RunAsTask, TaskStarted
 from test_tasks import TASK_CAPS, Clock, Server, accept, as_task, ask_name, done
 
@@ -33,6 +34,7 @@ class Peer:
         """Deliver what the client sent, feed back the answers; the events that came out."""
         for item in self.conn.outgoing():
             message = dict(item.message)
+            check_task_message(message, sender="client")
             self.sent.append(message)
             if "id" in message and "method" in message:
                 self.conn.receive_message(self.server.send(message))
@@ -68,7 +70,10 @@ def test_a_task_is_polled_asks_through_input_needed_and_ends_with_the_tool_resul
     assert peer.pump() == []  # tasks/update acknowledged
     (completed,) = peer.tick()
     assert isinstance(completed, m.CallCompleted)
-    assert completed.result == {"content": [{"type": "text", "text": "Hello, Ada!"}]}
+    assert completed.result == {
+        "content": [{"type": "text", "text": "Hello, Ada!"}],
+        "resultType": "complete",
+    }
     assert peer.methods() == ["tools/call", "tasks/get", "tasks/update", "tasks/get"]
     update = peer.sent[2]["params"]
     assert update["taskId"] == started.task_id

@@ -17,6 +17,7 @@ from http_harness import (
 )
 
 import mrtr_sansio as m
+from helpers import check_task_message
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.tasks import EXTENSION, InMemoryTaskStore
 
@@ -59,6 +60,7 @@ async def answer(client: Client, message: dict[str, Any], name: str | None = Non
     with anyio.fail_after(10):
         await request.response.done.wait()
     (reply,) = request.response.messages()
+    check_task_message(reply, method=message["method"])
     return reply
 
 

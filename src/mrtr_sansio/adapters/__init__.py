@@ -29,6 +29,7 @@ from ._client_common import (
     ClientOptions,
     InputCallback,
     NotificationCallback,
+    TaskCallback,
     Trace,
     client_config,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "RoundsExhaustedError",
     "StreamServer",
     "SubscriptionHub",
+    "TaskCallback",
     "Trace",
     "answer",
     "call_blocking_handler",

@@ -27,6 +27,7 @@ from ._client_options import (
     ClientOptions,
     InputCallback,
     NotificationCallback,
+    TaskCallback,
     Trace,
     call_hook,
     client_config,
@@ -49,6 +50,7 @@ __all__ = [
     "InputRejectedError",
     "NotificationCallback",
     "RoundsExhaustedError",
+    "TaskCallback",
     "Trace",
     "call_hook",
     "client_config",
@@ -109,6 +111,13 @@ class AsyncClientBase(ClientBase):
         self, method: str, params: Mapping[str, Any] | None = None
     ) -> Mapping[str, Any]:
         """Send any request; MRTR rounds and legacy server requests are handled on the way."""
+        raise NotImplementedError
+
+    async def resume_task(self, task_id: str) -> Mapping[str, Any]:
+        """Follow the task ``task_id`` (from the ``on_task`` hook, say of a client before a
+        restart) to its end, answering the input it asks for through the callbacks; returns
+        the tool's result as :meth:`call_tool` would. Needs the tasks extension declared
+        (``ClientConfig.capabilities["extensions"]``) and the modern wire."""
         raise NotImplementedError
 
     async def call_tool(

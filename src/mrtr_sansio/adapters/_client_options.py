@@ -22,6 +22,7 @@ from typing import Any, Literal, TypeAlias, TypedDict
 import attrs
 
 from mrtr_sansio import ClientConfig, InputNeeded
+from mrtr_sansio.tasks import TaskStarted
 
 __all__ = [
     "SHUTDOWN_TIMEOUT",
@@ -30,6 +31,7 @@ __all__ = [
     "ClientOptions",
     "InputCallback",
     "NotificationCallback",
+    "TaskCallback",
     "Trace",
     "call_hook",
     "client_config",
@@ -43,6 +45,9 @@ InputCallback: TypeAlias = Callable[[InputNeeded], Awaitable[Mapping[str, Any]]]
 BlockingInputCallback: TypeAlias = Callable[[InputNeeded], Mapping[str, Any]]
 #: Called with ``(method, params)`` for each notification the server sends (progress, logs).
 NotificationCallback: TypeAlias = Callable[[str, Mapping[str, Any] | None], object]
+#: Called with the :class:`~mrtr_sansio.tasks.TaskStarted` event when a call becomes a task
+#: (tasks extension): persist ``event.task_id`` to resume the task after a restart.
+TaskCallback: TypeAlias = Callable[[TaskStarted], object]
 #: Called with ``("send" | "recv", message)`` for every message on the wire, as its JSON bytes.
 Trace: TypeAlias = Callable[[Literal["send", "recv"], bytes], object]
 
@@ -58,6 +63,8 @@ class ClientOptions(TypedDict, total=False):
     roots: InputCallback | None
     #: Called for each notification (logs, progress).
     on_notification: NotificationCallback | None
+    #: Called when a call becomes a task, with its task id (tasks extension).
+    on_task: TaskCallback | None
     trace: Trace | None
     #: ``ClientConfig.log_level``: ask for logs at this level and above on every call.
     log_level: str | None
@@ -72,6 +79,7 @@ class BlockingClientOptions(TypedDict, total=False):
     sampling: BlockingInputCallback | None
     roots: BlockingInputCallback | None
     on_notification: NotificationCallback | None
+    on_task: TaskCallback | None
     trace: Trace | None
     log_level: str | None
     progress: bool

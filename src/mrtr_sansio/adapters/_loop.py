@@ -40,7 +40,7 @@ from mrtr_sansio import (
     RoundsExhausted,
     ServerConnection,
 )
-from mrtr_sansio.tasks import TaskCancelled
+from mrtr_sansio.tasks import TaskCancelled, TaskStarted
 
 from ._client_errors import (
     CallFailedError,
@@ -53,6 +53,7 @@ from ._client_options import (
     BlockingClientOptions,
     ClientOptions,
     NotificationCallback,
+    TaskCallback,
     Trace,
     call_hook,
     client_config,
@@ -238,6 +239,7 @@ class ClientDriver(TimedDriver[ClientConnection]):
         "_eof",
         "_inputs",
         "_notify",
+        "_on_task",
         "_ready",
         "_settled",
         "_start_input",
@@ -270,6 +272,7 @@ class ClientDriver(TimedDriver[ClientConnection]):
             settled=settled,
             ready=ready,
             on_notification=options.get("on_notification"),
+            on_task=options.get("on_task"),
             trace=options.get("trace"),
         )
 
@@ -283,6 +286,7 @@ class ClientDriver(TimedDriver[ClientConnection]):
         settled: Callable[[Call], object],
         ready: Callable[[], object],
         on_notification: NotificationCallback | None = None,
+        on_task: TaskCallback | None = None,
         trace: Trace | None = None,
     ) -> None:
         super().__init__(conn)
@@ -292,6 +296,7 @@ class ClientDriver(TimedDriver[ClientConnection]):
         self._settled = settled
         self._ready = ready
         self._notify = on_notification
+        self._on_task = on_task
         self._trace = trace
         self._buffer = b""  # received bytes not yet traced (a line cut by a read)
         self._eof = False  # the connection was told the input ended
@@ -312,6 +317,16 @@ class ClientDriver(TimedDriver[ClientConnection]):
         if self.closed:
             raise ConnectionClosedError(None, JsonRpcError.internal("The connection is closed"))
         return self.conn.call(method, params)
+
+    def resume_task(self, task_id: str) -> Call:
+        """Follow the task ``task_id`` (from an ``on_task`` hook of an earlier client) as a
+        new call that ends with the tool's result; raises as :meth:`call` does, and
+        ``LocalProtocolError`` when the server or the configuration has no tasks extension."""
+        if self.handshake_error is not None:
+            raise self.handshake_error
+        if self.closed:
+            raise ConnectionClosedError(None, JsonRpcError.internal("The connection is closed"))
+        return self.conn.resume_task(task_id)
 
     def take(self, call: Call) -> Mapping[str, Any]:
         """The settled call's result; raises its :class:`ClientError` (or the exception of the
@@ -381,6 +396,10 @@ class ClientDriver(TimedDriver[ClientConnection]):
                 assert isinstance(event, NotificationReceived)
                 if self._notify is not None:
                     call_hook(self._notify, event.method, event.params)
+            elif kind is TaskStarted:
+                assert isinstance(event, TaskStarted)
+                if self._on_task is not None:
+                    call_hook(self._on_task, event)
             elif kind is EraDetected or kind is HandshakeFailed:
                 if isinstance(event, HandshakeFailed):
                     error, local = event.error, event.local

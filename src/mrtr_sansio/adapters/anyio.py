@@ -350,8 +350,16 @@ class Client(AsyncClientBase):
         """Send any request and await its end (MRTR rounds and legacy server requests are
         handled on the way); returns the result, raises
         :class:`~mrtr_sansio.adapters.ClientError`."""
+        return await self._await(self._driver.call(method, params))
+
+    async def resume_task(self, task_id: str) -> Mapping[str, Any]:
+        """Follow the task ``task_id`` to its end (see
+        :meth:`~mrtr_sansio.adapters.AsyncClientBase.resume_task`)."""
+        return await self._await(self._driver.resume_task(task_id))
+
+    async def _await(self, call: Call) -> Mapping[str, Any]:
+        """Wait for ``call`` to end; its result, or its :class:`ClientError` raised."""
         driver = self._driver
-        call = driver.call(method, params)
         done = self._waiters[call] = anyio.Event()
         try:
             self._flush()
@@ -365,7 +373,11 @@ class Client(AsyncClientBase):
         return driver.take(call)
 
     def _settled(self, call: Call) -> None:
-        self._waiters[call].set()
+        waiter = self._waiters.get(call)
+        if waiter is not None:
+            waiter.set()
+        else:  # started on the connection directly: nobody takes its outcome
+            self._driver.outcomes.pop(call, None)
 
     # --- input callbacks --------------------------------------------------------------------
 

@@ -207,6 +207,7 @@ class HttpClient(HttpWire, AsyncClientBase):
             settled=self._settled,
             ready=self._on_ready,
             on_notification=self._options.get("on_notification"),
+            on_task=self._options.get("on_task"),
         )
         return driver
 
@@ -249,9 +250,18 @@ class HttpClient(HttpWire, AsyncClientBase):
             result = self._read_tools(result)
         return result
 
+    async def resume_task(self, task_id: str) -> Mapping[str, Any]:
+        """Follow the task ``task_id`` to its end (see
+        :meth:`~mrtr_sansio.adapters.AsyncClientBase.resume_task`); its ``tasks/*`` requests
+        name the task in ``Mcp-Name``."""
+        return await self._await(self._driver.resume_task(task_id))
+
     async def _request(self, method: str, params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        return await self._await(self._driver.call(method, params))
+
+    async def _await(self, call: Call) -> Mapping[str, Any]:
+        """Wait for ``call`` to end; its result, or its :class:`ClientError` raised."""
         driver = self._driver
-        call = driver.call(method, params)
         waiter = self._waiters[call] = anyio.Event()
         try:
             self._flush(driver)
@@ -266,8 +276,10 @@ class HttpClient(HttpWire, AsyncClientBase):
 
     def _settled(self, call: Call) -> None:
         waiter = self._waiters.get(call)
-        if waiter is not None:  # pragma: no branch - every call is awaited until it settles
+        if waiter is not None:
             waiter.set()
+        else:  # started on the connection directly: nobody takes its outcome
+            self._driver.outcomes.pop(call, None)
 
     def _read_tools(self, result: Mapping[str, Any]) -> Mapping[str, Any]:
         """Note the tools' mirrored arguments; drop the tools whose annotations are invalid."""

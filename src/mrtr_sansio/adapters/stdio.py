@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations are not evaluated at ru
 
 
 from mrtr_sansio import (
+    Call,
     ClientConfig,
     InputNeeded,
     RequestReceived,
@@ -343,8 +344,17 @@ class Client(ClientBase):
     ) -> Mapping[str, Any]:
         """Send any request and block until it ends (MRTR rounds and legacy server requests
         are handled on the way); returns the result, raises :class:`ClientError`."""
+        return self._await(self._driver.call(method, params), method, timeout)
+
+    def resume_task(self, task_id: str, *, timeout: float | None = None) -> Mapping[str, Any]:
+        """Follow the task ``task_id`` (from the ``on_task`` hook, say of a client before a
+        restart) to its end, answering its input through the callbacks; returns the tool's
+        result. Needs the tasks extension declared and the modern wire."""
+        return self._await(self._driver.resume_task(task_id), "the task", timeout)
+
+    def _await(self, call: Call, what: str, timeout: float | None) -> Mapping[str, Any]:
+        """Block until ``call`` ends (at most ``timeout`` s); its result, or its error."""
         driver = self._driver
-        call = driver.call(method, params)
         outcomes = driver.outcomes
         try:
             self._flush()
@@ -356,7 +366,7 @@ class Client(ClientBase):
         if not done:
             driver.cancel(call, "Timed out")
             self._flush()
-            raise TimeoutError(f"{method} did not end within {timeout} s")
+            raise TimeoutError(f"{what} did not end within {timeout} s")
         return driver.take(call)
 
     def call_tool(

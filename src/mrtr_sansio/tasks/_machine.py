@@ -265,7 +265,11 @@ class TaskMachine:
         if isinstance(result, InputRequiredResult):
             return self._ask(task, result)
         if isinstance(result, Mapping):
-            out = {k: v for k, v in result.items() if k != "resultType"}
+            # Inlined as the original request's result (CallToolResult): resultType included.
+            out = dict(result)
+            kind = out.setdefault("resultType", "complete")
+            if kind == "task":
+                return self._fail(task, JsonRpcError.internal("A task's run cannot become a task"))
             return self._move(
                 task, TaskTrigger.RESULT, result=out, answers={}, state=None, lease_until=None
             )
