@@ -170,7 +170,7 @@ def test_elicit_url_needs_an_absolute_url(url: str) -> None:
 
     with pytest.raises(ValueError, match=r"^url: must be an absolute URL"):
         elicit_url("Connect", url)
-    assert elicit_url("Connect", "https://example.com/connect?x=1").params["url"]
+    assert (elicit_url("Connect", "https://example.com/connect?x=1").params or {})["url"]
 
 
 def test_sample_takes_any_sequence() -> None:
