@@ -25,6 +25,8 @@ def test_limit_defaults() -> None:
         "max_request_state_bytes": 64 * 1024,
         "max_shimmed_requests": 64,
         "max_pending_legs": 256,
+        "max_json_depth": 128,
+        "max_json_nodes": 100_000,
     }
 
 
@@ -122,3 +124,61 @@ def test_client_config_validation_and_copies() -> None:
         ClientConfig(max_rounds=0)
     with pytest.raises(ValueError, match=r"^probe_timeout:"):
         ClientConfig(probe_timeout=0)
+
+
+# --- mistakes caught at construction ------------------------------------------------------------
+
+
+def test_era_takes_the_library_enum() -> None:
+    from mrtr_sansio import Era
+
+    assert ClientConfig(era=Era.LEGACY).era == "legacy"
+    assert ClientConfig(era=Era.MODERN).era == "modern"
+
+
+@pytest.mark.parametrize("info", [{"name": "s"}, {"version": "1"}, {"name": "s", "version": 1}])
+def test_implementation_info_needs_name_and_version(info: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"^server_info: needs a string '(name|version)'"):
+        ServerConfig(server_info=info)
+    with pytest.raises(ValueError, match=r"^client_info: needs a string '(name|version)'"):
+        ClientConfig(client_info=info)
+
+
+@pytest.mark.parametrize("caps", [{"tools": True}, {"tools": {}, "logging": None}])
+def test_capabilities_must_be_objects_at_construction(caps: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"^capabilities\['(tools|logging)'\]: must be an object"):
+        ServerConfig(capabilities=caps)
+
+
+def test_tasks_must_be_task_settings() -> None:
+    with pytest.raises(TypeError, match=r"^tasks: must be a TaskSettings"):
+        ServerConfig(tasks={"ttl": 5})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("depth", [200, 201])
+def test_json_depth_has_a_ceiling(depth: int) -> None:
+    if depth <= 200:
+        assert Limits(max_json_depth=depth).max_json_depth == depth
+    else:
+        with pytest.raises(ValueError, match="at most 200"):
+            Limits(max_json_depth=depth)
+
+
+@pytest.mark.parametrize("url", ["not a url", "example.com/x", "https://", "https://a b"])
+def test_elicit_url_needs_an_absolute_url(url: str) -> None:
+    from mrtr_sansio import elicit_url
+
+    with pytest.raises(ValueError, match=r"^url: must be an absolute URL"):
+        elicit_url("Connect", url)
+    assert (elicit_url("Connect", "https://example.com/connect?x=1").params or {})["url"]
+
+
+def test_sample_takes_any_sequence() -> None:
+    from mrtr_sansio import sample
+
+    messages: tuple[dict[str, Any], ...] = (
+        {"role": "user", "content": {"type": "text", "text": "hi"}},
+    )
+    for asked in (sample(messages, 10), sample("hi", 10)):
+        assert asked.params is not None
+        assert asked.params["messages"] == list(messages)

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_client",
                 "_errors",
                 "_wire.codec",
+                "_wire.bounds",
                 "_wire.framing",
                 "_wire.jsonrpc",
                 "http._facts",

@@ -13,7 +13,13 @@ from typing import Any, Literal
 
 import attrs
 
-from ._mcp.envelope import LATEST_MODERN_VERSION, LEGACY_VERSIONS, LOG_LEVELS, MODERN_VERSIONS
+from ._mcp.envelope import (
+    LATEST_MODERN_VERSION,
+    LEGACY_VERSIONS,
+    LOG_LEVELS,
+    MODERN_VERSIONS,
+    Era,
+)
 from ._wire.codec import JsonCodec, default_codec
 from .observe import Observer
 from .sealing._security import is_process_protector, process_state_protector
@@ -23,6 +29,9 @@ from .tasks._settings import TaskSettings
 __all__ = ["ClientConfig", "Limits", "ServerConfig"]
 
 MiB = 1024 * 1024
+#: The deepest ``Limits.max_json_depth`` may be: orjson writes at most 255 levels, and the
+#: interpreter's stack (1000 frames by default) must hold a walk of the deepest message.
+MAX_JSON_DEPTH = 200
 
 
 def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -48,18 +57,44 @@ def _mapping(name: str, value: Any, example: str) -> dict[str, Any]:
 # Typed converters, one named function per field: with the builtins ``dict``/``tuple`` as
 # converters, mypy's attrs plugin derives unusable ``__init__`` parameter types
 # (``capabilities={"tools": {}}`` fails --strict), and it accepts only named functions.
+def _implementation(
+    name: str, value: Mapping[str, Any] | None, example: str
+) -> dict[str, Any] | None:
+    """An ``Implementation`` (``server_info``/``client_info``): the schema requires a string
+    ``name`` and ``version``, which a peer shows and logs."""
+    if value is None:
+        return None
+    info = _mapping(name, value, example)
+    for key in ("name", "version"):
+        if not isinstance(info.get(key), str):
+            raise ValueError(
+                f"{name}: needs a string {key!r}, as in {example}, got {info.get(key)!r:.60}"
+            )
+    return info
+
+
 def _server_info(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    example = "{'name': 'my-server', 'version': '1.0'}"
-    return None if value is None else _mapping("server_info", value, example)
+    return _implementation("server_info", value, "{'name': 'my-server', 'version': '1.0'}")
 
 
 def _client_info(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    example = "{'name': 'my-client', 'version': '1.0'}"
-    return None if value is None else _mapping("client_info", value, example)
+    return _implementation("client_info", value, "{'name': 'my-client', 'version': '1.0'}")
 
 
 def _capabilities(value: Mapping[str, Any]) -> dict[str, Any]:
-    return _mapping("capabilities", value, "{'tools': {}}")
+    capabilities = _mapping("capabilities", value, "{'tools': {}}")
+    for key, entry in capabilities.items():
+        if not isinstance(entry, Mapping):  # the schemas declare each one an object
+            raise ValueError(
+                f"capabilities[{key!r}]: must be an object (a mapping) such as {{}} or "
+                f"{{'listChanged': True}}, got {type(entry).__name__} {entry!r:.60}"
+            )
+    return capabilities
+
+
+def _era(value: str | Era) -> str:
+    """The library's own :class:`Era` stands for its value (``Era.LEGACY`` is ``"legacy"``)."""
+    return value.value if isinstance(value, Era) else value
 
 
 def _param_headers(value: Mapping[str, Mapping[str, tuple[str, ...]]]) -> dict[str, Any]:
@@ -102,6 +137,14 @@ def _one_of(*choices: str) -> Callable[[object, attrs.Attribute[Any], Any], None
             )
 
     return check
+
+
+def _json_depth(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not int or not 1 <= value <= MAX_JSON_DEPTH:
+        raise ValueError(
+            f"{attribute.name}: must be a positive integer, at most {MAX_JSON_DEPTH} (deeper "
+            f"nesting would overflow the interpreter's stack), got {value!r}"
+        )
 
 
 def _non_negative_int(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -156,6 +199,15 @@ class Limits:
     max_shimmed_requests: int = attrs.field(default=64, validator=_positive)
     #: Legacy shim: server-to-client requests awaiting an answer, over the whole connection.
     max_pending_legs: int = attrs.field(default=256, validator=_positive)
+    #: Deepest nesting of arrays and objects in one message (``{"a": [1]}`` is 2 levels, a
+    #: request's arguments start at level 3), at most 200. Deeper text is answered -32700
+    #: before it is decoded, and a message of ours nested deeper is not sent (a local error).
+    max_json_depth: int = attrs.field(default=128, validator=_json_depth)
+    #: JSON values in one message, counting arrays, objects, object keys and scalars
+    #: (``{"a": [1, 2]}`` holds 5); more are answered -32700 before decoding. Bounds the memory
+    #: a message decodes to (a few MiB of ``[{},{},...]`` would otherwise take tens of MiB);
+    #: raise it for peers that send large structured data.
+    max_json_nodes: int = attrs.field(default=100_000, validator=_positive)
 
 
 @attrs.frozen
@@ -232,7 +284,12 @@ class ServerConfig:
         factory=dict, converter=_param_headers
     )
     #: The tasks extension (``mrtr_sansio.tasks.TaskSettings``); None: no tasks offered.
-    tasks: TaskSettings | None = None
+    tasks: TaskSettings | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            _instance_of(TaskSettings, "a TaskSettings(...) from mrtr_sansio.tasks, or None")
+        ),
+    )
     #: Told what happens (``mrtr_sansio.observe``; ``mrtr_sansio.otel.OtelObserver`` for
     #: OpenTelemetry); None, the default, costs nothing.
     observer: Observer | None = None
@@ -252,8 +309,9 @@ class ClientConfig:
     #: The client capabilities declared (what the server may ask for).
     capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_capabilities)
     #: ``"modern"``, ``"legacy"``, or ``"auto"`` (probe with ``server/discover``).
+    #: ``Era.MODERN``/``Era.LEGACY`` are accepted for the first two.
     era: Literal["modern", "legacy", "auto"] = attrs.field(
-        default="modern", validator=_one_of("modern", "legacy", "auto")
+        default="modern", converter=_era, validator=_one_of("modern", "legacy", "auto")
     )
     #: The modern version sent in every envelope (and offered first by the probe).
     protocol_version: str = LATEST_MODERN_VERSION

@@ -23,6 +23,7 @@ from ._events import (
     OutgoingError,
     _Sentinel,
 )
+from ._wire.bounds import JsonBoundsError, bounded_loads, check_value
 from ._wire.codec import JsonCodec
 from ._wire.framing import LineFramer, Oversized
 from ._wire.jsonrpc import error_message, parse_error
@@ -51,8 +52,10 @@ def _scrub(value: Any) -> Any:
     return value
 
 
-def _parse_failure(data: bytes) -> str:
+def _parse_failure(data: bytes, exc: Exception) -> str:
     """Why ``data`` failed to decode, worded the same whichever codec failed on it."""
+    if isinstance(exc, JsonBoundsError):
+        return str(exc)
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
@@ -65,10 +68,15 @@ class Connection:
 
     def __init__(self, limits: Limits, codec: JsonCodec) -> None:
         self._limits = limits
-        self._loads = codec.loads
+        # Refuses JSON nested or sized past the limits (``_wire/bounds.py``).
+        self._loads = bounded_loads(codec.loads, limits.max_json_depth, limits.max_json_nodes)
         self._dumps = codec.dumps
+        self._raw_loads = codec.loads
         self._framer = LineFramer(limits.max_message_bytes)
-        self._max_line = limits.max_message_bytes  # in bytes, not counting the newline
+        # The stream fast path decodes a line directly when it cannot be past the JSON limits
+        # (the cheap half of ``bounded_loads``, inlined: it runs for every message).
+        self._fast_line = min(limits.max_message_bytes, 2 * limits.max_json_nodes - 1)
+        self._max_depth = limits.max_json_depth
         self._events: deque[Event] = deque()
         # (Outgoing subclass, data, message, related id, *extra fields): the typed item is built
         # only if the transport asks for it, so byte-stream transports never pay for it.
@@ -88,12 +96,16 @@ class Connection:
             self._on_close()
             self._events.append(ConnectionClosed())
             return
-        # The common case: nothing is buffered and ``data`` is one whole line within the limit.
+        # The common case: nothing is buffered and ``data`` is one whole line within the limits.
         # It is decoded as it is (codecs skip the trailing newline); a line that fails to decode
         # (a blank one, say) goes through the framer like any other chunk.
-        if self._framer.idle and data.find(b"\n") == len(data) - 1 <= self._max_line:
+        if (
+            self._framer.idle
+            and data.find(b"\n") == len(data) - 1 <= self._fast_line
+            and data.count(b"{") + (data.count(b"[") if b"[" in data else 0) <= self._max_depth
+        ):
             try:
-                msg = self._loads(data)
+                msg = self._raw_loads(data)
             except DECODE_ERRORS:
                 pass
             else:
@@ -122,8 +134,8 @@ class Connection:
         """Decode one message and hand it to the role; undecodable input gets -32700."""
         try:
             msg = self._loads(data)
-        except DECODE_ERRORS:
-            self._invalid(parse_error(_parse_failure(data)), answer=True)
+        except DECODE_ERRORS as exc:
+            self._invalid(parse_error(_parse_failure(data, exc)), answer=True)
             return
         self._dispatch(msg, context)
 
@@ -139,6 +151,12 @@ class Connection:
                 return
             self._receive_bytes(bytes(message), context)
         elif isinstance(message, Mapping):
+            limits = self._limits
+            try:
+                check_value(message, limits.max_json_depth, limits.max_json_nodes)
+            except JsonBoundsError as exc:
+                self._invalid(parse_error(str(exc)), answer=True)
+                return
             self._dispatch(message if type(message) is dict else dict(message), context)
         else:
             raise TypeError(

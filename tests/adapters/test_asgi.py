@@ -461,6 +461,18 @@ async def test_modern_only_app_refuses_initialize_and_delete(fixture: Fixture) -
         ({"origin": "http://localhost:3000"}, 200),
         ({"host": "127.0.0.1:9", "origin": "http://127.0.0.1"}, 200),
         ({"host": "[::1]:8000", "origin": "http://[::1]:8000"}, 200),
+        # Host is parsed strictly (RFC 3986 host, optional numeric port): what follows an
+        # allowed host cannot smuggle another one past the check.
+        ({"host": "[::1]evil.example"}, 421),
+        ({"host": "localhost:evil"}, 421),
+        ({"host": "localhost:99999"}, 421),
+        ({"host": "evil.example@localhost"}, 421),
+        ({"host": "localhost:8000:1"}, 421),
+        ({"host": "[::1"}, 421),
+        ({"host": ""}, 421),
+        ({"host": "LocalHost:8000"}, 200),
+        ({"origin": "http://localhost:evil"}, 403),
+        ({"origin": "http://[::1]evil.example"}, 403),
     ],
 )
 async def test_dns_rebinding_protection(

@@ -35,7 +35,7 @@ def request_headers(
             return {}
         return {"MCP-Protocol-Version": negotiated}
     assert isinstance(params, Mapping)
-    headers = {"MCP-Protocol-Version": version, "Mcp-Method": encode_header_value(method)}
+    headers = {"MCP-Protocol-Version": version, "Mcp-Method": method}  # both sent as is
     field = NAME_FIELDS.get(method)
     if field is None:
         return headers

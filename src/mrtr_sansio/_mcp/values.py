@@ -8,7 +8,8 @@ server-to-client request.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -308,10 +309,15 @@ def _field(name: object) -> str:
     return f"requested_schema.properties[{name!r}]"
 
 
+#: ``scheme://`` and a host, with nothing a URL cannot hold (RFC 3986: no space or control).
+_ABSOLUTE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]+[^\s]*\Z", re.ASCII)
+
+
 def elicit_url(
     message: str, url: str, *, elicitation_id: str | None = None, **extra: Any
 ) -> InputRequest:
-    """A url-mode ``elicitation/create``.
+    """A url-mode ``elicitation/create``: the client shows ``message`` and offers to open
+    ``url``, an absolute URL (``scheme://host...``, e.g. ``"https://example.com/connect"``).
 
     The modern wire has no ``elicitationId``; pass one only to fix the id the legacy shim sends
     (it mints one otherwise).
@@ -320,6 +326,10 @@ def elicit_url(
         raise TypeError("message: must be a string")
     if not isinstance(url, str):
         raise TypeError("url: must be a string")
+    if not _ABSOLUTE_URL.match(url):
+        raise ValueError(
+            f"url: must be an absolute URL such as 'https://example.com/connect', got {url!r:.80}"
+        )
     params: dict[str, Any] = {"mode": "url", "message": message, "url": url, **extra}
     if elicitation_id is not None:
         params["elicitationId"] = elicitation_id
@@ -327,15 +337,20 @@ def elicit_url(
 
 
 def sample(
-    messages: list[Mapping[str, Any]] | str,
+    messages: Sequence[Mapping[str, Any]] | str,
     max_tokens: int,
     *,
     system_prompt: str | None = None,
-    tools: list[Mapping[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
     tool_choice: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> InputRequest:
-    """A ``sampling/createMessage``; a plain string becomes one user text message."""
+    """A ``sampling/createMessage`` asking the client's model for at most ``max_tokens``.
+
+    ``messages`` is any sequence of ``SamplingMessage`` mappings (``{"role": "user",
+    "content": {"type": "text", "text": ...}}``); a plain string is the shortcut for one user
+    text message, so ``sample("Summarize this", 200)`` asks a single question.
+    """
     if isinstance(messages, str):
         messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
     if type(max_tokens) is not int or max_tokens < 1:

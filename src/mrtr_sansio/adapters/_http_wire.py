@@ -20,6 +20,7 @@ import httpx
 from anyio.abc import TaskGroup
 
 from mrtr_sansio import ClientConfig, Era, ErrorCode, JsonRpcError, Limits, Outgoing
+from mrtr_sansio._wire.bounds import bounded_loads
 from mrtr_sansio.events import OutgoingRequest
 
 from ._client_common import ClientDriver, ConnectionClosedError, Trace, call_hook
@@ -82,8 +83,11 @@ class HttpWire:
         }
         self._listen_enabled = listen
         self._trace = trace
-        self._loads = config.codec.loads
         limits: Limits = config.limits
+        # Text past the JSON limits is not decoded here: the connection refuses its bytes.
+        self._loads = bounded_loads(
+            config.codec.loads, limits.max_json_depth, limits.max_json_nodes
+        )
         self._limit = limits.max_message_bytes
         self._limit_origins = limits.max_in_flight
         self._session_id: str | None = None

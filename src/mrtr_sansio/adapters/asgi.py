@@ -34,7 +34,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, MutableMapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from mrtr_sansio._extras import raise_missing_extra
 
@@ -59,7 +58,7 @@ from mrtr_sansio import (
 from mrtr_sansio._server.registry import SessionRegistry
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts
-from mrtr_sansio.http._facts import HeaderReader
+from mrtr_sansio.http._facts import HeaderReader, host_name, origin_host
 from mrtr_sansio.tasks import TaskCancelled
 
 from ._common import Handler, RequestContext, announce_state_key, call_handler
@@ -226,7 +225,9 @@ class McpHttpApp:
             self.config = _modern_only(self.config)
         self.path = path
         self._route = path.rstrip("/")
-        self.allowed_hosts = None if allowed_hosts is None else frozenset(allowed_hosts)
+        self.allowed_hosts = (
+            None if allowed_hosts is None else frozenset(h.lower() for h in allowed_hosts)
+        )
         self.max_body = self.config.limits.max_message_bytes
         self.legacy = legacy
         self._principal = principal
@@ -314,17 +315,11 @@ class McpHttpApp:
         allowed = self.allowed_hosts
         if allowed is None:
             return None
-        host = headers.get("host", "")
-        if _hostname(host) not in allowed:
+        if not _allowed(host_name(headers.get("host", "")), allowed):
             return 421, "Misdirected Request: Host not allowed"
         origin = headers.get("origin")
-        if origin is not None:
-            try:
-                origin_host = urlsplit(origin).hostname or ""
-            except ValueError:
-                origin_host = ""
-            if origin_host not in allowed and f"[{origin_host}]" not in allowed:
-                return 403, "Forbidden: Origin not allowed"
+        if origin is not None and not _allowed(origin_host(origin), allowed):
+            return 403, "Forbidden: Origin not allowed"
         return None
 
     # --- POST -------------------------------------------------------------------------------
@@ -728,11 +723,10 @@ def _may_stream(event: RequestReceived) -> bool:
     )
 
 
-def _hostname(host: str) -> str:
-    if host.startswith("["):
-        end = host.find("]")
-        return host[: end + 1] if end > 0 else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+def _allowed(host: str | None, allowed: frozenset[str]) -> bool:
+    """Whether a parsed host is allowed; an IPv6 literal may be listed with or without its
+    brackets."""
+    return host is not None and (host in allowed or host.strip("[]") in allowed)
 
 
 def _is_json(content_type: str) -> bool:

@@ -4,9 +4,10 @@ Modern HTTP requests mirror parts of the body in headers: ``MCP-Protocol-Version
 envelope's version, ``Mcp-Method`` the method, and ``Mcp-Name`` the tool or prompt name or the
 resource URI (on ``tools/call``, ``prompts/get``, ``resources/read``) or the task id (on
 ``tasks/get``, ``tasks/update``, ``tasks/cancel``). Values that are not plain
-header-safe ASCII travel as ``=?base64?<base64 of UTF-8>?=``. Any violation is -32020 with
-HTTP status 400. Tool arguments a tool marks with ``x-mcp-header`` are mirrored too, in
-``Mcp-Param-{Name}`` headers (see :mod:`._param_headers`).
+header-safe ASCII travel as ``=?base64?<base64 of UTF-8>?=`` (``Mcp-Name`` and
+``Mcp-Param-*`` only: the version and the method are plain ASCII, compared as sent). Any
+violation is -32020 with HTTP status 400. Tool arguments a tool marks with ``x-mcp-header``
+are mirrored too, in ``Mcp-Param-{Name}`` headers (see :mod:`._param_headers`).
 
 A mirror header sent twice is refused like a mismatch: an intermediary that routes or authorizes
 on one copy would otherwise see a different request than the one served. Transports should
@@ -17,6 +18,7 @@ repeat is still visible, not from a mapping that keeps one copy.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -192,6 +194,46 @@ _MCP_ONLY = HeaderReader()
 _NONE: frozenset[str] = frozenset()
 
 
+# RFC 3986 reg-name (unreserved, pct-encoded, sub-delims), then an optional numeric port.
+_REG_NAME_PORT = re.compile(
+    r"((?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+)(?::([0-9]{1,5}))?", re.ASCII
+)
+_IP_LITERAL_PORT = re.compile(r"\[([0-9A-Fa-f:.]+)\](?::([0-9]{1,5}))?", re.ASCII)
+
+
+def host_name(value: str) -> str | None:
+    """The host of a ``Host`` header value (``uri-host [":" port]``), lower-cased, or None
+    when the value is not exactly that.
+
+    An IPv6 literal comes back in brackets (``"[::1]"``). Anything after the host other than
+    a numeric port (``[::1]evil.example``, ``localhost:evil``) makes the value invalid, so a
+    check of the host against an allowed list cannot be steered by what follows it.
+    """
+    match = _IP_LITERAL_PORT.fullmatch(value)
+    if match is not None:
+        try:
+            ipaddress.IPv6Address(match[1])
+        except ValueError:
+            return None
+        name = f"[{match[1].lower()}]"
+    else:
+        match = _REG_NAME_PORT.fullmatch(value)
+        if match is None:
+            return None
+        name = match[1].lower()
+    port = match[2]
+    return name if port is None or int(port) <= 65535 else None
+
+
+def origin_host(origin: str) -> str | None:
+    """The host of an ``Origin`` header value (``scheme "://" host [":" port]``), as
+    :func:`host_name` gives it, or None (``null``, a path, anything malformed)."""
+    scheme, sep, rest = origin.partition("://")
+    if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        return None
+    return host_name(rest)
+
+
 def decode_header_value(value: str) -> str:
     """Undo the ``=?base64?...?=`` form; plain values come back unchanged.
 
@@ -247,7 +289,8 @@ def check_headers(
     ``body_version`` is the envelope's version, or None when the body has none (then the
     missing envelope is reported by the envelope check, as -32602). Any repeated MCP header
     (``Mcp-Param-*`` included) is refused first; a value with a character outside visible
-    ASCII, space and tab is refused as invalid.
+    ASCII, space and tab is refused as invalid. ``MCP-Protocol-Version`` and ``Mcp-Method``
+    are compared as they are sent; only ``Mcp-Name`` may use the base64 form.
     """
     if facts.repeated:
         names = ", ".join(header_display_name(n) for n in sorted(facts.repeated))
@@ -261,7 +304,7 @@ def check_headers(
             f"does not match body value '{body_version}'",
             request_id,
         )
-    _check_mirror(facts.method, "Mcp-Method", method, request_id)
+    _check_mirror(facts.method, "Mcp-Method", method, request_id, encoded=False)
     field = NAME_FIELDS.get(method)
     if field is None:
         return
@@ -269,14 +312,26 @@ def check_headers(
     _check_mirror(facts.name, "Mcp-Name", body_name, request_id)
 
 
-def _check_mirror(raw: str | None, header: str, body_value: Any, request_id: Any) -> None:
-    """-32020 unless the (possibly base64-encoded) mirror header ``raw`` equals the body's."""
+def _check_mirror(
+    raw: str | None, header: str, body_value: Any, request_id: Any, *, encoded: bool = True
+) -> None:
+    """-32020 unless the mirror header ``raw`` equals the body's value: decoded first when
+    ``encoded`` (the base64 form is for ``Mcp-Name`` and ``Mcp-Param-*`` only), else as is."""
     if raw is None:
         raise _mismatch(f"Missing required header {header}", request_id)
-    try:
-        value = decode_header_value(_plain(raw, header, request_id))
-    except ValueError:
-        raise _mismatch(f"Malformed {header} header", request_id) from None
+    value = _plain(raw, header, request_id)
+    if encoded:
+        try:
+            value = decode_header_value(value)
+        except ValueError:
+            raise _mismatch(f"Malformed {header} header", request_id) from None
+    elif value.startswith("=?base64?"):
+        # A gateway that routes or filters on the header reads it as it is: so must we.
+        raise _mismatch(
+            f"Header {header} must be sent as is: the =?base64?...?= form is only for "
+            "Mcp-Name and Mcp-Param-* headers",
+            request_id,
+        )
     if value != body_value:
         raise _mismatch(
             f"Header mismatch: {header} header value '{value}' does not match "
