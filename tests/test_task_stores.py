@@ -32,9 +32,17 @@ from mrtr_sansio.tasks import (
 )
 
 
-def record(task_id: str = "t", owner: str | None = "alice", revision: int = 0) -> Task:
+def tid(name: str) -> str:
+    """A task id of the form the server issues (32 hex digits), named for the test."""
+    return name.encode().hex().ljust(32, "0")[:32]
+
+
+T = tid("t")
+
+
+def record(task_id: str = T, owner: str | None = "alice", revision: int = 0) -> Task:
     return Task(
-        task_id=task_id,
+        task_id=task_id if len(task_id) == 32 else tid(task_id),
         owner=owner,
         status=TaskStatus.WORKING,
         created_at=1.0,
@@ -86,19 +94,19 @@ def test_a_store_is_a_task_store(store: TaskStore) -> None:
 
 
 def test_create_get_and_refuse_a_duplicate(store: TaskStore) -> None:
-    assert store.get("t") is None
+    assert store.get(T) is None
     assert store.create(record())
     assert not store.create(record())
-    assert store.get("t") == record()
+    assert store.get(T) == record()
 
 
 def test_replace_is_compare_and_swap_on_revision(store: TaskStore) -> None:
     store.create(record())
     newer = record(revision=1)
     assert not store.replace(newer, 7)
-    assert store.get("t") == record()
+    assert store.get(T) == record()
     assert store.replace(newer, 0)
-    assert store.get("t") == newer
+    assert store.get(T) == newer
     assert not store.replace(record(revision=2), 0)  # a writer that read revision 0 loses
 
 
@@ -107,9 +115,9 @@ def test_delete_and_count_by_owner(store: TaskStore) -> None:
     store.create(record("b", "alice"))
     store.create(record("c", None))
     assert [store.count("alice", 0.0), store.count(None, 0.0), store.count("bob", 0.0)] == [2, 1, 0]
-    store.delete("a")
-    store.delete("a")
-    assert store.get("a") is None
+    store.delete(tid("a"))
+    store.delete(tid("a"))
+    assert store.get(tid("a")) is None
     assert store.count("alice", 0.0) == 1
     assert not store.replace(record("a", revision=1), 0)
 
@@ -119,10 +127,10 @@ def test_two_sqlite_connections_share_records(tmp_path: Path) -> None:
     two = SqliteTaskStore(tmp_path / "tasks.db")
     try:
         assert one.create(record())
-        assert two.get("t") == record()
+        assert two.get(T) == record()
         assert two.replace(record(revision=1), 0)
         assert not one.replace(record(revision=1), 0)  # one's view was stale: refused
-        assert one.get("t") == record(revision=1)
+        assert one.get(T) == record(revision=1)
     finally:
         one.close()
         two.close()
@@ -133,7 +141,7 @@ def test_two_redis_clients_share_records(redis_url: str) -> None:
     two = RedisTaskStore.from_url(redis_url, prefix=one._prefix)
     try:
         assert one.create(record())
-        assert two.get("t") == record()
+        assert two.get(T) == record()
         assert two.replace(record(revision=1), 0)
         assert not one.replace(record(revision=1), 0)
     finally:
@@ -146,11 +154,14 @@ def test_redis_records_expire_a_minute_after_their_ttl(redis_url: str) -> None:
     try:
         store.create(record())  # ttl_ms=1000
         store.create(attrs_evolve(record("forever"), ttl_ms=None))
-        left = store._redis.pttl(store._prefix + "t")
+        left = store._redis.pttl(store._prefix + T)
         assert 60_000 < left <= 61_000
-        assert store._redis.pttl(store._prefix + "forever") == -1  # no expiry
-        store._redis.delete(store._prefix + "t")  # as if Redis expired it
-        assert store.count("alice", 0.0) == 1  # the stale id is dropped from the owner's set
+        assert store._redis.pttl(store._prefix + tid("forever")) == -1  # no expiry
+        assert store.count("alice", 0.0) == 2
+        assert store.count("alice", 2.0) == 1  # t expired at 1.0 + 1 s: no longer counted
+        assert store.sweep(2.0, 10) == 1
+        assert store._redis.exists(store._prefix + T) == 0
+        assert store._redis.zcard(store._owners + "alice") == 1
     finally:
         store.close()
 

@@ -30,6 +30,8 @@ Runs under any ASGI server, on asyncio (uvicorn) or trio (hypercorn), through ``
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, MutableMapping
@@ -48,6 +50,7 @@ from mrtr_sansio import (
     Era,
     ErrorCode,
     JsonRpcError,
+    LocalProtocolError,
     Outgoing,
     OutgoingResponse,
     RequestCancelled,
@@ -59,10 +62,11 @@ from mrtr_sansio._server.registry import SessionRegistry
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts
 from mrtr_sansio.http._facts import HeaderReader, host_name, origin_host
-from mrtr_sansio.tasks import TaskCancelled
+from mrtr_sansio.tasks import TaskCancelled, TaskStoreError
 
-from ._common import Handler, RequestContext, announce_state_key, call_handler
+from ._common import Handler, HandlerResult, RequestContext, announce_state_key, call_handler
 from ._loop import answer
+from ._tasks import StoreCalls, TaskRunner, TaskRunOptions
 
 __all__ = ["McpHttpApp"]
 
@@ -130,11 +134,13 @@ class _Exchange:
 class _Peer:
     """A connection plus the exchanges currently answering on it (one POST, or a session)."""
 
-    __slots__ = ("conn", "exchanges", "session_id", "task_cancels", "task_runs")
+    __slots__ = ("broken", "conn", "exchanges", "session_id", "task_cancels", "task_runs")
 
     def __init__(self, conn: ServerConnection, session_id: str | None = None) -> None:
         self.conn = conn
         self.session_id = session_id
+        #: A store fault interrupted a call on the connection: never reuse it.
+        self.broken = False
         self.exchanges: dict[Any, _Exchange] = {}
         #: Runs of tasks (tasks extension) to do once the POST is answered, and task ids
         #: the client cancelled.
@@ -183,6 +189,7 @@ class _Peer:
         """Whether nothing of any request is left here: the peer may serve another POST."""
         return (
             self.conn.reusable
+            and not self.broken
             and not self.exchanges
             and not self.task_runs
             and not self.task_cancels
@@ -207,6 +214,12 @@ class McpHttpApp:
     it opens. ``legacy=False`` makes a modern-only server (no sessions; ``initialize`` is
     refused). Session caps and idle expiry come from ``config``; idle sessions are swept by a
     task that runs while the server's lifespan does (and checked on every request anyway).
+
+    Tasks (``config.tasks``) run as ``task_runs`` says (:class:`TaskRunOptions`): while the
+    server's lifespan runs, in a pool of the app's own, so a run holds no HTTP connection
+    (without a lifespan, each run goes on in the POST that created it, after its response).
+    Calls that reach a blocking task store or replay guard run in worker threads; a store
+    fault is answered -32603 with its message, never a 500.
     """
 
     def __init__(
@@ -218,6 +231,7 @@ class McpHttpApp:
         allowed_hosts: Iterable[str] | None = LOCAL_HOSTS,
         legacy: bool = True,
         principal: Callable[[Scope], str | None] | None = None,
+        task_runs: TaskRunOptions | None = None,
     ) -> None:
         self.handler = handler
         self.config = config if config is not None else ServerConfig()
@@ -236,8 +250,9 @@ class McpHttpApp:
             max_per_principal=self.config.max_sessions_per_principal,
             idle_timeout=self.config.session_idle_timeout,
         )
-        # Task runs going on in this process, to stop on tasks/cancel.
-        self._task_scopes: dict[str, anyio.CancelScope] = {}
+        runs = task_runs if task_runs is not None else TaskRunOptions()
+        self._calls = StoreCalls(self.config, runs.store_threads)
+        self._runner = TaskRunner(handler, self.config, runs, self._calls)
         # Stateless peers that answered their POST and hold nothing of it (IDLE_CONNECTIONS).
         self._idle: list[_Peer] = []
         self._dumps = self.config.codec.dumps
@@ -366,7 +381,8 @@ class McpHttpApp:
             idle = self._idle
             peer = idle.pop() if idle else _Peer(ServerConnection(self.config))
             peer.conn.principal = principal
-            peer.conn.receive_message(body, http=facts)
+            if not await self._feed(peer, body, facts, send):
+                return  # a store fault, answered; the connection is dropped
             if peer.conn.session is None:
                 try:
                     await self._answer(peer, receive, send)
@@ -407,7 +423,7 @@ class McpHttpApp:
             else:
                 await self._serve(peer, event, receive, send, extra)
             if peer.task_runs or peer.task_cancels:
-                await self._run_tasks(peer)
+                await self._start_tasks(peer)
             return
         for item in unrouted:
             if isinstance(item, OutgoingResponse):
@@ -416,7 +432,7 @@ class McpHttpApp:
                 status = item.http_status if isinstance(item, OutgoingError) else 200
                 await _json(send, status, item.data, extra)
                 if peer.task_runs or peer.task_cancels:
-                    await self._run_tasks(peer)
+                    await self._start_tasks(peer)
                 return
             log.debug("no stream for %r", item.message)
         await send({"type": "http.response.start", "status": 202, "headers": []})
@@ -472,7 +488,7 @@ class McpHttpApp:
                 conn.cancel(event.request_id, "The HTTP client disconnected")
                 peer.pump()  # nothing goes out for a request nobody waits for
                 return
-        answer(conn, event, result)  # the one answer path
+        await self._answer_request(peer, event, result)
         _, pending = peer.pump()  # everything the request produced, and task runs to do
         if len(pending) == 1 and isinstance(pending[0], OutgoingResponse):
             only = pending[0]
@@ -556,42 +572,57 @@ class McpHttpApp:
         conn = peer.conn
         ctx = RequestContext(conn, event, peer.flush, anyio.sleep)
         try:
-            answer(conn, event, await call_handler(self.handler, ctx))  # the one answer path
+            await self._answer_request(peer, event, await call_handler(self.handler, ctx))
         finally:
             peer.flush()
 
     # --- tasks (extension) ------------------------------------------------------------------
 
-    async def _run_tasks(self, peer: _Peer) -> None:
-        """After the response: stop the runs the client cancelled, then run the tasks this
+    async def _start_tasks(self, peer: _Peer) -> None:
+        """After the response: stop the runs the client cancelled, then start the runs this
         POST created or resumed (their outcome goes to the task store, not to this client)."""
         for cancelled in peer.task_cancels:
-            running = self._task_scopes.get(cancelled)
-            if running is not None:
-                running.cancel()
+            self._runner.cancel(cancelled)
         peer.task_cancels.clear()
-        settings = peer.conn.config.tasks
-        lease = None if settings is None else settings.lease_seconds
-        while peer.task_runs:
-            event = peer.task_runs.pop(0)
-            task_id = event.task_id
-            assert task_id is not None
-            ctx = RequestContext(peer.conn, event, peer.flush, anyio.sleep)
-            with anyio.CancelScope() as scope:
-                self._task_scopes[task_id] = scope
-                try:
-                    if lease is None:
-                        result = await call_handler(self.handler, ctx)
-                    else:
-                        async with anyio.create_task_group() as tg:
-                            tg.start_soon(_keep_lease, peer.conn, task_id, lease / 3, scope)
-                            result = await call_handler(self.handler, ctx)
-                            tg.cancel_scope.cancel()
-                finally:
-                    del self._task_scopes[task_id]
-            if not scope.cancelled_caught:
-                answer(peer.conn, event, result)  # a task run: settles the task
-            peer.flush()
+        runs, peer.task_runs = peer.task_runs, []
+        await self._runner.run_all(runs)
+
+    # --- store calls ------------------------------------------------------------------------
+
+    async def _feed(self, peer: _Peer, body: bytes, facts: HttpRequestFacts, send: Send) -> bool:
+        """Feed a stateless POST's body to its connection (in a worker thread when a store
+        blocks). False when a store fault escaped the connection: it is answered -32603."""
+        conn = peer.conn
+        try:
+            if self._calls.blocking:
+                await self._calls(lambda: conn.receive_message(body, http=facts))
+            else:
+                conn.receive_message(body, http=facts)
+        except Exception as exc:
+            peer.broken = True
+            error = _fault(exc, "receiving a request")
+            reply = {"jsonrpc": "2.0", "id": _request_id(body), "error": error.to_wire()}
+            await _json(send, 200, self._dumps(reply))
+            return False
+        return True
+
+    async def _answer_request(
+        self, peer: _Peer, event: RequestReceived, result: HandlerResult
+    ) -> None:
+        """The one answer path (:func:`answer`), with a new task refused while the pool is
+        full, in a worker thread when a store blocks; a store fault answers -32603."""
+        conn = peer.conn
+        result = self._runner.admit(result)
+        try:
+            if self._calls.blocking:
+                await self._calls(answer, conn, event, result)
+            else:
+                answer(conn, event, result)
+        except Exception as exc:
+            peer.broken = True
+            error = _fault(exc, f"answering {event.method}")
+            with contextlib.suppress(LocalProtocolError):
+                conn.respond(event.request_id, error)
 
     # --- sessions ---------------------------------------------------------------------------
 
@@ -660,18 +691,6 @@ class _Resume:
                     return done.value
 
 
-async def _keep_lease(
-    conn: ServerConnection, task_id: str, every: float, run: anyio.CancelScope
-) -> None:
-    """Renew a task run's lease every ``every`` seconds; stop the run when the task is no
-    longer running (cancelled or failed, possibly through another process)."""
-    while True:
-        await anyio.sleep(every)
-        if not conn.renew_task(task_id):
-            run.cancel()
-            return
-
-
 async def _watch_disconnect(receive: Receive, gone: anyio.Event, tg: TaskGroup) -> None:
     while True:
         message = await receive()
@@ -679,6 +698,26 @@ async def _watch_disconnect(receive: Receive, gone: anyio.Event, tg: TaskGroup) 
             gone.set()
             tg.cancel_scope.cancel()
             return
+
+
+def _fault(exc: Exception, doing: str) -> JsonRpcError:
+    """-32603 for an exception a connection call let through: a store fault says what failed
+    (its message names no secret); anything else is logged and stays private."""
+    if isinstance(exc, TaskStoreError):
+        log.error("store fault while %s: %s", doing, exc)
+        return JsonRpcError.internal(str(exc))
+    log.error("unexpected failure while %s", doing, exc_info=exc)
+    return JsonRpcError.internal()
+
+
+def _request_id(body: bytes) -> Any:
+    """The id of the request in ``body`` when there is a plain one (for a fault's answer)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    rid = message.get("id") if isinstance(message, dict) else None
+    return rid if type(rid) in (str, int) else None
 
 
 def _route_path(scope: Scope) -> str:

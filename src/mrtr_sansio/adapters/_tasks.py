@@ -1,0 +1,278 @@
+"""The task run policy of every server adapter, and store calls kept off the event loop.
+
+* :class:`StoreCalls`: the connection calls that may reach a task store or a replay guard
+  (feeding a message, answering, settling a task, renewing a lease) run on the event loop
+  when every store is in memory, and in a worker thread (at most
+  :attr:`TaskRunOptions.store_threads` at once) when one blocks (SQLite, Redis, a store of
+  yours): the loop goes on serving everything else meanwhile.
+* :class:`TaskRunner`: task runs go on in one pool per app or server, outside the request
+  that created them, on a connection of their own: at most :attr:`TaskRunOptions.max_running`
+  at once. A ``tools/call`` whose handler answers ``RunAsTask`` while the pool is full (running
+  plus waiting) is answered -32603 ("Too many tasks are running") and no task is made; a run
+  that continues a task (after ``tasks/update``, or a state-only round) waits for a slot. With
+  ``TaskSettings.lease_seconds`` set, every run (waiting ones too) renews its lease every third
+  of it, and stops when the task is no longer running (cancelled, possibly by another process).
+* :class:`LeaseThread`: the same renewal for the blocking stdio server, from a thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import attrs
+from anyio.abc import TaskGroup
+
+from mrtr_sansio import JsonRpcError, RequestReceived, ServerConfig, ServerConnection
+from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskStoreError
+
+from ._common import Handler, HandlerResult, RequestContext, call_handler
+from ._loop import answer
+
+__all__ = ["LeaseThread", "StoreCalls", "TaskRunOptions", "TaskRunner", "blocking_stores"]
+
+log = logging.getLogger("mrtr_sansio.adapters.tasks")
+T = TypeVar("T")
+
+
+def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{attribute.name}: must be a positive integer, got {value!r}")
+
+
+@attrs.frozen
+class TaskRunOptions:
+    """How a server adapter runs tasks and store calls (``McpHttpApp(task_runs=...)``,
+    ``anyio.serve(task_runs=...)``)."""
+
+    #: Task runs going on at once in one app or server, waiting ones included; a new task
+    #: past it is refused with -32603 (``tasks/get`` and ``tasks/cancel`` still get through).
+    max_running: int = attrs.field(default=64, validator=_positive)
+    #: Worker threads running calls that reach a blocking store (SQLite, Redis) at once.
+    store_threads: int = attrs.field(default=8, validator=_positive)
+
+
+#: The -32603 message of a task refused because the pool is full.
+POOL_FULL = "Too many tasks are running on this server; try again later"
+
+
+def blocking_stores(config: ServerConfig) -> bool:
+    """Whether a call of ``config``'s connections may block on IO: a task store other than the
+    in-memory one (unless it says ``blocking = False``), or a replay guard that says
+    ``blocking = True``."""
+    tasks = config.tasks
+    store = None if tasks is None else tasks.store
+    if (
+        store is not None
+        and not isinstance(store, InMemoryTaskStore)
+        and getattr(store, "blocking", True)
+    ):
+        return True
+    guard = getattr(config.request_state, "replay_guard", None)
+    return bool(getattr(guard, "blocking", False))
+
+
+class StoreCalls:
+    """Run connection calls that may reach a store: in line, or in a worker thread when the
+    stores block. One call at a time per connection is the caller's rule (a stateless POST's
+    connection is its own; stream servers serialize with :meth:`serialized`)."""
+
+    __slots__ = ("_limiter", "_lock", "_threads", "blocking")
+
+    def __init__(self, config: ServerConfig, threads: int) -> None:
+        #: True when calls go to worker threads.
+        self.blocking = blocking_stores(config)
+        self._threads = threads
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._lock: anyio.Lock | None = None
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``: in a worker thread when the stores block, else right here. A
+        cancellation waits for the thread (the connection is never left half-updated)."""
+        if not self.blocking:
+            return fn(*args)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._threads)
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+    def serialized(self) -> StoreCalls:
+        """A twin sharing the thread limit whose calls run one at a time (for a connection
+        that several handlers share)."""
+        twin = StoreCalls.__new__(StoreCalls)
+        twin.blocking = self.blocking
+        twin._threads = self._threads
+        twin._limiter = self._limiter
+        twin._lock = anyio.Lock() if self.blocking else None
+        return twin
+
+    async def one_at_a_time(self, fn: Callable[..., T], *args: Any) -> T:
+        """As :meth:`__call__`, after the calls of this twin before it have finished."""
+        if self._lock is None:
+            return await self(fn, *args)
+        async with self._lock:
+            return await self(fn, *args)
+
+
+class TaskRunner:
+    """The pool of one app or server's task runs (see the module docstring)."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        config: ServerConfig,
+        options: TaskRunOptions,
+        calls: StoreCalls,
+    ) -> None:
+        self._handler = handler
+        self._config = config
+        self.options = options
+        self._calls = calls
+        self._slots: anyio.Semaphore | None = None
+        self._scopes: dict[str, anyio.CancelScope] = {}
+        #: Runs started and not finished (waiting for a slot included).
+        self.active = 0
+        self._group: TaskGroup | None = None
+        settings = config.tasks
+        lease = None if settings is None else settings.lease_seconds
+        self._renew_every = None if lease is None else lease / 3
+
+    def attach(self, group: TaskGroup | None) -> None:
+        """Run tasks in ``group`` from now on (an app-level task group); None: in the caller
+        of :meth:`run_all`."""
+        self._group = group
+
+    @property
+    def detached(self) -> bool:
+        """Whether runs go on in the app-level group rather than in their creator."""
+        return self._group is not None
+
+    @property
+    def full(self) -> bool:
+        """Whether a new task would be refused."""
+        return self.active >= self.options.max_running
+
+    def admit(self, result: HandlerResult) -> HandlerResult:
+        """``result``, or -32603 when it would make a task and the pool is full."""
+        if isinstance(result, RunAsTask) and self.full:
+            log.warning("task refused: %d task runs going on", self.active)
+            return JsonRpcError.internal(POOL_FULL)
+        return result
+
+    def cancel(self, task_id: str) -> None:
+        """Stop the run of ``task_id`` if it goes on here (``tasks/cancel``)."""
+        scope = self._scopes.get(task_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def run_all(self, runs: list[RequestReceived]) -> None:
+        """Start ``runs``: in the app-level group when attached (returns at once), else one
+        after the other here."""
+        while runs:
+            event = runs.pop(0)
+            self.active += 1
+            if self._group is not None:
+                self._group.start_soon(self._run, event, name=f"task {event.task_id}")
+            else:
+                await self._run(event)
+
+    async def _run(self, event: RequestReceived) -> None:
+        task_id = event.task_id
+        assert task_id is not None
+        conn = ServerConnection(self._config)  # the run's own: nothing else touches it
+        result: Any = None
+        try:
+            with anyio.CancelScope() as scope:
+                self._scopes[task_id] = scope
+                async with anyio.create_task_group() as tg:
+                    if self._renew_every is not None:
+                        tg.start_soon(self._keep_lease, conn, task_id, scope)
+                    if self._slots is None:
+                        self._slots = anyio.Semaphore(self.options.max_running)
+                    async with self._slots:
+                        ctx = RequestContext(conn, event, _nothing, anyio.sleep)
+                        result = await call_handler(self._handler, ctx)
+                    tg.cancel_scope.cancel()
+        finally:
+            if self._scopes.get(task_id) is scope:
+                del self._scopes[task_id]
+            self.active -= 1
+        if scope.cancelled_caught:
+            return
+        try:
+            await self._calls(answer, conn, event, result)  # settles the task
+        except Exception:  # the store failed: never let it end the app's task group
+            log.exception("task %s: its outcome could not be stored", task_id)
+            return
+        again = [e for e in conn.events() if type(e) is RequestReceived and e.task_id]
+        await self.run_all(again)  # a state-only round: the next run
+
+    async def _keep_lease(
+        self, conn: ServerConnection, task_id: str, run: anyio.CancelScope
+    ) -> None:
+        """Renew the run's lease; stop the run when the task is no longer running. A store
+        fault is logged and retried at the next renewal."""
+        assert self._renew_every is not None
+        while True:
+            await anyio.sleep(self._renew_every)
+            try:
+                alive = await self._calls(conn.renew_task, task_id)
+            except TaskStoreError as exc:
+                log.warning("task %s: lease not renewed: %s", task_id, exc)
+                continue
+            if not alive:
+                run.cancel()
+                return
+
+
+def _nothing() -> None:
+    """A task run's flush: nothing of a run goes to the client that created it."""
+
+
+class LeaseThread:
+    """Renew a task run's lease from a thread while a blocking handler runs (stdio).
+
+    The thread has its own connection, so it shares nothing with the serving thread;
+    :attr:`stopped` is set once the task is no longer running (the handler's ``ctx.sleep``
+    then raises)."""
+
+    def __init__(self, config: ServerConfig, task_id: str) -> None:
+        settings = config.tasks
+        lease = None if settings is None else settings.lease_seconds
+        self._every = None if lease is None else lease / 3
+        self._conn = ServerConnection(config) if lease is not None else None
+        self._task_id = task_id
+        self._done = threading.Event()
+        #: Set once renewing said the task is no longer running.
+        self.stopped = threading.Event()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[LeaseThread]:
+        """Renew while the ``with`` body runs."""
+        if self._every is None:
+            yield self
+            return
+        thread = threading.Thread(target=self._renew, name=f"lease {self._task_id}", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._done.set()
+            thread.join()
+
+    def _renew(self) -> None:
+        assert self._conn is not None
+        assert self._every is not None
+        while not self._done.wait(self._every):
+            try:
+                alive = self._conn.renew_task(self._task_id)
+            except TaskStoreError as exc:
+                log.warning("task %s: lease not renewed: %s", self._task_id, exc)
+                continue
+            if not alive:
+                self.stopped.set()
+                return
