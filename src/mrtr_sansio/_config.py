@@ -232,7 +232,14 @@ class ServerConfig:
         factory=dict, converter=_param_headers
     )
     #: The tasks extension (``mrtr_sansio.tasks.TaskSettings``); None: no tasks offered.
-    tasks: TaskSettings | None = None
+    tasks: TaskSettings | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            _instance_of(
+                TaskSettings, 'a TaskSettings(...), e.g. TaskSettings(tools={"slow": "optional"})'
+            )
+        ),
+    )
     #: Told what happens (``mrtr_sansio.observe``; ``mrtr_sansio.otel.OtelObserver`` for
     #: OpenTelemetry); None, the default, costs nothing.
     observer: Observer | None = None
