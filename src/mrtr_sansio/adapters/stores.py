@@ -42,6 +42,9 @@ class SqliteTaskStore:
     when done.
     """
 
+    #: Records outlive the process: task leases are on by default (``TaskSettings``).
+    durable = True
+
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 5.0) -> None:
         self.path = os.fspath(path)
         self._lock = threading.Lock()
@@ -154,6 +157,9 @@ class RedisTaskStore:
     ``client`` is a synchronous ``redis.Redis`` (``redis.Redis.from_url(url)``); its calls
     block the event loop for one round trip each, which is short on a nearby server.
     """
+
+    #: Records outlive the process: task leases are on by default (``TaskSettings``).
+    durable = True
 
     def __init__(self, client: Any, *, prefix: str = "mrtr:task:") -> None:
         self._redis = client
