@@ -9,6 +9,7 @@ a broken disk or a Redis that went away: there is no real peer for those.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -637,3 +638,26 @@ def test_ask_name_still_runs_with_the_capabilities_kept_in_the_record() -> None:
     result = get(server, task_id)["result"]
     assert result["status"] == "completed"
     assert result["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
+def test_the_limits_page_lists_every_task_setting_with_its_default() -> None:
+    import importlib.util
+
+    import attrs
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    spec = importlib.util.spec_from_file_location("docs_generate", docs / "hooks" / "generate.py")
+    assert spec is not None
+    assert spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    assert "\n<!-- config: TaskSettings -->\n" in (docs / "limits.md").read_text(encoding="utf-8")
+    table = hook.config_markdown("TaskSettings")
+    defaults = TaskSettings()
+    for name in ("max_task_bytes", "max_task_bytes_per_principal", "max_task_bytes_total"):
+        assert f"| `{name}` | {getattr(defaults, name) // (1024 * 1024)} MiB (" in table, name
+    for name in ("sweep_interval", "sweep_batch", "settle_attempts", "settle_backoff"):
+        assert f"| `{name}` | `{getattr(defaults, name)!r}` |" in table, name
+    assert {f.name for f in attrs.fields(TaskSettings)} == set(
+        re.findall(r"^\| `(\w+)` \|", table, re.MULTILINE)
+    )
