@@ -5,7 +5,8 @@ A page asks for them with a marker on a line of its own:
 * ``<!-- lifecycle: NAME -->`` — the state diagram (Mermaid ``stateDiagram-v2``) and the
   transition table of ``mrtr_sansio._lifecycle.LIFECYCLES[NAME]``;
 * ``<!-- config: CLASS -->`` — the fields of ``mrtr_sansio.CLASS`` (``Limits``,
-  ``ServerConfig``, ``ClientConfig``; ``ServeOptions`` from ``mrtr_sansio.adapters.serve``)
+  ``ServerConfig``, ``ClientConfig``; ``ServeOptions`` from ``mrtr_sansio.adapters.serve``,
+  ``TaskSettings`` from ``mrtr_sansio.tasks``)
   with their defaults and the ``#:`` comments above them;
 * ``<!-- output: PATH ARGS... -->`` — what the example script at ``PATH`` (from the repository
   root) prints, run with this interpreter and ``ARGS`` (``{python}`` in them is this
@@ -41,9 +42,9 @@ from mrtr_sansio._lifecycle import LIFECYCLES
 
 MARKER = re.compile(r"^<!-- (lifecycle|config|output|trace): (\S.*?) -->$", re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig", "ServeOptions")
-#: Configuration classes that live in an adapter module rather than the front door.
-ADAPTER_CONFIG = {"ServeOptions": "mrtr_sansio.adapters.serve"}
+CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig", "ServeOptions", "TaskSettings")
+#: Configuration classes that live in a submodule rather than the front door.
+ADAPTER_CONFIG = {"ServeOptions": "mrtr_sansio.adapters.serve", "TaskSettings": "mrtr_sansio.tasks"}
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -156,6 +157,8 @@ def field_comments(cls: type) -> dict[str, list[str]]:
 def default_text(default: Any) -> str:
     """A default as a reader wants to see it: sizes in KiB/MiB, factories as calls."""
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        if default.takes_self:  # computed from the other fields: the meaning says how
+            return "see meaning"
         factory = default.factory
         if factory in (dict, list, tuple, frozenset):
             return f"`{factory()!r}`"

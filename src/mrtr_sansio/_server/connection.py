@@ -85,6 +85,7 @@ from mrtr_sansio.tasks._server import (
     missing_tasks,
     required_task_error,
 )
+from mrtr_sansio.tasks._store import TaskStoreError
 from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
 from mrtr_sansio.tasks._values import RunAsTask
 
@@ -346,7 +347,9 @@ class ServerConnection(Connection):
     ) -> None:
         """Record what a task's run of the handler returned (``request.task_id`` set): the
         task completes, fails, or waits for input; a state-only answer queues the next run
-        as a :class:`RequestReceived`. A task cancelled meanwhile drops the result."""
+        as a :class:`RequestReceived`. A task cancelled meanwhile drops the result. When the
+        store fails, the outcome is kept and saved again through :meth:`handle_timer`
+        (``TaskSettings.settle_attempts``; then the task fails naming the fault)."""
         if self._tasks is None or request.task_id is None:
             raise LocalProtocolError(f"{request.request_id!r} is not a task's run")
         if isinstance(result, Mapping):  # stored now, sent by every later tasks/get: JSON only
@@ -361,7 +364,8 @@ class ServerConnection(Connection):
     def detailed_task(self, task_id: str, principal: str | None = None) -> dict[str, Any] | None:
         """The ``DetailedTask`` of ``task_id`` as ``tasks/get`` would give it to ``principal``
         (the params of a ``notifications/tasks``), or None when that caller may not read it
-        (unknown, another principal's, expired)."""
+        (unknown, another principal's, expired). Raises
+        :class:`~mrtr_sansio.tasks.TaskStoreError` when the store fails."""
         if self._tasks is None:
             raise LocalProtocolError("detailed_task needs the tasks extension (ServerConfig.tasks)")
         found = self._tasks.find(task_id, principal)
@@ -388,11 +392,19 @@ class ServerConnection(Connection):
 
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` must next be called (clock seconds), or None."""
-        return self._shim.next_deadline()
+        deadline = self._shim.next_deadline()
+        if self._tasks is not None:
+            due = self._tasks.next_deadline()
+            deadline = due if deadline is None else min(deadline, due)
+        return deadline
 
     def handle_timer(self, now: float) -> None:
-        """Expire what is due at ``now`` (legacy shim legs that got no answer)."""
+        """Do what is due at ``now``: expire legacy shim legs that got no answer; with tasks,
+        sweep expired tasks out of the store (``TaskSettings.sweep_interval``) and retry
+        saving the outcomes the store refused (a retry may queue a task's next run)."""
         self._apply(self._shim.handle_timer(now))
+        if self._tasks is not None:
+            self._events.extend(self._tasks.handle_timer(now))
 
     # --- receive path -----------------------------------------------------------------------
 
@@ -767,7 +779,7 @@ class ServerConnection(Connection):
             )
         try:
             task, first_run = tasks.create(event, run)
-        except TaskLimitError as exc:
+        except (TaskLimitError, TaskStoreError) as exc:
             self._respond_error(event, JsonRpcError.internal(str(exc)))
             return
         self._respond_complete(event, task.create_result())

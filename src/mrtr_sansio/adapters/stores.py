@@ -127,6 +127,8 @@ class SqliteTaskStore:
 
     #: Every call does disk IO: adapters run them in worker threads.
     blocking = True
+    #: Records outlive the process: task leases are on by default (``TaskSettings``).
+    durable = True
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 1.0) -> None:
         self._file = _SqliteFile(path, timeout, "task store")
@@ -331,6 +333,8 @@ class RedisTaskStore:
 
     #: Every call is a network round trip: adapters run them in worker threads.
     blocking = True
+    #: Records outlive the process: task leases are on by default (``TaskSettings``).
+    durable = True
 
     def __init__(self, client: Any, *, prefix: str = "mrtr:task:") -> None:
         self._redis = client

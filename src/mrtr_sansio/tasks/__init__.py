@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ._machine import EXPIRED, NOT_FOUND, TASK_METHOD, TaskLimitError, TaskMachine
 from ._settings import TaskSettings
-from ._store import InMemoryTaskStore, TaskStore, TaskStoreError
+from ._store import InMemoryTaskStore, MeteredTaskStore, TaskStore, TaskStoreError
 from ._table import TASK, TaskStatus, TaskTrigger
 from ._values import (
     EXTENSION,
@@ -35,6 +35,7 @@ __all__ = [
     "TASK",
     "TASK_METHOD",
     "InMemoryTaskStore",
+    "MeteredTaskStore",
     "RunAsTask",
     "Task",
     "TaskCancelled",

@@ -16,20 +16,20 @@ unique for its lifetime (a handler key reused in a later round gets a suffix).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
-from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES
 from mrtr_sansio._mcp.methods import TASK_METHOD
 from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio.observe import Observer, TaskStatusChanged
 
 from ._settings import TaskSettings
+from ._store import MeteredTaskStore, TaskStore, TaskStoreError
 from ._table import TASK, TaskStatus, TaskTrigger
-from ._values import RunAsTask, Task
+from ._values import RunAsTask, Task, client_capabilities, encoded
 
 __all__ = ["EXPIRED", "NOT_FOUND", "TASK_METHOD", "TaskLimitError", "TaskMachine"]
 
@@ -40,10 +40,78 @@ EXPIRED = "Task has expired"
 #: Attempts of a read-compute-write cycle before giving up (another writer kept winning).
 _CAS_ATTEMPTS = 16
 _MRTR_FIELDS = ("inputResponses", "requestState")
+#: What a terminal task no longer needs (only a run of the handler reads them).
+_RUN_ONLY: dict[str, Any] = {
+    "params": "{}",
+    "state": None,
+    "answers": {},
+    "outstanding": {},
+    "issued": (),
+    "capabilities": {},
+}
+_PAYLOAD = frozenset({"params", "state", "answers", "outstanding", "result", "error"})
+#: A retried write waits ``settle_backoff`` times 2**n, n at most this.
+_MAX_DOUBLINGS = 4
+_T = TypeVar("_T")
 
 
 class TaskLimitError(Exception):
-    """A task cannot be created: the principal holds ``max_tasks`` already."""
+    """A task cannot be created or grow: the principal holds ``max_tasks`` already, or the
+    bytes it would store pass ``max_task_bytes`` (per task, per principal or in all)."""
+
+
+class _Guarded:
+    """The store, with every fault it raises made a :class:`TaskStoreError` naming the
+    operation (an unexpected exception by its type only: its text may hold a secret)."""
+
+    __slots__ = ("_store", "metered")
+
+    def __init__(self, store: TaskStore) -> None:
+        self._store = store
+        self.metered = isinstance(store, MeteredTaskStore)
+
+    def _call(self, what: str, call: Callable[[], _T]) -> _T:
+        try:
+            return call()
+        except TaskStoreError as exc:
+            raise TaskStoreError(f"The task store could not {what}: {exc}") from exc
+        except Exception as exc:
+            raise TaskStoreError(f"The task store could not {what} ({type(exc).__name__})") from exc
+
+    def create(self, task: Task) -> bool:
+        return self._call("create the task", lambda: self._store.create(task))
+
+    def get(self, task_id: str) -> Task | None:
+        return self._call("read the task", lambda: self._store.get(task_id))
+
+    def replace(self, task: Task, revision: int) -> bool:
+        return self._call("update the task", lambda: self._store.replace(task, revision))
+
+    def delete(self, task_id: str) -> None:
+        self._call("delete the task", lambda: self._store.delete(task_id))
+
+    def count(self, owner: str | None, now: float) -> int:
+        return self._call("count tasks", lambda: self._store.count(owner, now))
+
+    def sweep(self, now: float, limit: int) -> int:
+        return self._call("sweep expired tasks", lambda: self._store.sweep(now, limit))
+
+    def usage(self, owner: str | None) -> tuple[int, int]:
+        store = self._store
+        assert isinstance(store, MeteredTaskStore)
+        return self._call("measure stored tasks", lambda: store.usage(owner))
+
+
+@attrs.frozen
+class _Pending:
+    """A run's outcome the store refused: written again at ``due``; ``failing``: it is the
+    task's failure now (the outcome itself could not be saved)."""
+
+    task_id: str
+    result: Any
+    attempts: int
+    due: float
+    failing: bool = False
 
 
 class TaskMachine:
@@ -53,8 +121,10 @@ class TaskMachine:
         "_clock",
         "_max_input_requests",
         "_new_id",
+        "_next_sweep",
         "_obs_key",
         "_observer",
+        "_pending",
         "settings",
         "store",
     )
@@ -69,8 +139,11 @@ class TaskMachine:
         observer_key: int = 0,
     ) -> None:
         self.settings = settings
-        self.store = settings.store
+        #: The settings' store; every fault it raises is a :class:`TaskStoreError`.
+        self.store = _Guarded(settings.store)
         self._clock = clock
+        self._next_sweep = clock() + settings.sweep_interval
+        self._pending: list[_Pending] = []
         self._new_id = token_hex
         self._max_input_requests = max_input_requests
         self._observer = observer
@@ -80,7 +153,8 @@ class TaskMachine:
 
     def create(self, event: RequestReceived, run: RunAsTask) -> tuple[Task, RequestReceived]:
         """Create the task for ``event`` (durably: the store has it when this returns) and
-        the request for its first run. Raises :class:`TaskLimitError`."""
+        the request for its first run. Raises :class:`TaskLimitError` and
+        :class:`TaskStoreError`."""
         settings = self.settings
         store = self.store
         now = self._clock()
@@ -90,31 +164,39 @@ class TaskMachine:
         answers = params.get("inputResponses")
         for name in _MRTR_FIELDS:
             params.pop(name, None)
+        params_json = encoded(params)  # kept once, compactly: the first run reuses ``params``
         for _ in range(_CAS_ATTEMPTS):  # a 128-bit id collides only by a broken token source
-            task = Task(
-                task_id=self._new_id(16),
-                owner=event.principal,
-                status=TASK.initial,
-                created_at=now,
-                updated_at=now,
-                ttl_ms=settings.ttl_ms,
-                poll_interval_ms=settings.poll_interval_ms,
-                params=params,
-                state=run.state if run.state is not None else event.request_state,
-                round=event.round or 1,
-                status_message=run.status_message,
-                answers=answers if isinstance(answers, dict) else {},
-                lease_until=self._lease(now),
+            task = _sized(
+                Task(
+                    task_id=self._new_id(16),
+                    owner=event.principal,
+                    status=TASK.initial,
+                    created_at=now,
+                    updated_at=now,
+                    ttl_ms=settings.ttl_ms,
+                    poll_interval_ms=settings.poll_interval_ms,
+                    params=params_json,
+                    state=run.state if run.state is not None else event.request_state,
+                    round=event.round or 1,
+                    status_message=run.status_message,
+                    answers=answers if isinstance(answers, dict) else {},
+                    lease_until=self._lease(now),
+                    capabilities=client_capabilities(params),
+                )
             )
+            refused = self._too_big(None, task, now)
+            if refused is not None:
+                raise TaskLimitError(refused)
             if store.create(task):
                 if self._observer is not None:
                     self._observe(task, event.request_id)
-                return task, self.run_request(task)
+                return task, self.run_request(task, params)
         raise LocalProtocolError("the task id source keeps returning ids in use")
 
-    def run_request(self, task: Task) -> RequestReceived:
-        """The request a run of ``task`` hands the handler."""
-        params = dict(task.params)
+    def run_request(self, task: Task, params: Mapping[str, Any] | None = None) -> RequestReceived:
+        """The request a run of ``task`` hands the handler (``params``: the task's params
+        already decoded, else they are decoded from the record)."""
+        params = task.params if params is None else dict(params)
         if task.answers:
             params["inputResponses"] = dict(task.answers)
         return RequestReceived(
@@ -170,19 +252,25 @@ class TaskMachine:
             for key, response in taken.items():
                 answers[task.outstanding[key]["key"]] = response
             if outstanding:
-                return self._move(
+                new = self._move(
                     task, TaskTrigger.ANSWERED_SOME, outstanding=outstanding, answers=answers
                 )
-            resumed.append(True)
-            return self._move(
-                task,
-                TaskTrigger.ANSWERED,
-                outstanding={},
-                answers=answers,
-                round=task.round + 1,
-                status_message=None,
-                lease_until=self._lease(self._clock()),
-            )
+            else:
+                new = self._move(
+                    task,
+                    TaskTrigger.ANSWERED,
+                    outstanding={},
+                    answers=answers,
+                    round=task.round + 1,
+                    status_message=None,
+                    lease_until=self._lease(self._clock()),
+                )
+            refused = self._too_big(task, new, self._clock())
+            if refused is not None:
+                raise TaskLimitError(refused)
+            if not outstanding:
+                resumed.append(True)
+            return new
 
         task = self._swap(found.task_id, answer)
         if task is None:
@@ -218,7 +306,15 @@ class TaskMachine:
     def settle(self, task_id: str, result: Any) -> RequestReceived | None:
         """Record what a run of the handler returned. Returns the request for another run
         when the handler returned state only; a result for a task that is gone or terminal
-        (cancelled meanwhile) is dropped."""
+        (cancelled meanwhile) is dropped. When the store fails, the write is retried through
+        the timer (:meth:`handle_timer`)."""
+        try:
+            return self._settle(task_id, result)
+        except TaskStoreError as exc:
+            self._retry(_Pending(task_id, result, 0, 0.0), exc, self._clock())
+            return None
+
+    def _settle(self, task_id: str, result: Any) -> RequestReceived | None:
         rerun: list[bool] = []
 
         def settle(task: Task) -> Task:
@@ -228,6 +324,9 @@ class TaskMachine:
             if task.status is not TaskStatus.WORKING:
                 raise LocalProtocolError(f"task {task_id!r} is not running a handler")
             outcome = self._outcome(task, result)
+            refused = self._too_big(task, outcome, self._clock())
+            if refused is not None:
+                outcome = self._fail(task, JsonRpcError.internal(refused))
             if outcome.status is TaskStatus.WORKING:
                 rerun.append(True)
             return outcome
@@ -237,7 +336,8 @@ class TaskMachine:
 
     def renew(self, task_id: str) -> bool:
         """Extend the lease of a running task (a worker's heartbeat); False when the task is
-        gone or no longer running."""
+        gone or no longer running. A store fault is no reason to stop the run: True (its
+        outcome is saved, or retried, when it ends)."""
         if self.settings.lease_seconds is None:
             return True
         now = self._clock()
@@ -247,8 +347,67 @@ class TaskMachine:
                 return task
             return _evolve(task, lease_until=self._lease(now))
 
-        task = self._swap(task_id, renew)
+        try:
+            task = self._swap(task_id, renew)
+        except TaskStoreError:
+            return True
         return task is not None and task.status is TaskStatus.WORKING
+
+    # --- the timer ---------------------------------------------------------------------------
+
+    def next_deadline(self) -> float:
+        """When :meth:`handle_timer` must next be called: the next sweep of expired tasks, or
+        an earlier retry of a write the store refused."""
+        deadline = self._next_sweep
+        for pending in self._pending:
+            deadline = min(deadline, pending.due)
+        return deadline
+
+    def handle_timer(self, now: float) -> list[RequestReceived]:
+        """Do what is due at ``now``: sweep at most ``sweep_batch`` expired tasks, retry the
+        writes whose time has come. Returns the requests for runs a retried write queued."""
+        settings = self.settings
+        if now >= self._next_sweep:
+            try:
+                swept = self.store.sweep(now, settings.sweep_batch)
+            except TaskStoreError:
+                swept = 0
+            # A full batch may have left more: sweep again on the next call.
+            self._next_sweep = (
+                now if swept >= settings.sweep_batch else now + settings.sweep_interval
+            )
+        due = [p for p in self._pending if p.due <= now]
+        if not due:
+            return []
+        self._pending = [p for p in self._pending if p.due > now]
+        runs = []
+        for pending in due:
+            try:
+                run = self._settle(pending.task_id, pending.result)
+            except TaskStoreError as exc:
+                self._retry(pending, exc, now)
+            else:
+                if run is not None:
+                    runs.append(run)
+        return runs
+
+    def _retry(self, pending: _Pending, exc: TaskStoreError, now: float) -> None:
+        """Schedule the next write of ``pending`` after a failed one: the outcome up to
+        ``settle_attempts`` times, then the task's failure naming the fault as many times;
+        past that the write is dropped (a lease fails the task once the store is back)."""
+        settings = self.settings
+        attempts = pending.attempts + 1
+        result, failing = pending.result, pending.failing
+        if attempts >= settings.settle_attempts:
+            if failing:
+                return
+            detail = str(exc)
+            result = JsonRpcError.internal(
+                f"The task's outcome could not be saved: {detail[:1].lower()}{detail[1:]}"
+            )
+            attempts, failing = 0, True
+        delay = settings.settle_backoff * 2 ** min(max(attempts - 1, 0), _MAX_DOUBLINGS)
+        self._pending.append(_Pending(pending.task_id, result, attempts, now + delay, failing))
 
     # --- internals --------------------------------------------------------------------------
 
@@ -303,8 +462,7 @@ class TaskMachine:
                     f"input_requests has more than {self._max_input_requests} entries"
                 ),
             )
-        capabilities = _capabilities(task.params)
-        if not ir.allowed_by(capabilities):
+        if not ir.allowed_by(task.capabilities):
             return self._fail(task, JsonRpcError.missing_capability(ir.required_capabilities()))
         issued = list(task.issued)
         outstanding: dict[str, Any] = {}
@@ -347,8 +505,45 @@ class TaskMachine:
         )
 
     def _move(self, task: Task, trigger: TaskTrigger, **changes: Any) -> Task:
-        """The next record: the status the table gives, a new revision, the update time."""
-        return _evolve(task, status=TASK.step(task.status, trigger), **changes)
+        """The next record: the status the table gives (a terminal one drops what only a run
+        needs); :func:`_stamped` gives it a new revision and the update time."""
+        status = TASK.step(task.status, trigger)
+        if status in TASK.terminal:
+            changes = {**changes, **_RUN_ONLY}
+        return _evolve(task, status=status, **changes)
+
+    def _too_big(self, old: Task | None, new: Task, now: float) -> str | None:
+        """Why ``new`` may not replace ``old`` (None: a new task) in the store: the bytes it
+        would store, per task, per principal or in all; None when it fits."""
+        settings = self.settings
+        if new.size > settings.max_task_bytes:
+            return (
+                f"The task would store {new.size} bytes, more than the "
+                f"{settings.max_task_bytes} a task may (TaskSettings.max_task_bytes)"
+            )
+        grow = new.size - (0 if old is None else old.size)
+        if grow <= 0 or not self.store.metered:
+            return None
+        why = self._no_room(new.owner, grow)
+        if why is not None and old is None and self.store.sweep(now, settings.sweep_batch):
+            why = self._no_room(new.owner, grow)  # expired records held the bytes
+        return why
+
+    def _no_room(self, owner: str | None, grow: int) -> str | None:
+        settings = self.settings
+        mine, total = self.store.usage(owner)
+        if mine + grow > settings.max_task_bytes_per_principal:
+            return (
+                f"This caller's tasks would store more than "
+                f"{settings.max_task_bytes_per_principal} bytes "
+                "(TaskSettings.max_task_bytes_per_principal)"
+            )
+        if total + grow > settings.max_task_bytes_total:
+            return (
+                f"The server's tasks would store more than {settings.max_task_bytes_total} "
+                "bytes (TaskSettings.max_task_bytes_total)"
+            )
+        return None
 
     def _observe(self, task: Task, request_id: Any = None) -> None:
         """Tell the observer ``task`` is now in its status (created by ``request_id``, or
@@ -389,7 +584,17 @@ class TaskMachine:
 
 
 def _evolve(task: Task, **changes: Any) -> Task:
-    return attrs.evolve(task, **changes)
+    new = attrs.evolve(task, **changes)
+    return _sized(new) if _PAYLOAD.intersection(changes) else new
+
+
+def _sized(task: Task) -> Task:
+    """``task`` with its :attr:`Task.size`: the bytes of its payload as compact JSON."""
+    size = len(task.params_json) + sum(
+        len(encoded(value))
+        for value in (task.state, task.answers, task.outstanding, task.result, task.error)
+    )
+    return attrs.evolve(task, size=size)
 
 
 def _stamped(task: Task, now: float, revision: int) -> Task:
@@ -398,12 +603,6 @@ def _stamped(task: Task, now: float, revision: int) -> Task:
 
 def _terminal(task: Task) -> bool:
     return task.status in TASK.terminal
-
-
-def _capabilities(params: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = params.get("_meta")
-    caps = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, Mapping) else None
-    return caps if isinstance(caps, Mapping) else {}
 
 
 def _fresh_key(key: str, issued: list[str]) -> str:

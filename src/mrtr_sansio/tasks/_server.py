@@ -12,7 +12,8 @@ from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocol
 from mrtr_sansio._events import Event, declares_tasks
 from mrtr_sansio._mcp.envelope import invalid
 
-from ._machine import TaskMachine
+from ._machine import TaskLimitError, TaskMachine
+from ._store import TaskStoreError
 from ._values import EXTENSION, TaskCancelled, TaskSupport
 
 __all__ = ["TASK_REQUESTS", "answer_task_request", "missing_tasks", "required_task_error"]
@@ -92,7 +93,8 @@ def answer_task_request(
             found, cancelled = machine.cancel(task_id, principal)
             if cancelled:
                 events.append(TaskCancelled(task_id))
-    except LocalProtocolError as exc:  # the store kept changing: not the client's fault
+    except (LocalProtocolError, TaskStoreError, TaskLimitError) as exc:
+        # The store kept changing, failed, or the update would store too much: -32603.
         raise RemoteProtocolError(JsonRpcError.internal(str(exc)), rid) from None
     if isinstance(found, str):
         raise RemoteProtocolError(

@@ -5,6 +5,11 @@ A store keeps task records (:class:`Task`) by id. Writes are compare-and-swap on
 machines; see ``mrtr_sansio.adapters.stores``) never overwrite each other's update: the task
 machine reads, computes the next record and retries when another writer got there first.
 A store does not interpret records; expiry, ownership and the status table are the machine's.
+
+A store may also say how many bytes it holds (:class:`MeteredTaskStore`), so that the machine
+bounds them per principal and server-wide, and may declare ``durable = True`` (a class
+attribute: records outlive the process), which turns task leases on by default
+(``TaskSettings.lease_seconds``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from ._values import Task
 
-__all__ = ["InMemoryTaskStore", "TaskStore", "TaskStoreError"]
+__all__ = ["InMemoryTaskStore", "MeteredTaskStore", "TaskStore", "TaskStoreError"]
 
 
 class TaskStoreError(Exception):
@@ -48,20 +53,50 @@ class TaskStore(Protocol):
         """Delete at most ``limit`` records expired at ``now``; how many were deleted."""
 
 
+@runtime_checkable
+class MeteredTaskStore(TaskStore, Protocol):
+    """A :class:`TaskStore` that knows the bytes it holds: with it the machine enforces
+    ``TaskSettings.max_task_bytes_per_principal`` and ``max_task_bytes_total`` (without it,
+    a principal's bytes are bounded by ``max_tasks`` times ``max_task_bytes``)."""
+
+    def usage(self, owner: str | None) -> tuple[int, int]:
+        """The summed :attr:`Task.size` of ``owner``'s records and of all records held now
+        (expired records count until they are swept or deleted)."""
+
+
 class InMemoryTaskStore:
-    """A :class:`TaskStore` in a dict: one process, gone with it (the default, and for tests)."""
+    """A :class:`TaskStore` in a dict: one process, gone with it (the default, and for tests).
+    It is a :class:`MeteredTaskStore`: it keeps the bytes of each owner's records as it goes."""
+
+    durable = False
 
     def __init__(self) -> None:
         self._tasks: dict[str, Task] = {}
+        self._owner_bytes: dict[str | None, int] = {}
+        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+    def _account(self, task: Task, sign: int) -> None:
+        owner = task.owner
+        held = self._owner_bytes.get(owner, 0) + sign * task.size
+        if held:
+            self._owner_bytes[owner] = held
+        else:
+            self._owner_bytes.pop(owner, None)
+        self._bytes += sign * task.size
+
+    def usage(self, owner: str | None) -> tuple[int, int]:
+        """The bytes of ``owner``'s records, and of all records."""
+        return self._owner_bytes.get(owner, 0), self._bytes
 
     def create(self, task: Task) -> bool:
         """Add ``task`` to the dict unless its id is there."""
         if task.task_id in self._tasks:
             return False
         self._tasks[task.task_id] = task
+        self._account(task, 1)
         return True
 
     def get(self, task_id: str) -> Task | None:
@@ -74,11 +109,15 @@ class InMemoryTaskStore:
         if current is None or current.revision != revision:
             return False
         self._tasks[task.task_id] = task
+        self._account(current, -1)
+        self._account(task, 1)
         return True
 
     def delete(self, task_id: str) -> None:
         """Drop the record, if any."""
-        self._tasks.pop(task_id, None)
+        task = self._tasks.pop(task_id, None)
+        if task is not None:
+            self._account(task, -1)
 
     def count(self, owner: str | None, now: float) -> int:
         """Live records whose owner is ``owner`` (a scan of this process's dict)."""
@@ -88,5 +127,5 @@ class InMemoryTaskStore:
         """Drop up to ``limit`` expired records."""
         gone = [t.task_id for t in self._tasks.values() if t.expired(now)][:limit]
         for task_id in gone:
-            del self._tasks[task_id]
+            self._account(self._tasks.pop(task_id), -1)
         return len(gone)

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import datetime
 import enum
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from mrtr_sansio._events import TASKS_EXTENSION, Call, Event
+from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES
 
-from ._table import TaskStatus
+from ._table import TASK, TaskStatus
 
 __all__ = [
     "EXTENSION",
@@ -91,16 +93,33 @@ def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
     return dict(value)
 
 
+def encoded(value: Any) -> str:
+    """``value`` as compact JSON, ASCII only: its length is the bytes it takes (stored, sent,
+    and in memory, where an ASCII ``str`` is one byte a character)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _params_json(value: Mapping[str, Any] | str) -> str:
+    return value if isinstance(value, str) else encoded(dict(value))
+
+
 @attrs.frozen
 class Task:
     """One task's stored record.
 
-    ``params`` are the creating ``tools/call``'s params (envelope included, ``requestState``
-    removed); ``state`` and ``answers`` are what the next run of the handler gets as its
-    request state and ``inputResponses`` (by the handler's own keys). ``outstanding`` maps each
-    task key the client must answer to ``{"key": handler key, "request": InputRequest}``;
-    ``issued`` lists every task key ever sent, so that none is reused. ``lease_until`` is when
-    the process running the handler must have renewed its lease (None: no run going on).
+    ``params_json`` holds the creating ``tools/call``'s params (envelope included,
+    ``requestState`` removed) once, as compact JSON (:attr:`params` decodes them): a decoded
+    request is many times its size in memory, and only a run of the handler needs it decoded.
+    It is built from ``params=`` (a mapping, or that JSON) and dropped (``{}``) once the task is
+    terminal, with everything else only a run needs. ``state`` and ``answers`` are what the
+    next run of the handler gets as its request state and ``inputResponses`` (by the
+    handler's own keys). ``outstanding`` maps each task key the client must answer to
+    ``{"key": handler key, "request": InputRequest}``; ``issued`` lists every task key ever
+    sent, so that none is reused. ``lease_until`` is when the process running the handler
+    must have renewed its lease (None: no run going on). ``size`` is the bytes of its payload
+    (params, state, answers, outstanding requests, result, error) as compact JSON: what
+    ``TaskSettings.max_task_bytes`` bounds. ``capabilities`` are the client capabilities the
+    creating request declared (what a round of input may ask for).
     """
 
     task_id: str
@@ -110,7 +129,7 @@ class Task:
     updated_at: float
     ttl_ms: int | None
     poll_interval_ms: int | None
-    params: Mapping[str, Any] = attrs.field(converter=_plain)
+    params_json: str = attrs.field(alias="params", converter=_params_json)
     state: Any = None
     round: int = 1
     status_message: str | None = None
@@ -121,6 +140,14 @@ class Task:
     error: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen)
     revision: int = 0
     lease_until: float | None = None
+    size: int = 0
+    capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The creating request's params, decoded anew on each read (a run needs its own)."""
+        params: dict[str, Any] = json.loads(self.params_json)
+        return params
 
     def expired(self, now: float) -> bool:
         """Whether the TTL has passed (the task may then be discarded)."""
@@ -168,7 +195,7 @@ class Task:
             "updated_at": self.updated_at,
             "ttl_ms": self.ttl_ms,
             "poll_interval_ms": self.poll_interval_ms,
-            "params": self.params,
+            "params": self.params_json,
             "state": self.state,
             "round": self.round,
             "status_message": self.status_message,
@@ -179,12 +206,25 @@ class Task:
             "error": self.error,
             "revision": self.revision,
             "lease_until": self.lease_until,
+            "size": self.size,
+            "capabilities": self.capabilities,
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Task:
-        """The inverse of :meth:`to_record`."""
+        """The inverse of :meth:`to_record` (a record that kept ``params`` decoded, as older
+        versions wrote them, is read too)."""
         fields = dict(record)
         fields["status"] = TaskStatus(fields["status"])
         fields["issued"] = tuple(fields["issued"])
-        return cls(**fields)
+        task = cls(**fields)
+        if "capabilities" not in fields and task.status not in TASK.terminal:
+            task = attrs.evolve(task, capabilities=client_capabilities(task.params))
+        return task
+
+
+def client_capabilities(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The client capabilities a request's ``_meta`` declares ({} when none)."""
+    meta = params.get("_meta")
+    caps = meta.get(CLIENT_CAPABILITIES) if isinstance(meta, Mapping) else None
+    return caps if isinstance(caps, Mapping) else {}
