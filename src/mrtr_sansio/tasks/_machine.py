@@ -25,7 +25,7 @@ from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES
 from mrtr_sansio._mcp.methods import TASK_METHOD
 from mrtr_sansio._mcp.values import InputRequiredResult
-from mrtr_sansio.observe import Observer, TaskStatusChanged
+from mrtr_sansio.observe import Observer, TaskKey, TaskStatusChanged, trace_of
 
 from ._settings import TaskSettings
 from ._table import TASK, TaskStatus, TaskTrigger
@@ -90,6 +90,10 @@ class TaskMachine:
         answers = params.get("inputResponses")
         for name in _MRTR_FIELDS:
             params.pop(name, None)
+        trace = None
+        if self._observer is not None:
+            carry = self._observer.carry(self._obs_key, TaskKey(event.request_id))
+            trace = trace_of(carry) if isinstance(carry, Mapping) else None
         for _ in range(_CAS_ATTEMPTS):  # a 128-bit id collides only by a broken token source
             task = Task(
                 task_id=self._new_id(16),
@@ -105,6 +109,7 @@ class TaskMachine:
                 status_message=run.status_message,
                 answers=answers if isinstance(answers, dict) else {},
                 lease_until=self._lease(now),
+                trace=trace or None,
             )
             if store.create(task):
                 if self._observer is not None:
@@ -358,6 +363,7 @@ class TaskMachine:
                 task.status.value,
                 task.round,
                 request_id,
+                task.trace,
             )
         )
 

@@ -101,6 +101,8 @@ class Task:
     task key the client must answer to ``{"key": handler key, "request": InputRequest}``;
     ``issued`` lists every task key ever sent, so that none is reused. ``lease_until`` is when
     the process running the handler must have renewed its lease (None: no run going on).
+    ``trace`` is the W3C trace context an observer gave the task at its creation (None:
+    none), so that every process that reads or moves it can link its spans to it.
     """
 
     task_id: str
@@ -121,6 +123,7 @@ class Task:
     error: Mapping[str, Any] | None = attrs.field(default=None, converter=_frozen)
     revision: int = 0
     lease_until: float | None = None
+    trace: Mapping[str, str] | None = attrs.field(default=None, converter=_frozen)
 
     def expired(self, now: float) -> bool:
         """Whether the TTL has passed (the task may then be discarded)."""
@@ -179,11 +182,13 @@ class Task:
             "error": self.error,
             "revision": self.revision,
             "lease_until": self.lease_until,
+            "trace": self.trace,
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Task:
-        """The inverse of :meth:`to_record`."""
+        """The inverse of :meth:`to_record` (a record written before ``trace`` existed
+        reads as None)."""
         fields = dict(record)
         fields["status"] = TaskStatus(fields["status"])
         fields["issued"] = tuple(fields["issued"])
