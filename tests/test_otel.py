@@ -64,7 +64,7 @@ from mrtr_sansio.observe import (
     RequestStarted,
     TaskStatusChanged,
 )
-from mrtr_sansio.otel import FLOW_ID, INPUT_KEYS, ROUND, OtelObserver
+from mrtr_sansio.otel import FLOW_ID, INPUT_KEYS, ROUND, TASK_ID, OtelObserver
 from mrtr_sansio.sealing import RequestStateSecurity, SwappableStateProtector
 from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskSettings
 
@@ -567,13 +567,24 @@ def test_a_task_records_its_status_changes_as_events(otel: Any) -> None:
         net.client.handle_timer(clock.now)
     assert isinstance(net.events[-1], CallCompleted)
     spans = exporter.get_finished_spans()
-    (task,) = [s for s in spans if s.name.startswith("task ")]
-    statuses = [e.attributes["mrtr.task.status"] for e in task.events]
+    changes = [s for s in spans if s.name.startswith("task ")]
+    assert [s.name for s in changes] == ["task working", "task completed"]
+    statuses = [e.attributes["mrtr.task.status"] for s in changes for e in s.events]
     assert statuses == ["working", "completed"]
     (create,) = [s for s in spans if s.kind is SpanKind.SERVER and s.name == "tools/call slow"]
-    assert task.parent is not None
-    assert task.parent.span_id == create.context.span_id
+    # each change is a child of the creating request, through the context stored with the task
+    assert all(s.parent is not None and s.parent.span_id == create.context.span_id for s in changes)
     assert create.attributes["mrtr.result_type"] == "task"
+    (task_id,) = {s.attributes[TASK_ID] for s in changes}  # type: ignore[index]
+    assert store.get(task_id).trace["traceparent"].split("-")[2] == format(  # type: ignore[union-attr,index]
+        create.context.span_id, "016x"
+    )
+    polls = [s for s in spans if s.kind is SpanKind.SERVER and s.name == "tasks/get"]
+    assert polls
+    for poll in polls:  # every poll's span links to the task's creation
+        assert poll.attributes[TASK_ID] == task_id  # type: ignore[index]
+        assert [link.context.span_id for link in poll.links] == [create.context.span_id]
+        assert "gen_ai.operation.name" not in (poll.attributes or {})
     points = metric_points(reader)["mrtr.server.tasks"]
     assert {p.attributes["mrtr.task.status"]: p.value for p in points} == {
         "working": 1,

@@ -230,9 +230,10 @@ class TaskStatusChanged(Fact):
 
 @attrs.frozen
 class SessionStarted(Fact):
-    """A legacy session began (server: ``initialize`` answered; client: the handshake
-    done), at ``protocol_version``; the modern wire has no sessions."""
+    """A legacy session began (``role`` ``server``: ``initialize`` answered; ``client``: the
+    handshake done), at ``protocol_version``; the modern wire has no sessions."""
 
+    role: str
     protocol_version: str
     transport: Transport | None = None
 

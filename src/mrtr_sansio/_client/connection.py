@@ -538,7 +538,11 @@ class ClientConnection(Connection):
             if self._observer is not None:
                 self._observer.observe(
                     SessionStarted(
-                        self._clock(), self._obs_key, self.protocol_version, self.transport
+                        self._clock(),
+                        self._obs_key,
+                        "client",
+                        self.protocol_version,
+                        self.transport,
                     )
                 )
             self._set_legacy_log_level()

@@ -674,6 +674,7 @@ class ServerConnection(Connection):
                         SessionStarted(
                             self.config.clock(),
                             self._obs_key,
+                            "server",
                             session.protocol_version,
                             self.transport,
                         )
