@@ -123,4 +123,10 @@ async def test_processes_with_keys_of_their_own_fail_the_flow_not_the_trace(
     # the first crossing is refused: the flow fails, and the script reports that first
     outcome, spans, _ = await traced_flow(tmp_path, None)
     assert not outcome.completed
-    assert sum(map(len, spans.values())) == 1  # round 1 only; the refused retry has no span
+    # round 1, and the retry another process refused (its state is sealed with another key)
+    written = [span for process in spans.values() for span in process]
+    assert len(written) == 2
+    (refused,) = [span for span in written if span["status"]["status_code"] == "ERROR"]
+    assert refused["attributes"]["error.type"] == "-32602"
+    assert refused["attributes"]["rpc.response.status_code"] == "-32602"
+    assert refused["attributes"]["mcp.method.name"] == "tools/call"
