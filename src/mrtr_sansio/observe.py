@@ -315,7 +315,8 @@ class LegReceived(Fact):
     ``sampling/createMessage``, ``roots/list``), reported to the application as
     :class:`~mrtr_sansio.InputNeeded`; ``call_id`` is the call it belongs to (None: none).
     ``trace`` holds the :data:`TRACE_KEYS` of the request's ``params._meta`` (what the
-    server's observer carried for the leg; empty when it sent none)."""
+    server's observer carried for the leg; empty when it sent none); ``session_id`` and
+    ``protocol_version`` those of the legacy session."""
 
     call_id: int | None
     request_id: Any
@@ -323,6 +324,7 @@ class LegReceived(Fact):
     round: int
     trace: Mapping[str, str] = attrs.field(factory=dict)
     session_id: str | None = None
+    protocol_version: str | None = None
 
 
 @attrs.frozen

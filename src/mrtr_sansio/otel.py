@@ -620,7 +620,7 @@ class OtelObserver:
             "jsonrpc.request.id": str(fact.request_id),
             ROUND: fact.round,
             "mrtr.legacy": True,
-            **_session(None, fact.session_id),
+            **_session(fact.protocol_version, fact.session_id),
             **({} if call is None else call.shared),
         }
         span = self._tracer.start_span(

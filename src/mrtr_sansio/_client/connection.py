@@ -744,6 +744,7 @@ class ClientConnection(Connection):
                     round_,
                     trace_of(accepted.params.get("_meta")),  # an object: checked on receipt
                     self.session_id,
+                    self.protocol_version,
                 )
             )
         self._events.append(event)
