@@ -941,10 +941,12 @@ def refusal(
     exc: RemoteProtocolError,
     session: LegacySession | None = None,
     transport: Transport | None = None,
+    header_version: str | None = None,
 ) -> RequestRefused:
     """The :class:`~mrtr_sansio.observe.RequestRefused` fact for ``request`` (the decoded
     message, or None when none could be read) refused with ``exc``; adapters that refuse a
-    message before any connection reads it (an unknown session) report it with this too."""
+    message before any connection reads it (an unknown session) report it with this too,
+    with the ``MCP-Protocol-Version`` header as ``header_version``."""
     method = params = meta = None
     if type(request) is dict:
         method = request.get("method")
@@ -956,6 +958,8 @@ def refusal(
     legacy = type(version) is not str
     if legacy and session is not None:
         version = session.protocol_version
+    elif legacy and header_version is not None:
+        version = header_version
     error = exc.error
     return RequestRefused(
         at,

@@ -371,7 +371,7 @@ class McpHttpApp:
             if peer is None:  # unknown, ended, or another principal's: nothing to see here
                 error = JsonRpcError(-32600, "Session not found")
                 if observed:
-                    self._observe_refusal(scope, body, error)
+                    self._observe_refusal(scope, body, error, facts.protocol_version)
                 await self._json_error(send, 404, error)
                 return
             if observed:
@@ -629,7 +629,9 @@ class McpHttpApp:
         with the configured codec."""
         await _json(send, status, self._dumps({"jsonrpc": "2.0", "error": error.to_wire()}))
 
-    def _observe_refusal(self, scope: Scope, body: bytes, error: JsonRpcError) -> None:
+    def _observe_refusal(
+        self, scope: Scope, body: bytes, error: JsonRpcError, version: str | None
+    ) -> None:
         """Tell the observer about a message refused before any connection read it."""
         observer = self.config.observer
         assert observer is not None
@@ -640,7 +642,8 @@ class McpHttpApp:
         rid = message.get("id") if type(message) is dict else None
         exc = RemoteProtocolError(error, rid if is_valid_id(rid) else None)
         at = self.config.clock()
-        observer.observe(refusal(at, connection_key(), message, exc, None, _transport(scope)))
+        fact = refusal(at, connection_key(), message, exc, None, _transport(scope), version)
+        observer.observe(fact)
 
     def _end_session(self, peer: _Peer) -> None:
         """Close a session (DELETE, expiry, eviction, shutdown): its requests are cancelled, so
