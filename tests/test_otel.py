@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from scale import semconv
 
 from mrtr_sansio import (
     NEED_DATA,
@@ -39,6 +40,7 @@ from mrtr_sansio import (
     InputRequiredResult,
     InvalidMessage,
     JsonRpcError,
+    Limits,
     LocalProtocolError,
     RequestReceived,
     ServerConfig,
@@ -47,6 +49,7 @@ from mrtr_sansio import (
 )
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.serve import http_server
+from mrtr_sansio.http import HttpRequestFacts
 from mrtr_sansio.observe import (
     CARRY_MAX_BYTES,
     CallFinished,
@@ -64,9 +67,9 @@ from mrtr_sansio.observe import (
     RequestStarted,
     TaskStatusChanged,
 )
-from mrtr_sansio.otel import FLOW_ID, INPUT_KEYS, ROUND, OtelObserver
+from mrtr_sansio.otel import DURATION_BUCKETS, FLOW_ID, INPUT_KEYS, ROUND, TASK_ID, OtelObserver
 from mrtr_sansio.sealing import RequestStateSecurity, SwappableStateProtector
-from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskSettings
+from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, Task, TaskSettings, TaskStatus
 
 FORM = {"type": "object", "properties": {"v": {"type": "string"}}}
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
@@ -76,6 +79,7 @@ ENVELOPE: dict[str, Any] = {
     "io.modelcontextprotocol/clientCapabilities": {},
 }
 KEYS = [b"k" * 32]
+ENVELOPE_CAPS = "io.modelcontextprotocol/clientCapabilities"
 Handler = Callable[[RequestReceived], Any]
 
 
@@ -173,6 +177,22 @@ class Net:
 
 def accept(event: InputNeeded) -> dict[str, Any]:
     return {"action": "accept", "content": {"v": str(event.key)}}
+
+
+@pytest.fixture(autouse=True)
+def conventions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[ReadableSpan]]:
+    """Every span any in-memory exporter receives in a test is held to the conventions'
+    table (``examples/scale/semconv.py``) when the test ends."""
+    seen: list[ReadableSpan] = []
+    export = InMemorySpanExporter.export
+
+    def keep(self: InMemorySpanExporter, spans: Sequence[ReadableSpan]) -> Any:
+        seen.extend(spans)
+        return export(self, spans)
+
+    monkeypatch.setattr(InMemorySpanExporter, "export", keep)
+    yield seen
+    assert [v for span in seen for v in semconv.violations(span)] == []
 
 
 @pytest.fixture
@@ -567,13 +587,24 @@ def test_a_task_records_its_status_changes_as_events(otel: Any) -> None:
         net.client.handle_timer(clock.now)
     assert isinstance(net.events[-1], CallCompleted)
     spans = exporter.get_finished_spans()
-    (task,) = [s for s in spans if s.name.startswith("task ")]
-    statuses = [e.attributes["mrtr.task.status"] for e in task.events]
+    changes = [s for s in spans if s.name.startswith("task ")]
+    assert [s.name for s in changes] == ["task working", "task completed"]
+    statuses = [e.attributes["mrtr.task.status"] for s in changes for e in s.events]
     assert statuses == ["working", "completed"]
     (create,) = [s for s in spans if s.kind is SpanKind.SERVER and s.name == "tools/call slow"]
-    assert task.parent is not None
-    assert task.parent.span_id == create.context.span_id
+    # each change is a child of the creating request, through the context stored with the task
+    assert all(s.parent is not None and s.parent.span_id == create.context.span_id for s in changes)
     assert create.attributes["mrtr.result_type"] == "task"
+    (task_id,) = {s.attributes[TASK_ID] for s in changes}
+    assert store.get(task_id).trace["traceparent"].split("-")[2] == format(  # type: ignore[union-attr,index]
+        create.context.span_id, "016x"
+    )
+    polls = [s for s in spans if s.kind is SpanKind.SERVER and s.name == "tasks/get"]
+    assert polls
+    for poll in polls:  # every poll's span links to the task's creation
+        assert poll.attributes[TASK_ID] == task_id
+        assert [link.context.span_id for link in poll.links] == [create.context.span_id]
+        assert "gen_ai.operation.name" not in (poll.attributes or {})
     points = metric_points(reader)["mrtr.server.tasks"]
     assert {p.attributes["mrtr.task.status"]: p.value for p in points} == {
         "working": 1,
@@ -647,6 +678,10 @@ def test_a_failed_call_is_an_error_on_the_client_too(otel: Any) -> None:
     assert round_.status.status_code is StatusCode.ERROR
     assert call.status.status_code is StatusCode.ERROR
     assert call.attributes["error.type"] == "-32000"  # type: ignore[index]
+    # the request's own span: the code as error.type and status code, the message as status
+    assert round_.attributes["error.type"] == "-32000"  # type: ignore[index]
+    assert round_.attributes["rpc.response.status_code"] == "-32000"  # type: ignore[index]
+    assert round_.status.description == "boom"
     (server,) = by_name(spans, SpanKind.SERVER)
     assert server.attributes["rpc.response.status_code"] == "-32000"  # type: ignore[index]
     points = metric_points(reader)
@@ -1135,3 +1170,245 @@ def test_a_client_leg_with_an_invalid_traceparent_stays_under_its_call(otel: Any
     assert all(s.parent is not None and s.parent.span_id == call.context.span_id for s in legs)
     assert all(not s.links for s in legs)
     assert observer.carry(1, LegKey(99)) is None  # a leg it never saw sent
+
+
+# --- issue 26: what the conventions require, refusals, tasks over processes -----------------
+
+
+def test_a_tool_error_result_is_tool_error_on_both_sides(otel: Any) -> None:
+    observer, exporter, reader = otel
+    failing = {"content": [{"type": "text", "text": "no"}], "isError": True}
+    net = modern_net(observer, lambda e: failing, client_observer=observer)
+    net.client.call("tools/call", {"name": "t", "arguments": {}})
+    net.pump()
+    assert isinstance(net.events[-1], CallCompleted)  # a result, not a protocol error
+    spans = exporter.get_finished_spans()
+    for span in [*by_name(spans, SpanKind.SERVER), *by_name(spans, SpanKind.CLIENT)]:
+        assert span.attributes["error.type"] == "tool_error"  # type: ignore[index]
+        assert "rpc.response.status_code" not in span.attributes  # type: ignore[operator]
+        assert span.status.status_code is StatusCode.ERROR
+    points = metric_points(reader)
+    for name in ("mcp.server.operation.duration", "mcp.client.operation.duration"):
+        assert [p.attributes["error.type"] for p in points[name]] == ["tool_error"]
+
+
+def tampered(event: RequestReceived) -> Any:
+    """Asks once with state (which the test then changes on the wire)."""
+    if event.request_state is None:
+        return InputRequiredResult(input_requests={"a": elicit_form("a", FORM)}, request_state=1)
+    return {"content": []}
+
+
+def test_a_tampered_request_state_is_a_refused_server_span_in_the_call_s_trace(
+    otel: Any,
+) -> None:
+    observer, exporter, reader = otel
+    net = modern_net(observer, tampered, client_observer=observer)
+    net.client.call("tools/call", {"name": "t", "arguments": {}})
+    held: list[InputNeeded] = []
+    net.pump(held.append)
+    net.client.fulfil(held[0], accept(held[0]))
+    retry = json.loads(net.client.data_to_send())
+    retry["params"]["requestState"] = retry["params"]["requestState"][:-4] + "AAAA"
+    net.servers[0].receive_data(json.dumps(retry).encode() + b"\n")
+    net.client.receive_data(net.servers[0].data_to_send())
+    spans = exporter.get_finished_spans()
+    refused = by_name(spans, SpanKind.SERVER)[1]
+    assert refused.name == "tools/call t"
+    assert refused.attributes["error.type"] == "-32602"  # type: ignore[index]
+    assert refused.attributes["rpc.response.status_code"] == "-32602"  # type: ignore[index]
+    assert refused.attributes["jsonrpc.request.id"] == str(retry["id"])  # type: ignore[index]
+    assert refused.status.status_code is StatusCode.ERROR
+    retry_span = by_name(spans, SpanKind.CLIENT)[1]
+    assert refused.parent is not None
+    assert refused.parent.span_id == retry_span.context.span_id
+    assert retry_span.attributes["error.type"] == "-32602"  # type: ignore[index]
+    (point,) = [
+        p
+        for p in metric_points(reader)["mcp.server.operation.duration"]
+        if p.attributes.get("error.type") == "-32602"
+    ]
+    assert point.count == 1
+
+
+@pytest.mark.parametrize(
+    ("feed", "code", "method"),
+    [
+        ("header", "-32020", "tools/call"),
+        ("oversized", "-32600", "_OTHER"),
+        ("junk", "-32700", "_OTHER"),
+        ("unknown task", "-32602", "tasks/get"),
+        ("task required", "-32021", "tools/call"),
+    ],
+)
+def test_every_refusal_writes_a_server_span_with_its_error(
+    otel: Any, feed: str, code: str, method: str
+) -> None:
+    observer, exporter, reader = otel
+    server = ServerConnection(
+        ServerConfig(
+            observer=observer,
+            clock=Clock(),
+            limits=Limits(max_message_bytes=4096),
+            tasks=TaskSettings(store=InMemoryTaskStore(), tools={"job": "required"}),
+        )
+    )
+    meta = {**ENVELOPE, "traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call"}
+    if feed == "header":
+        body = {**call, "params": {"name": "t", "arguments": {}, "_meta": meta}}
+        facts = HttpRequestFacts("2026-07-28", "tools/call", "other")
+        server.receive_message(json.dumps(body), http=facts)
+    elif feed == "oversized":
+        server.receive_data(b'{"x": "' + b"y" * 5000 + b'"}\n')
+    elif feed == "junk":
+        server.receive_data(b"{nope\n")
+    elif feed == "unknown task":
+        caps: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+        params = {"taskId": "t1", "_meta": {**meta, ENVELOPE_CAPS: caps}}
+        server.receive_message({"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": params})
+    else:
+        body = {**call, "params": {"name": "job", "arguments": {}, "_meta": meta}}
+        server.receive_message(body)
+    assert [type(e) for e in server.events()] == [InvalidMessage]
+    (span,) = exporter.get_finished_spans()
+    assert span.kind is SpanKind.SERVER
+    assert span.attributes["mcp.method.name"] == method
+    assert span.attributes["error.type"] == code
+    assert span.status.status_code is StatusCode.ERROR
+    if method == "_OTHER":  # nothing could be read: no id, no parent
+        assert span.parent is None
+        assert "jsonrpc.request.id" not in span.attributes
+    else:  # the client's trace context is the parent, as for any request
+        assert span.parent is not None
+        assert span.parent.span_id == int("b" * 16, 16)
+        assert span.attributes["jsonrpc.request.id"] == "7"
+        assert span.attributes["mcp.protocol.version"] == "2026-07-28"
+    (point,) = metric_points(reader)["mcp.server.operation.duration"]
+    assert point.attributes["error.type"] == code
+
+
+def test_without_an_observer_a_refusal_reports_nothing_and_answers_the_same() -> None:
+    plain = ServerConnection(ServerConfig(clock=Clock()))
+    rec = Recorder()
+    observed = ServerConnection(ServerConfig(clock=Clock(), observer=rec))
+    for conn in (plain, observed):
+        conn.receive_data(b"{nope\n")
+    assert plain.data_to_send() == observed.data_to_send()
+    assert [type(f).__name__ for f in rec.facts] == ["RequestRefused"]
+
+
+def test_legacy_legs_carry_their_round_and_session_on_both_sides(otel: Any) -> None:
+    observer, exporter, _ = otel
+    net = legacy_net(observer, client_observer=observer)
+    net.pump()
+    net.servers[0].session.session_id = "s-1"  # type: ignore[union-attr]
+    net.client.session_id = "s-1"
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    assert isinstance(net.events[-1], CallCompleted)
+    spans = exporter.get_finished_spans()
+    server_legs = [s for s in by_name(spans, SpanKind.CLIENT) if s.name == "elicitation/create"]
+    client_legs = [s for s in by_name(spans, SpanKind.SERVER) if s.name == "elicitation/create"]
+    assert [s.attributes[ROUND] for s in server_legs] == [1, 2]  # type: ignore[index]
+    assert [s.attributes[ROUND] for s in client_legs] == [1, 2]  # type: ignore[index]
+    for span in [*server_legs, *client_legs]:
+        assert span.attributes["mcp.session.id"] == "s-1"  # type: ignore[index]
+        assert span.attributes["mcp.protocol.version"] == "2025-11-25"  # type: ignore[index]
+    (call,) = [s for s in by_name(spans, SpanKind.CLIENT) if s.name == "tools/call join"]
+    assert call.attributes["mcp.session.id"] == "s-1"  # type: ignore[index]
+    assert call.attributes["gen_ai.operation.name"] == "execute_tool"  # type: ignore[index]
+
+
+def test_sessions_and_operations_are_measured_with_the_conventions_buckets(otel: Any) -> None:
+    observer, _, reader = otel
+    net = legacy_net(observer, client_observer=observer)
+    net.pump()
+    clock = net.servers[0].config.clock
+    assert isinstance(clock, Clock)
+    clock.now += 42.0
+    net.client.call("tools/call", {"name": "join", "arguments": {}})
+    net.pump(accept)
+    net.client.receive_data(b"")
+    net.servers[0].receive_data(b"")
+    points = metric_points(reader)
+    for role in ("server", "client"):
+        (session,) = points[f"mcp.{role}.session.duration"]
+        assert session.sum == 42.0
+        assert session.attributes["mcp.protocol.version"] == "2025-11-25"
+        operations = points[f"mcp.{role}.operation.duration"]
+        assert operations
+        assert all(tuple(p.explicit_bounds) == DURATION_BUCKETS for p in [session, *operations])
+
+
+def test_the_task_record_keeps_its_trace_context() -> None:
+    task = Task("t", None, TaskStatus.WORKING, 1.0, 1.0, None, None, {}, trace={"traceparent": "x"})
+    assert Task.from_record(task.to_record()) == task
+    record = task.to_record()
+    del record["trace"]  # a record stored before the field existed
+    assert Task.from_record(record).trace is None
+
+
+def test_a_task_moved_by_three_processes_is_one_trace_linked_to_its_creation() -> None:
+    # three server processes sharing one task store, each with its own observer and
+    # exporter; each client message goes to the next one
+    exporters = [InMemorySpanExporter() for _ in range(3)]
+    observers = []
+    for exporter in exporters:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        observers.append(OtelObserver(provider, MeterProvider(), to_epoch=lambda t: t))
+    client_exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(client_exporter))
+    client_observer = OtelObserver(provider, MeterProvider(), to_epoch=lambda t: t)
+    store = InMemoryTaskStore()
+    clock = Clock()
+
+    def handler(event: RequestReceived) -> Any:
+        if event.task_id is None:
+            return RunAsTask()
+        if not event.input_responses:
+            return InputRequiredResult(input_requests={"a": elicit_form("a", FORM)})
+        return {"content": []}
+
+    settings = TaskSettings(store=store, tools={"slow": "optional"})
+    servers = [
+        ServerConnection(ServerConfig(observer=o, clock=clock, tasks=settings)) for o in observers
+    ]
+    client = ClientConnection(
+        ClientConfig(capabilities=TASK_CAPS, observer=client_observer, clock=clock)
+    )
+    net = Net(client, servers, handler)
+    net.client.call("tools/call", {"name": "slow", "arguments": {}})
+    for _ in range(8):
+        net.pump(accept)
+        if isinstance(net.events[-1], CallCompleted):
+            break
+        clock.now += 1.0
+        net.client.handle_timer(clock.now)
+    assert isinstance(net.events[-1], CallCompleted)
+    by_process = [e.get_finished_spans() for e in exporters]
+    everything = [*client_exporter.get_finished_spans(), *(s for p in by_process for s in p)]
+    assert len({s.context.trace_id for s in everything}) == 1
+    (create,) = [s for s in by_process[0] if s.name == "tools/call slow"]
+    changes = {
+        (n, s.attributes["mrtr.task.status"])  # type: ignore[index]
+        for n, spans in enumerate(by_process)
+        for s in spans
+        if s.name.startswith("task ")
+    }
+    assert {status for _, status in changes} == {"working", "input_required", "completed"}
+    assert len({n for n, _ in changes}) >= 2  # moved by more than one process
+    task_spans = [s for s in everything if s.attributes and TASK_ID in s.attributes]
+    for span in task_spans:
+        if span.name.startswith("task "):
+            assert span.parent is not None
+            assert span.parent.span_id == create.context.span_id
+        elif span.kind is SpanKind.SERVER:  # tasks/get, tasks/update on any process
+            assert [link.context.span_id for link in span.links] == [create.context.span_id]
+    served = {n for n, spans in enumerate(by_process) for s in spans if s.name.startswith("tasks/")}
+    assert served == {0, 1, 2}  # tasks/* were served, and traced, by all three
+    polls = [s for s in client_exporter.get_finished_spans() if s.name == "tasks/get"]
+    assert polls
+    assert all("gen_ai.operation.name" not in (s.attributes or {}) for s in polls)

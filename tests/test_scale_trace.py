@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -24,6 +25,7 @@ from scale import flows, trace
 
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.otel import FLOW_ID, ROUND, OtelObserver
+from test_otel import served
 
 KEY = b"t" * 32
 SERVER = Path(__file__).resolve().parents[1] / "examples" / "http" / "server.py"
@@ -123,4 +125,65 @@ async def test_processes_with_keys_of_their_own_fail_the_flow_not_the_trace(
     # the first crossing is refused: the flow fails, and the script reports that first
     outcome, spans, _ = await traced_flow(tmp_path, None)
     assert not outcome.completed
-    assert sum(map(len, spans.values())) == 1  # round 1 only; the refused retry has no span
+    # round 1, and the retry another process refused (its state is sealed with another key)
+    written = [span for process in spans.values() for span in process]
+    assert len(written) == 2
+    (refused,) = [span for span in written if span["status"]["status_code"] == "ERROR"]
+    assert refused["attributes"]["error.type"] == "-32602"
+    assert refused["attributes"]["rpc.response.status_code"] == "-32602"
+    assert refused["attributes"]["mcp.method.name"] == "tools/call"
+
+
+def _flow_spans(
+    spans: dict[str, list[Any]], client: list[Any]
+) -> tuple[dict[str, list[Any]], list[Any]]:
+    """The spans of the book_trip flow's trace only."""
+    (call,) = [
+        s for s in client if s["name"] == trace.TOOL_SPAN and s["kind"] == "SpanKind.INTERNAL"
+    ]
+    ids = call["context"]["trace_id"]
+    return (
+        {p: [s for s in group if s["context"]["trace_id"] == ids] for p, group in spans.items()},
+        [s for s in client if s["context"]["trace_id"] == ids],
+    )
+
+
+@pytest.mark.anyio
+async def test_every_scenario_over_three_apps_is_traced_as_the_conventions_say(
+    tmp_path: Path,
+) -> None:
+    paths = [tmp_path / f"spans-{i}.jsonl" for i in range(3)]
+    outs = [path.open("a", encoding="utf-8") for path in paths]
+    db = str(tmp_path / "tasks.db")
+    try:
+        apps = [
+            server.build_app([KEY], tasks_db=db, observer=server.file_observer(out, f"app-{i}"))
+            for i, out in enumerate(outs)
+        ]
+        # the legacy session streams (SSE) while the client answers: app-0 under uvicorn
+        with served(apps[0]) as direct_url:
+            async with (
+                httpx.AsyncClient(transport=RoundRobin(apps)) as balanced,
+                httpx.AsyncClient(timeout=20) as direct,
+            ):
+                with anyio.fail_after(60):
+                    run = await trace.run_scenarios(
+                        balanced, "http://localhost/mcp", direct, direct_url
+                    )
+    finally:
+        for out in outs:
+            out.close()
+    spans = {f"app-{i}": trace.read_spans(path) for i, path in enumerate(paths)}
+    assert run.outcome.completed
+    flow_servers, flow_client = _flow_spans(spans, run.client)
+    upstreams = [leg.upstream for leg in run.outcome.legs]
+    assert trace.check_trace(flow_servers, flow_client, upstreams)[1] == []
+    assert trace.check_run(spans, run) == []
+    # the check fails when a span breaks the conventions or the task's trace is cut
+    broken = copy.deepcopy(spans)
+    for span in broken["app-1"]:
+        span["attributes"].pop("mcp.method.name", None)
+        span["links"] = []
+    failed = trace.check_run(broken, run)
+    assert any("mcp.method.name is required" in claim for claim in failed)
+    assert any("links to the task's creation" in claim for claim in failed)

@@ -33,6 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
+import httpx
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -47,15 +51,21 @@ from scale.cluster import (
     stop,
     write_ring,
 )
-from scale.flows import Outcome, book_trip, http_clients
+from scale.flows import CLIENT_INFO, Outcome, book_trip, http_clients
+from scale.semconv import violations
 
-from mrtr_sansio.otel import FLOW_ID, ROUND, OtelObserver
+import mrtr_sansio as m
+from mrtr_sansio.adapters import CallFailedError
+from mrtr_sansio.adapters.http import HttpClient
+from mrtr_sansio.otel import DURATION_BUCKETS, FLOW_ID, ROUND, TASK_ID, OtelObserver
 
-__all__ = ["Span", "check_trace", "main", "read_spans"]
+__all__ = ["Run", "Span", "check_run", "check_trace", "main", "read_spans", "run_scenarios"]
 
 #: What a span is here: the SDK's JSON form of it, as the exporter wrote it.
 Span = Mapping[str, Any]
 TOOL_SPAN = "tools/call book_trip"
+TASKS = "io.modelcontextprotocol/tasks"
+TRACEPARENT = "00-" + "5" * 32 + "-" + "6" * 16 + "-01"  # the refused requests' client context
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -145,6 +155,250 @@ async def run_flow(url: str, deadline: float) -> tuple[Outcome, list[dict[str, A
             outcome = await book_trip(http, url, 1, observer=observer)
     spans = [json.loads(span.to_json(indent=None)) for span in exporter.get_finished_spans()]
     return outcome, spans
+
+
+@attrs.define
+class Run:
+    """What :func:`run_scenarios` did, for :func:`check_run`: the client's spans (JSON form)
+    and measurements, and what each scenario returned."""
+
+    outcome: Outcome
+    client: list[dict[str, Any]]
+    metrics: dict[str, list[Any]]
+    failed_code: int | None = None
+    tool_error: bool = False
+    session: str | None = None
+    refused: list[int] = attrs.field(factory=list)
+
+
+async def _answer(event: m.InputNeeded) -> dict[str, Any]:
+    """The user: a name, a colour, and yes to the confirmation."""
+    return {"action": "accept", "content": {"name": "Ada", "color": "blue", "confirm": True}}
+
+
+async def run_scenarios(
+    balanced: httpx.AsyncClient, url: str, direct: httpx.AsyncClient, direct_url: str
+) -> Run:
+    """Every scenario, one after another, with one traced client: the MRTR flow, a task, a
+    failed call and a tool error through the balancer at ``url``; a legacy session (the
+    shim's legs) and two refused requests on one process at ``direct_url``."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    observer = OtelObserver(provider, MeterProvider(metric_readers=[reader]))
+    outcome = await book_trip(balanced, url, 1, observer=observer)
+    balanced.event_hooks = {"request": [], "response": []}
+    run = Run(outcome, [], {})
+    config = m.ClientConfig(
+        client_info=CLIENT_INFO,
+        observer=observer,
+        capabilities={"extensions": {TASKS: {}}},
+        task_poll_interval=0.2,
+    )
+    async with HttpClient.connect(
+        url, config, http=balanced, listen=False, elicitation=_answer
+    ) as client:
+        # a task: created on one process, polled, answered and read on the next ones
+        result = await client.call_tool("confirm_delete", {"filename": "notes.txt"})
+        assert result["content"][0]["text"] == "Deleted notes.txt.", result
+        # a failed request: the tool needs sampling, which this client did not declare
+        try:
+            await client.call_tool("test_missing_capability")
+        except CallFailedError as exc:
+            run.failed_code = exc.error.code
+        # a tool error: a result with isError
+        run.tool_error = (await client.call_tool("test_error_handling")).get("isError") is True
+    legacy = m.ClientConfig(client_info=CLIENT_INFO, observer=observer, era="legacy")
+    async with HttpClient.connect(
+        direct_url, legacy, http=direct, listen=False, elicitation=_answer
+    ) as client:
+        run.session = client.session_id
+        await client.call_tool("test_input_required_result_multi_round")
+    run.refused = await _refusals(direct, direct_url)
+    run.client = [json.loads(span.to_json(indent=None)) for span in exporter.get_finished_spans()]
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                run.metrics.setdefault(metric.name, []).extend(metric.data.data_points)
+    return run
+
+
+async def _refusals(http: httpx.AsyncClient, url: str) -> list[int]:
+    """A tampered ``requestState`` (-32602) and an unknown legacy session (HTTP 404), both
+    with a client trace context; the HTTP statuses."""
+    meta = {
+        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.CLIENT_CAPABILITIES: {"elicitation": {}},
+        "traceparent": TRACEPARENT,
+    }
+    params = {
+        "name": "test_input_required_result_request_state",
+        "arguments": {},
+        "inputResponses": {"confirm": {"action": "accept", "content": {"ok": True}}},
+        "requestState": "tampered",
+        "_meta": meta,
+    }
+    tampered = await http.post(
+        url,
+        json={"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": params},
+        headers={
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": params["name"],
+        },
+    )
+    body = {
+        "jsonrpc": "2.0",
+        "id": 42,
+        "method": "tools/list",
+        "params": {"_meta": {"traceparent": TRACEPARENT}},
+    }
+    unknown = await http.post(
+        url,
+        json=body,
+        headers={
+            "accept": "application/json, text/event-stream",
+            "mcp-session-id": "no-such-session",
+            "mcp-protocol-version": "2025-11-25",
+        },
+    )
+    return [tampered.status_code, unknown.status_code]
+
+
+def _attributes(span: Span) -> Mapping[str, Any]:
+    return span.get("attributes") or {}
+
+
+def check_run(servers: Mapping[str, Sequence[Span]], run: Run) -> list[str]:
+    """Check every scenario's spans (``servers`` by process, as in :func:`check_trace`)
+    and every span against the conventions' table; what failed (empty: all as stated)."""
+    failed: list[str] = []
+
+    def expect(ok: bool, claim: str) -> None:
+        if not ok:
+            failed.append(claim)
+
+    where = {id(span): process for process, spans in servers.items() for span in spans}
+    written = [span for spans in servers.values() for span in spans]
+    for span in [*run.client, *written]:
+        failed.extend(violations(span, wire=True))
+    by_trace: dict[str, list[Span]] = {}
+    for span in [*run.client, *written]:
+        by_trace.setdefault(span["context"]["trace_id"], []).append(span)
+
+    def call_trace(name: str) -> list[Span]:
+        for span in run.client:
+            if span["name"] == name and span.get("kind") == "SpanKind.INTERNAL":
+                return by_trace[span["context"]["trace_id"]]
+        failed.append(f"the client traced {name!r}")
+        return []
+
+    # the task: every process that read or moved it wrote spans linked to its creation
+    spans = call_trace("tools/call confirm_delete")
+    created = [
+        s
+        for s in spans
+        if s.get("kind") == "SpanKind.SERVER" and s["name"] == "tools/call confirm_delete"
+    ]
+    expect(len(created) == 1, "one server span created the task")
+    task_spans = [s for s in spans if id(s) in where and TASK_ID in _attributes(s)]
+    processes = {where[id(s)] for s in task_spans} | {
+        where[id(s)] for s in created if id(s) in where
+    }
+    expect(
+        len(processes) == len(servers),
+        f"the task's spans come from every process ({sorted(processes)})",
+    )
+    if created:
+        creation = created[0]["context"]["span_id"]
+        for span in task_spans:
+            if span["name"].startswith("task "):
+                expect(
+                    span.get("parent_id") == creation,
+                    f"{span['name']} is a child of the task's creation",
+                )
+            elif span.get("kind") == "SpanKind.SERVER":
+                links = [link["context"]["span_id"] for link in span.get("links", ())]
+                expect(links == [creation], f"{span['name']} links to the task's creation")
+    statuses = {
+        _attributes(s).get("mrtr.task.status") for s in task_spans if s["name"].startswith("task ")
+    }
+    expect(
+        {"working", "input_required", "completed"} <= statuses,
+        f"the task's statuses are recorded ({statuses})",
+    )
+    moved = {where[id(s)] for s in task_spans if s["name"].startswith("task ")}
+    expect(len(moved) >= 2, f"the task was moved by more than one process ({sorted(moved)})")
+    for span in spans:
+        if span["name"] == "tasks/get":
+            expect("gen_ai.operation.name" not in _attributes(span), "tasks/get is no execute_tool")
+    # the failed request and the tool error, on both sides
+    expect(run.failed_code == -32021, f"the failed call failed with -32021 ({run.failed_code})")
+    for name, error in (
+        ("tools/call test_missing_capability", "-32021"),
+        ("tools/call test_error_handling", "tool_error"),
+    ):
+        sides = [
+            s for s in call_trace(name) if s.get("kind") in ("SpanKind.CLIENT", "SpanKind.SERVER")
+        ]
+        expect(len(sides) == 2, f"{name}: a client and a server span ({len(sides)})")
+        for span in sides:
+            expect(
+                _attributes(span).get("error.type") == error,
+                f"{name}: error.type {error} on {span.get('kind')}",
+            )
+    expect(run.tool_error, "the tool error came back as a result")
+    # the legacy shim: its legs carry their round and the session on both sides
+    spans = call_trace("tools/call test_input_required_result_multi_round")
+    legs = [s for s in spans if s["name"] == "elicitation/create"]
+    server_legs = [s for s in legs if s.get("kind") == "SpanKind.CLIENT"]
+    client_legs = [s for s in legs if s.get("kind") == "SpanKind.SERVER"]
+    expect(
+        sorted(_attributes(s).get(ROUND) for s in server_legs) == [1, 2],
+        "the shim's legs are rounds 1 and 2",
+    )
+    expect(len(client_legs) == 2, "the client answered two legs")
+    expect(run.session is not None, "the legacy session has an id")
+    sessions = [
+        _attributes(s).get("mcp.session.id")
+        for s in [
+            *legs,
+            *(
+                s
+                for s in spans
+                if s.get("kind") == "SpanKind.CLIENT" and s["name"].startswith("tools/call")
+            ),
+        ]
+    ]
+    expect(
+        set(sessions) == {run.session},
+        f"mcp.session.id on every leg and the client's tools/call ({set(sessions)})",
+    )
+    # the refusals: a server span each, in the client's trace, with its error
+    expect(run.refused == [400, 404], f"the refusals were answered 400 and 404 ({run.refused})")
+    refusals = sorted(
+        (_attributes(s).get("error.type"), _attributes(s).get("mcp.method.name"))
+        for s in by_trace.get("0x" + "5" * 32, ())
+    )
+    expect(
+        refusals == [("-32600", "tools/list"), ("-32602", "tools/call")],
+        f"each refusal is a server span ({refusals})",
+    )
+    # the conventions' metrics, for the client (the servers' are checked in the tests)
+    points = run.metrics.get("mcp.client.operation.duration", [])
+    errors = {p.attributes.get("error.type") for p in points}
+    expect(
+        {"-32021", "tool_error"} <= errors,
+        f"mcp.client.operation.duration by error.type ({errors})",
+    )
+    expect(
+        all(tuple(p.explicit_bounds) == DURATION_BUCKETS for p in points),
+        "the conventions' buckets",
+    )
+    return failed
 
 
 def run(args: argparse.Namespace, nginx: str, workdir: Path) -> list[str]:

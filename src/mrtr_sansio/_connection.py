@@ -27,6 +27,7 @@ from ._wire.bounds import JsonBoundsError, bounded_loads, check_value
 from ._wire.codec import JsonCodec
 from ._wire.framing import LineFramer, Oversized
 from ._wire.jsonrpc import error_message, parse_error
+from .observe import Transport
 
 __all__ = ["Connection"]
 
@@ -65,6 +66,10 @@ def _parse_failure(data: bytes, exc: Exception) -> str:
 
 class Connection:
     """Base of :class:`ServerConnection` and :class:`ClientConnection`."""
+
+    #: What the adapter knows of the wire (:class:`~mrtr_sansio.observe.Transport`), only
+    #: reported to an observer; None until an adapter sets it.
+    transport: Transport | None = None
 
     def __init__(self, limits: Limits, codec: JsonCodec) -> None:
         self._limits = limits

@@ -42,8 +42,13 @@ __all__ = [
     "Observer",
     "RequestAbandoned",
     "RequestAnswered",
+    "RequestRefused",
     "RequestStarted",
+    "SessionEnded",
+    "SessionStarted",
+    "TaskKey",
     "TaskStatusChanged",
+    "Transport",
     "connection_key",
     "trace_of",
 ]
@@ -53,6 +58,23 @@ TRACE_KEYS = ("traceparent", "tracestate", "baggage")
 #: Bound on what :meth:`Observer.carry` may seal into a ``requestState`` (its JSON, in bytes);
 #: a larger carry is dropped (the next round then starts a new link).
 CARRY_MAX_BYTES = 512
+
+
+@attrs.frozen
+class Transport:
+    """What an adapter knows of the wire a connection's messages travel (for observers).
+
+    ``network`` is the transport protocol (``tcp``, ``pipe`` for stdio, ``unix``, ``quic``);
+    ``protocol``/``protocol_version`` the application protocol over it (``http``, ``1.1``);
+    ``address``/``port`` the server's, as a client dialled it. Set on a connection's
+    ``transport`` attribute by the adapter; None (the default) reports none of it.
+    """
+
+    network: str
+    protocol: str | None = None
+    protocol_version: str | None = None
+    address: str | None = None
+    port: int | None = None
 
 
 @attrs.frozen
@@ -87,16 +109,40 @@ class RequestStarted(Fact):
     principal: str | None
     trace: Mapping[str, str]
     carried: Mapping[str, str] | None
+    transport: Transport | None = None
+
+
+@attrs.frozen
+class RequestRefused(Fact):
+    """A request was refused with a JSON-RPC error before any handler saw it (a bad envelope
+    or header, -32020, -32021, -32022, -32602 such as a tampered ``requestState``, a size
+    limit, a task it may not read, an unknown session). What could be read of it is given:
+    ``method`` is None when the message could not be read as a request at all (unreadable
+    JSON, an oversized message)."""
+
+    request_id: Any
+    method: str | None
+    target: str | None
+    code: int
+    message: str
+    legacy: bool
+    protocol_version: str | None
+    session_id: str | None
+    trace: Mapping[str, str]
+    transport: Transport | None = None
 
 
 @attrs.frozen
 class RequestAnswered(Fact):
     """A request was answered with a result: ``complete``, ``input_required`` (the keys of
-    its ``inputRequests``) or ``task``."""
+    its ``inputRequests``) or ``task``; ``is_error`` when it is a tool result with
+    ``isError: true``; ``task_status`` the status a ``tasks/*`` answer reports."""
 
     request_id: Any
     result_type: str
     input_keys: tuple[str, ...] = ()
+    is_error: bool = False
+    task_status: str | None = None
 
 
 @attrs.frozen
@@ -119,12 +165,14 @@ class RequestAbandoned(Fact):
 
 @attrs.frozen
 class LegSent(Fact):
-    """The legacy shim wrote a server-to-client request (``leg_id``) for ``request_id``."""
+    """The legacy shim wrote a server-to-client request (``leg_id``) for ``request_id``, in
+    the shim's ``round`` (1 first)."""
 
     request_id: Any
     leg_id: int
     key: str
     method: str
+    round: int = 1
 
 
 @attrs.frozen
@@ -135,6 +183,16 @@ class LegKey:
     span for it can be a child of the server's leg span."""
 
     leg_id: int
+
+
+@attrs.frozen
+class TaskKey:
+    """What :meth:`Observer.carry` is asked with when a request is about to become a task
+    (right before the task is stored): the creating request's id, wrapped. The answer's
+    :data:`TRACE_KEYS` are stored in the task's record (``Task.trace``), so that every
+    process that later reads or moves the task can link its spans to the task's trace."""
+
+    request_id: Any
 
 
 @attrs.frozen
@@ -159,12 +217,33 @@ class LegTimedOut(Fact):
 @attrs.frozen
 class TaskStatusChanged(Fact):
     """A task was created (by the request ``request_id``) or moved to ``status`` (a
-    :class:`~mrtr_sansio.tasks.TaskStatus` value; ``request_id`` None)."""
+    :class:`~mrtr_sansio.tasks.TaskStatus` value; ``request_id`` None), on whichever process
+    did it. ``trace`` is the trace context stored with the task at its creation (see
+    :class:`TaskKey`), None when none was."""
 
     task_id: str
     status: str
     round: int
     request_id: Any = None
+    trace: Mapping[str, str] | None = None
+
+
+@attrs.frozen
+class SessionStarted(Fact):
+    """A legacy session began (``role`` ``server``: ``initialize`` answered; ``client``: the
+    handshake done), at ``protocol_version``; the modern wire has no sessions."""
+
+    role: str
+    protocol_version: str
+    transport: Transport | None = None
+
+
+@attrs.frozen
+class SessionEnded(Fact):
+    """The legacy session of this connection ended (the stream closed, or the adapter
+    ended it); ``error`` names what ended it when that was a failure."""
+
+    error: str | None = None
 
 
 # --- client ------------------------------------------------------------------------------
@@ -177,16 +256,20 @@ class CallStarted(Fact):
     call_id: int
     method: str
     target: str | None
+    transport: Transport | None = None
 
 
 @attrs.frozen
 class CallRoundSent(Fact):
-    """A request of the call went out (``round`` 1 first; a retry is the next round)."""
+    """A request of the call went out (``round`` 1 first; a retry is the next round), at
+    ``protocol_version``, in the legacy session ``session_id`` (the adapter's name for it)."""
 
     call_id: int
     request_id: Any
     method: str
     round: int
+    protocol_version: str | None = None
+    session_id: str | None = None
 
 
 @attrs.frozen
@@ -203,12 +286,16 @@ class CallRoundUnsent(Fact):
 @attrs.frozen
 class CallRoundAnswered(Fact):
     """The server answered a request of the call (``result_type`` as on the wire, or
-    ``error``), with the keys of the input it asked for."""
+    ``error`` with its ``error_code`` and ``error_message``), with the keys of the input it
+    asked for; ``is_error`` for a tool result with ``isError: true``."""
 
     call_id: int
     request_id: Any
     result_type: str
     input_keys: tuple[str, ...] = ()
+    error_code: int | None = None
+    error_message: str | None = None
+    is_error: bool = False
 
 
 @attrs.frozen
@@ -228,13 +315,16 @@ class LegReceived(Fact):
     ``sampling/createMessage``, ``roots/list``), reported to the application as
     :class:`~mrtr_sansio.InputNeeded`; ``call_id`` is the call it belongs to (None: none).
     ``trace`` holds the :data:`TRACE_KEYS` of the request's ``params._meta`` (what the
-    server's observer carried for the leg; empty when it sent none)."""
+    server's observer carried for the leg; empty when it sent none); ``session_id`` and
+    ``protocol_version`` those of the legacy session."""
 
     call_id: int | None
     request_id: Any
     method: str
     round: int
     trace: Mapping[str, str] = attrs.field(factory=dict)
+    session_id: str | None = None
+    protocol_version: str | None = None
 
 
 @attrs.frozen

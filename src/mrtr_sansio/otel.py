@@ -54,12 +54,17 @@ from mrtr_sansio.observe import (
     LegTimedOut,
     RequestAbandoned,
     RequestAnswered,
+    RequestRefused,
     RequestStarted,
+    SessionEnded,
+    SessionStarted,
+    TaskKey,
     TaskStatusChanged,
+    Transport,
 )
 from mrtr_sansio.tasks import TASK
 
-__all__ = ["FLOW_ID", "INPUT_KEYS", "ROUND", "OtelObserver"]
+__all__ = ["DURATION_BUCKETS", "FLOW_ID", "INPUT_KEYS", "ROUND", "TASK_ID", "OtelObserver"]
 
 #: The round of a request (1 first) or the rounds a call took.
 ROUND = "mrtr.round"
@@ -67,6 +72,14 @@ ROUND = "mrtr.round"
 FLOW_ID = "mrtr.flow.id"
 #: The keys of the ``inputRequests`` an ``input_required`` result asked for.
 INPUT_KEYS = "mrtr.input_request.keys"
+#: The task a span is about (``tasks/*`` requests, a task's status changes).
+TASK_ID = "mrtr.task.id"
+#: The bucket boundaries the conventions give every MCP duration histogram (seconds).
+DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+#: ``mcp.method.name`` of a refused message whose method could not be read (the
+#: conventions' fallback value for what an instrumentation cannot name).
+UNKNOWN_METHOD = "_OTHER"
+_TASK_REQUESTS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 #: The wire statuses a task ends in (the task table's terminal states).
 _TERMINAL = frozenset(status.value for status in TASK.terminal)
 _NAMED = ("tools/call", "prompts/get")  # the methods whose target goes into the span name
@@ -75,7 +88,7 @@ _NAMED = ("tools/call", "prompts/get")  # the methods whose target goes into the
 class _Open:
     """A span this observer opened and still owes an end, with what its end needs."""
 
-    __slots__ = ("attributes", "flow", "request", "round", "span", "started")
+    __slots__ = ("attributes", "flow", "request", "round", "shared", "span", "started")
 
     def __init__(
         self,
@@ -85,13 +98,16 @@ class _Open:
         flow: str,
         round: int | None = None,
         request: Any = None,
+        shared: dict[str, Any] | None = None,
     ) -> None:
         self.request = request  # a leg's: the request (server) or call (client) it is for
         self.span = span
         self.started = started
-        self.attributes = attributes
+        self.attributes = attributes  # what its measurements carry
         self.flow = flow
         self.round = round
+        # what the spans under it repeat: protocol version, session, the wire
+        self.shared = {} if shared is None else shared
 
 
 def _name(method: str, target: str | None) -> str:
@@ -110,10 +126,66 @@ def _target(method: str, target: str | None) -> dict[str, Any]:
     return {}
 
 
+#: What measurements carry: the conventions' low-cardinality attributes (no ids, no URIs).
+_METRIC_KEYS = (
+    "mcp.method.name",
+    "gen_ai.tool.name",
+    "gen_ai.prompt.name",
+    "gen_ai.operation.name",
+    "mcp.protocol.version",
+    "network.transport",
+    "network.protocol.name",
+    "network.protocol.version",
+    "server.address",
+    "server.port",
+)
+
+
 def _metric_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
     """The low-cardinality attributes measurements carry (no ids, no URIs)."""
-    keys: tuple[str, ...] = ("mcp.method.name", "gen_ai.tool.name")
-    return {k: attributes[k] for k in keys if k in attributes}
+    return {k: attributes[k] for k in _METRIC_KEYS if k in attributes}
+
+
+def _wire(transport: Transport | None, client: bool) -> dict[str, Any]:
+    """The conventions' attributes for ``transport`` (``server.*`` on the client only)."""
+    if transport is None:
+        return {}
+    out: dict[str, Any] = {"network.transport": transport.network}
+    if transport.protocol is not None:
+        out["network.protocol.name"] = transport.protocol
+    if transport.protocol_version is not None:
+        out["network.protocol.version"] = transport.protocol_version
+    if client and transport.address is not None:
+        out["server.address"] = transport.address
+        if transport.port is not None:
+            out["server.port"] = transport.port
+    return out
+
+
+def _session(version: str | None, session_id: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if version is not None:
+        out["mcp.protocol.version"] = version
+    if session_id is not None:
+        out["mcp.session.id"] = session_id
+    return out
+
+
+def _error(span: Span, error_type: str, message: str | None, code: int | None = None) -> None:
+    """Mark ``span`` failed as the conventions say: ``error.type``, the JSON-RPC code as
+    ``rpc.response.status_code`` when there is one, an ERROR status with its message."""
+    span.set_attribute("error.type", error_type)
+    if code is not None:
+        span.set_attribute("rpc.response.status_code", str(code))
+    span.set_status(Status(StatusCode.ERROR, message))
+
+
+def _valid(context: Mapping[str, str] | None) -> Any:
+    """The OpenTelemetry context of W3C keys, or None when they name no valid span."""
+    if not context:
+        return None
+    extracted = extract(dict(context))
+    return extracted if trace.get_current_span(extracted).get_span_context().is_valid else None
 
 
 class OtelObserver:
@@ -138,18 +210,28 @@ class OtelObserver:
         self._to_epoch = to_epoch
         self._requests: dict[tuple[int, Any], _Open] = {}
         self._legs: dict[tuple[int, int], _Open] = {}
-        self._tasks: dict[str, Span] = {}
         self._calls: dict[tuple[int, int], _Open] = {}
         self._rounds: dict[tuple[int, Any], _Open] = {}
         self._waits: dict[tuple[int, int], Span] = {}
         self._sent: dict[tuple[int, int], int] = {}
         self._served: dict[tuple[int, Any], _Open] = {}  # legacy: server requests answered
+        self._sessions: dict[int, tuple[float, str, dict[str, Any]]] = {}
+        buckets = {"explicit_bucket_boundaries_advisory": DURATION_BUCKETS}
         self._server_duration = meter.create_histogram(
-            "mcp.server.operation.duration", "s", "MCP request duration on the server"
+            "mcp.server.operation.duration", "s", "MCP request duration on the server", **buckets
         )
         self._client_duration = meter.create_histogram(
-            "mcp.client.operation.duration", "s", "MCP request duration on the client"
+            "mcp.client.operation.duration", "s", "MCP request duration on the client", **buckets
         )
+        self._session_duration = {
+            role: meter.create_histogram(
+                f"mcp.{role}.session.duration",
+                "s",
+                f"MCP session duration on the {role}",
+                **buckets,
+            )
+            for role in ("server", "client")
+        }
         self._call_rounds = meter.create_histogram(
             "mrtr.client.call.rounds", "{request}", "Requests one call took (its rounds)"
         )
@@ -191,6 +273,13 @@ class OtelObserver:
             context: dict[str, str] = {}
             inject(context, trace.set_span_in_context(leg.span))
             return context
+        if type(request_id) is TaskKey:  # a new task: the creating request's span context
+            creating = self._requests.get((connection, request_id.request_id))
+            if creating is None:
+                return None
+            task: dict[str, str] = {}
+            inject(task, trace.set_span_in_context(creating.span))
+            return task
         key = (connection, request_id)
         open_ = self._requests.get(key)
         if open_ is not None:
@@ -211,23 +300,28 @@ class OtelObserver:
         return None if self._to_epoch is None else int(self._to_epoch(at) * 1e9)
 
     def _request_started(self, fact: RequestStarted) -> None:
-        parent = extract(dict(fact.trace)) if fact.trace else None
+        parent = _valid(fact.trace)
         links: list[Link] = []
         carried = fact.carried or {}
+        task = fact.method in _TASK_REQUESTS
         previous = trace.get_current_span(extract(dict(carried))).get_span_context()
         if previous.is_valid:
-            links.append(Link(previous, {"mrtr.link": "previous_round"}))
-            if parent is None or not trace.get_current_span(parent).get_span_context().is_valid:
+            # a round links to the round before it; a tasks/* request to the task's creation
+            links.append(Link(previous, {"mrtr.link": "task" if task else "previous_round"}))
+            if parent is None:
                 parent = trace.set_span_in_context(trace.NonRecordingSpan(previous))
+        shared = {
+            **_session(fact.protocol_version, fact.session_id),
+            **_wire(fact.transport, client=False),
+        }
         attributes: dict[str, Any] = {
             "mcp.method.name": fact.method,
             "jsonrpc.request.id": str(fact.request_id),
             **_target(fact.method, fact.target),
+            **shared,
         }
-        if fact.protocol_version is not None:
-            attributes["mcp.protocol.version"] = fact.protocol_version
-        if fact.session_id is not None:
-            attributes["mcp.session.id"] = fact.session_id
+        if task and fact.target is not None:
+            attributes[TASK_ID] = fact.target
         if fact.round is not None:
             attributes[ROUND] = fact.round
         if fact.legacy:
@@ -240,11 +334,13 @@ class OtelObserver:
             links,
             self._ns(fact.at),
         )
-        flow = carried.get("flow") or format(span.get_span_context().span_id, "016x")
-        span.set_attribute(FLOW_ID, flow)
+        flow = ""
+        if not task:
+            flow = carried.get("flow") or format(span.get_span_context().span_id, "016x")
+            span.set_attribute(FLOW_ID, flow)
         metric = _metric_attributes(attributes)
         self._requests[fact.connection, fact.request_id] = _Open(
-            span, fact.at, metric, flow, fact.round
+            span, fact.at, metric, flow, fact.round, None, shared
         )
 
     def _request_answered(self, fact: RequestAnswered) -> None:
@@ -255,11 +351,17 @@ class OtelObserver:
         span.set_attribute("mrtr.result_type", fact.result_type)
         if fact.input_keys:
             span.set_attribute(INPUT_KEYS, list(fact.input_keys))
+        if fact.task_status is not None:
+            span.set_attribute("mrtr.task.status", fact.task_status)
+        attributes = open_.attributes
+        if fact.is_error:  # a tool result with isError: the conventions' tool_error
+            _error(span, "tool_error", None)
+            attributes = {**attributes, "error.type": "tool_error"}
         if fact.result_type == "input_required":
             self._input_required.add(1, open_.attributes)
         elif open_.round is not None:
             self._flow_rounds.record(open_.round, open_.attributes)
-        self._server_duration.record(fact.at - open_.started, open_.attributes)
+        self._server_duration.record(fact.at - open_.started, attributes)
         span.end(self._ns(fact.at))
 
     def _error_sent(self, fact: ErrorSent) -> None:
@@ -268,15 +370,50 @@ class OtelObserver:
             self._refusals.add(1, {} if open_ is None else open_.attributes)
         if open_ is None:
             return
-        span = open_.span
         code = str(fact.code)
-        span.set_attribute("error.type", code)
-        span.set_attribute("rpc.response.status_code", code)
-        span.set_status(Status(StatusCode.ERROR, fact.message))
+        _error(open_.span, code, fact.message, fact.code)
         self._server_duration.record(
-            fact.at - open_.started, {**open_.attributes, "error.type": code}
+            fact.at - open_.started,
+            {**open_.attributes, "error.type": code, "rpc.response.status_code": code},
         )
-        span.end(self._ns(fact.at))
+        open_.span.end(self._ns(fact.at))
+
+    def _request_refused(self, fact: RequestRefused) -> None:
+        """A refused request: a SERVER span that starts and ends at the refusal."""
+        method = fact.method if fact.method is not None else UNKNOWN_METHOD
+        code = str(fact.code)
+        attributes: dict[str, Any] = {
+            "mcp.method.name": method,
+            **_target(method, fact.target),
+            **_session(fact.protocol_version, fact.session_id),
+            **_wire(fact.transport, client=False),
+            "error.type": code,
+            "rpc.response.status_code": code,
+        }
+        if fact.request_id is not None:
+            attributes["jsonrpc.request.id"] = str(fact.request_id)
+        if method in _TASK_REQUESTS and fact.target is not None:
+            attributes[TASK_ID] = fact.target
+        if fact.legacy:
+            attributes["mrtr.legacy"] = True
+        at = self._ns(fact.at)
+        span = self._tracer.start_span(
+            _name(method, fact.target),
+            _valid(fact.trace),
+            SpanKind.SERVER,
+            attributes,
+            start_time=at,
+        )
+        span.set_status(Status(StatusCode.ERROR, fact.message))
+        metric = {
+            **_metric_attributes(attributes),
+            "error.type": code,
+            "rpc.response.status_code": code,
+        }
+        if fact.code == ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY:
+            self._refusals.add(1, _metric_attributes(attributes))
+        self._server_duration.record(0.0, metric)
+        span.end(at)
 
     def _request_abandoned(self, fact: RequestAbandoned) -> None:
         open_ = self._requests.pop((fact.connection, fact.request_id), None)
@@ -294,6 +431,7 @@ class OtelObserver:
     def _leg_sent(self, fact: LegSent) -> None:
         request = self._requests.get((fact.connection, fact.request_id))
         parent = None if request is None else trace.set_span_in_context(request.span)
+        shared = {} if request is None else request.shared
         span = self._tracer.start_span(
             fact.method,
             parent,
@@ -302,12 +440,15 @@ class OtelObserver:
                 "mcp.method.name": fact.method,
                 "jsonrpc.request.id": str(fact.leg_id),
                 "mrtr.leg.key": fact.key,
+                ROUND: fact.round,
+                "mrtr.legacy": True,
+                **shared,
             },
             start_time=self._ns(fact.at),
         )
         attributes = {"mcp.method.name": fact.method}
         self._legs[fact.connection, fact.leg_id] = _Open(
-            span, fact.at, attributes, "", None, fact.request_id
+            span, fact.at, attributes, "", fact.round, fact.request_id
         )
 
     def _leg_ended(self, fact: LegAnswered | LegTimedOut) -> None:
@@ -327,40 +468,53 @@ class OtelObserver:
         open_.span.end(self._ns(fact.at))
 
     def _task_status_changed(self, fact: TaskStatusChanged) -> None:
+        """A status change, on whichever process made it: a span of its own (no duration),
+        a child of the task's creating request (the context stored with the task), with
+        the change as its event; nothing waits for another process."""
         self._task_status.add(1, {"mrtr.task.status": fact.status})
         event: dict[str, Any] = {
-            "mrtr.task.id": fact.task_id,
+            TASK_ID: fact.task_id,
             "mrtr.task.status": fact.status,
             ROUND: fact.round,
         }
-        span = self._tasks.get(fact.task_id)
-        if span is None and fact.request_id is not None:
+        parent = _valid(fact.trace)
+        if parent is None and fact.request_id is not None:
             request = self._requests.get((fact.connection, fact.request_id))
             parent = None if request is None else trace.set_span_in_context(request.span)
-            span = self._tracer.start_span(
-                f"task {fact.task_id}",
-                parent,
-                SpanKind.INTERNAL,
-                {"mrtr.task.id": fact.task_id},
-                start_time=self._ns(fact.at),
-            )
-            self._tasks[fact.task_id] = span
-        if span is None:  # a task created elsewhere: nothing here to hang the event on
+        at = self._ns(fact.at)
+        span = self._tracer.start_span(
+            f"task {fact.status}", parent, SpanKind.INTERNAL, event, start_time=at
+        )
+        span.add_event("mrtr.task.status", event, at)
+        if fact.status in _TERMINAL and fact.status != "completed":
+            span.set_status(Status(StatusCode.ERROR, fact.status))
+        span.end(at)
+
+    def _session_started(self, fact: SessionStarted) -> None:
+        attributes = {
+            "mcp.protocol.version": fact.protocol_version,
+            **_wire(fact.transport, client=fact.role == "client"),
+        }
+        self._sessions[fact.connection] = (fact.at, fact.role, attributes)
+
+    def _session_ended(self, fact: SessionEnded) -> None:
+        started = self._sessions.pop(fact.connection, None)
+        if started is None:
             return
-        span.add_event("mrtr.task.status", event, self._ns(fact.at))
-        if fact.status in _TERMINAL:
-            del self._tasks[fact.task_id]
-            if fact.status != "completed":
-                span.set_status(Status(StatusCode.ERROR, fact.status))
-            span.end(self._ns(fact.at))
+        at, role, attributes = started
+        if fact.error is not None:
+            attributes = {**attributes, "error.type": fact.error}
+        self._session_duration[role].record(fact.at - at, attributes)
 
     # --- client --------------------------------------------------------------------------
 
     def _call_started(self, fact: CallStarted) -> None:
+        target = _target(fact.method, fact.target)
+        wire = _wire(fact.transport, client=True)
         attributes: dict[str, Any] = {
             "mcp.method.name": fact.method,
             "mrtr.call.id": fact.call_id,
-            **_target(fact.method, fact.target),
+            **target,
         }
         span = self._tracer.start_span(
             _name(fact.method, fact.target),
@@ -369,12 +523,13 @@ class OtelObserver:
             attributes,
             start_time=self._ns(fact.at),
         )
-        # the target attributes go on every round span; measurements keep the few that may
+        # the target attributes go on the call's own requests; the wire on every request
         self._calls[fact.connection, fact.call_id] = _Open(
             span,
             fact.at,
-            {"mcp.method.name": fact.method, **_target(fact.method, fact.target)},
+            {"mcp.method.name": fact.method, **target},
             _name(fact.method, fact.target),
+            shared=wire,
         )
         self._sent[fact.connection, fact.call_id] = 0
 
@@ -387,20 +542,25 @@ class OtelObserver:
         if wait is not None:
             wait.end(self._ns(fact.at))
         self._sent[key] += 1
+        own = fact.method == call.attributes.get("mcp.method.name")  # not a tasks/* poll
+        attributes: dict[str, Any] = {
+            **(call.attributes if own else {}),
+            "mcp.method.name": fact.method,
+            "jsonrpc.request.id": str(fact.request_id),
+            ROUND: fact.round,
+            **_session(fact.protocol_version, fact.session_id),
+            **call.shared,
+        }
         span = self._tracer.start_span(
-            call.flow if fact.method == call.attributes.get("mcp.method.name") else fact.method,
+            call.flow if own else fact.method,
             trace.set_span_in_context(call.span),
             SpanKind.CLIENT,
-            {
-                **call.attributes,
-                "mcp.method.name": fact.method,
-                "jsonrpc.request.id": str(fact.request_id),
-                ROUND: fact.round,
-            },
+            attributes,
             start_time=self._ns(fact.at),
         )
-        attributes = _metric_attributes({**call.attributes, "mcp.method.name": fact.method})
-        self._rounds[fact.connection, fact.request_id] = _Open(span, fact.at, attributes, "")
+        self._rounds[fact.connection, fact.request_id] = _Open(
+            span, fact.at, _metric_attributes(attributes), ""
+        )
 
     def _call_round_answered(self, fact: CallRoundAnswered) -> None:
         open_ = self._rounds.pop((fact.connection, fact.request_id), None)
@@ -410,8 +570,14 @@ class OtelObserver:
         span.set_attribute("mrtr.result_type", fact.result_type)
         attributes = open_.attributes
         if fact.result_type == "error":
-            span.set_status(Status(StatusCode.ERROR))
-            attributes = {**attributes, "error.type": "error"}
+            code = str(fact.error_code) if fact.error_code is not None else "_OTHER"
+            _error(span, code, fact.error_message, fact.error_code)
+            attributes = {**attributes, "error.type": code}
+            if fact.error_code is not None:
+                attributes["rpc.response.status_code"] = code
+        elif fact.is_error:
+            _error(span, "tool_error", None)
+            attributes = {**attributes, "error.type": "tool_error"}
         if fact.input_keys:
             span.set_attribute(INPUT_KEYS, list(fact.input_keys))
         self._client_duration.record(fact.at - open_.started, attributes)
@@ -449,18 +615,16 @@ class OtelObserver:
                 if call is not None:
                     links.append(Link(call.span.get_span_context(), {"mrtr.link": "call"}))
                 parent = remote
+        attributes: dict[str, Any] = {
+            "mcp.method.name": fact.method,
+            "jsonrpc.request.id": str(fact.request_id),
+            ROUND: fact.round,
+            "mrtr.legacy": True,
+            **_session(fact.protocol_version, fact.session_id),
+            **({} if call is None else call.shared),
+        }
         span = self._tracer.start_span(
-            fact.method,
-            parent,
-            SpanKind.SERVER,
-            {
-                "mcp.method.name": fact.method,
-                "jsonrpc.request.id": str(fact.request_id),
-                ROUND: fact.round,
-                "mrtr.legacy": True,
-            },
-            links,
-            self._ns(fact.at),
+            fact.method, parent, SpanKind.SERVER, attributes, links, self._ns(fact.at)
         )
         self._served[fact.connection, fact.request_id] = _Open(
             span, fact.at, {"mcp.method.name": fact.method}, "", fact.round, fact.call_id
@@ -475,8 +639,7 @@ class OtelObserver:
         span = open_.span
         span.set_attribute("mrtr.outcome", outcome)
         if outcome == "error":
-            span.set_attribute("error.type", "error")
-            span.set_status(Status(StatusCode.ERROR))
+            _error(span, "error", None)
         span.end(self._ns(at))
 
     def _call_finished(self, fact: CallFinished) -> None:
@@ -513,6 +676,9 @@ _HANDLERS: dict[type[Fact], Callable[[OtelObserver, Any], None]] = {
     LegAnswered: OtelObserver._leg_ended,
     LegTimedOut: OtelObserver._leg_ended,
     TaskStatusChanged: OtelObserver._task_status_changed,
+    RequestRefused: OtelObserver._request_refused,
+    SessionStarted: OtelObserver._session_started,
+    SessionEnded: OtelObserver._session_ended,
     CallStarted: OtelObserver._call_started,
     CallRoundSent: OtelObserver._call_round_sent,
     CallRoundAnswered: OtelObserver._call_round_answered,

@@ -67,6 +67,8 @@ from mrtr_sansio.observe import (
     CallStarted,
     LegReceived,
     LegReplied,
+    SessionEnded,
+    SessionStarted,
     connection_key,
     trace_of,
 )
@@ -159,6 +161,10 @@ class ClientConnection(Connection):
     :meth:`outgoing` or :meth:`data_to_send` returns. Drive :meth:`handle_timer` at
     :meth:`next_deadline`.
     """
+
+    #: The transport's name for the legacy session (HTTP ``Mcp-Session-Id``), set by the
+    #: adapter that received it; only reported to an observer (``mcp.session.id``).
+    session_id: str | None = None
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         config = config if config is not None else ClientConfig()  # (ClientConfig checks era)
@@ -260,6 +266,7 @@ class ClientConnection(Connection):
                     call.call_id,
                     method,
                     target if type(target) is str else None,
+                    self.transport,
                 )
             )
         if self._ready:
@@ -336,7 +343,9 @@ class ClientConnection(Connection):
         st.task_id = task_id
         if self._observer is not None:
             self._observer.observe(
-                CallStarted(self._clock(), self._obs_key, call.call_id, TASK_METHOD, None)
+                CallStarted(
+                    self._clock(), self._obs_key, call.call_id, TASK_METHOD, None, self.transport
+                )
             )
         self._send_task_leg(st, "tasks/get", _SENT)
         self._next_call += 1
@@ -526,6 +535,16 @@ class ClientConnection(Connection):
             )
         )
         if self.era is Era.LEGACY:
+            if self._observer is not None:
+                self._observer.observe(
+                    SessionStarted(
+                        self._clock(),
+                        self._obs_key,
+                        "client",
+                        self.protocol_version,
+                        self.transport,
+                    )
+                )
             self._set_legacy_log_level()
         queue, self._queue = self._queue, []
         for st in queue:
@@ -724,6 +743,8 @@ class ClientConnection(Connection):
                     accepted.method,
                     round_,
                     trace_of(accepted.params.get("_meta")),  # an object: checked on receipt
+                    self.session_id,
+                    self.protocol_version,
                 )
             )
         self._events.append(event)
@@ -1009,7 +1030,16 @@ class ClientConnection(Connection):
         observer = self._observer
         assert observer is not None
         observer.observe(
-            CallRoundSent(self._clock(), self._obs_key, st.call.call_id, rid, method, st.round + 1)
+            CallRoundSent(
+                self._clock(),
+                self._obs_key,
+                st.call.call_id,
+                rid,
+                method,
+                st.round + 1,
+                self.protocol_version,
+                self.session_id if self.era is Era.LEGACY else None,
+            )
         )
         carry = observer.carry(self._obs_key, rid)
         if not carry:
@@ -1035,13 +1065,19 @@ class ClientConnection(Connection):
         assert self._observer is not None
         result = msg.get("result")
         keys: tuple[str, ...] = ()
+        error: JsonRpcError | None = None
+        is_error = False
         if type(result) is dict:
             kind = result.get("resultType", "complete")
             requests = result.get("inputRequests")
             if kind == INPUT_REQUIRED and type(requests) is dict:
                 keys = tuple(requests)
+            # a task's tools/call result arrives inside tasks/get: its isError counts there
+            inner = result.get("result") if st.task_id is not None else result
+            is_error = type(inner) is dict and inner.get("isError") is True
         else:
             kind = "error"
+            error = JsonRpcError.from_wire(msg.get("error"))
         self._observer.observe(
             CallRoundAnswered(
                 self._clock(),
@@ -1050,6 +1086,9 @@ class ClientConnection(Connection):
                 msg.get("id"),
                 kind if type(kind) is str else "",
                 keys,
+                None if error is None else error.code,
+                None if error is None else error.message,
+                is_error,
             )
         )
 
@@ -1074,6 +1113,8 @@ class ClientConnection(Connection):
                     LegReplied(self._clock(), self._obs_key, event.key, "withdrawn")
                 )
             self._events.append(InputWithdrawn(event.call, event.key))
+        if self._observer is not None and self.era is Era.LEGACY and self._ready:
+            self._observer.observe(SessionEnded(self._clock(), self._obs_key))
 
 
 def _event(event: InputNeeded) -> InputNeeded:

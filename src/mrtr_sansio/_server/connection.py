@@ -74,7 +74,11 @@ from mrtr_sansio.observe import (
     LegTimedOut,
     RequestAbandoned,
     RequestAnswered,
+    RequestRefused,
     RequestStarted,
+    SessionEnded,
+    SessionStarted,
+    Transport,
     connection_key,
     trace_of,
 )
@@ -319,6 +323,13 @@ class ServerConnection(Connection):
         self._cancel(request_id, reason)
         return True
 
+    def end_session(self) -> None:
+        """An adapter ended this connection's legacy session without closing a stream (HTTP
+        DELETE, idle expiry, eviction): only an observer is told (``SessionEnded``). Cancel
+        its requests first; the connection is not used afterwards."""
+        if self._observer is not None and self._session is not None:
+            self._observer.observe(SessionEnded(self.config.clock(), self._obs_key))
+
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
         return legacy.initialize_result(self.config, self._session, protocol_version)
@@ -424,18 +435,18 @@ class ServerConnection(Connection):
                 try:
                     self._on_request(rid, method, params, context)
                 except RemoteProtocolError as exc:
-                    self._invalid(exc, answer=True)
+                    self._invalid(exc, answer=True, request=msg)
                 return
         try:
             kind = classify(msg)
         except RemoteProtocolError as exc:
-            self._invalid(exc, answer=answerable(msg))
+            self._invalid(exc, answer=answerable(msg), request=msg)
             return
         if kind == REQUEST:  # without params
             try:
                 self._on_request(msg["id"], msg["method"], {}, context)
             except RemoteProtocolError as exc:
-                self._invalid(exc, answer=True)
+                self._invalid(exc, answer=True, request=msg)
         elif kind == NOTIFICATION:
             self._on_notification(msg["method"], msg.get("params"))
         else:  # RESPONSE
@@ -516,7 +527,7 @@ class ServerConnection(Connection):
             ):
                 raise missing_tasks(rid)
         elif method in TASK_REQUESTS and tasks is not None:
-            result = answer_task_request(
+            result, found = answer_task_request(
                 tasks,
                 rid,
                 method,
@@ -528,6 +539,8 @@ class ServerConnection(Connection):
             )
             event = RequestReceived(rid, method, params, None, None, None, principal)
             inflight[rid] = event
+            if self._observer is not None:
+                self._observe_start(event, found)
             self._respond_complete(event, result)
             return
         event = RequestReceived(rid, method, params, None, state, round_, principal)
@@ -627,6 +640,15 @@ class ServerConnection(Connection):
             )
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
+    def _invalid(self, exc: RemoteProtocolError, *, answer: bool, request: Any = None) -> None:
+        super()._invalid(exc, answer=answer)
+        if answer and self._observer is not None:
+            self._observer.observe(
+                refusal(
+                    self.config.clock(), self._obs_key, request, exc, self._session, self.transport
+                )
+            )
+
     def _refusal_relates_to(self, request_id: Any) -> Any:
         # A refused message whose id names a request still open (a duplicate id) is not part
         # of that request: relating the refusal to it would let a transport write it on the
@@ -642,6 +664,8 @@ class ServerConnection(Connection):
                 self._observer.observe(
                     RequestAbandoned(self.config.clock(), self._obs_key, rid, "closed")
                 )
+        if self._observer is not None and self._session is not None:
+            self._observer.observe(SessionEnded(self.config.clock(), self._obs_key))
 
     # --- send path --------------------------------------------------------------------------
 
@@ -657,6 +681,16 @@ class ServerConnection(Connection):
             self._emit(_RESULT, rid, legacy_out)
             self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
+                if self._observer is not None:
+                    self._observer.observe(
+                        SessionStarted(
+                            self.config.clock(),
+                            self._obs_key,
+                            "server",
+                            session.protocol_version,
+                            self.transport,
+                        )
+                    )
                 self._events.append(legacy.session_opened(session, legacy_out))
             return
         out = dict(result)
@@ -803,7 +837,7 @@ class ServerConnection(Connection):
                 self._obs_key,
                 event.request_id,
                 event.method,
-                event.name if event.name is not None else event.uri,
+                _target_of(event.method, event.params),
                 event.round,
                 session is not None,
                 version if type(version) is str else None,
@@ -811,6 +845,7 @@ class ServerConnection(Connection):
                 event.principal,
                 trace_of(meta),
                 carried,
+                self.transport,
             )
         )
 
@@ -820,9 +855,16 @@ class ServerConnection(Connection):
         kind = result.get("resultType", "complete")
         requests = result.get("inputRequests") if kind == INPUT_REQUIRED else None
         keys = tuple(requests) if isinstance(requests, Mapping) else ()
+        status = result.get("status")
         self._observer.observe(
             RequestAnswered(
-                self.config.clock(), self._obs_key, rid, kind if type(kind) is str else "", keys
+                self.config.clock(),
+                self._obs_key,
+                rid,
+                kind if type(kind) is str else "",
+                keys,
+                result.get("isError") is True,
+                status if type(status) is str else None,
             )
         )
 
@@ -843,7 +885,9 @@ class ServerConnection(Connection):
         assert self._observer is not None
         at, key = self.config.clock(), self._obs_key
         self._observer.observe(
-            LegSent(at, key, action.request_id, action.leg_id, action.key, action.method)
+            LegSent(
+                at, key, action.request_id, action.leg_id, action.key, action.method, action.round
+            )
         )
         carry = self._observer.carry(key, LegKey(action.leg_id))
         trace = trace_of(carry) if isinstance(carry, Mapping) else None
@@ -886,6 +930,63 @@ class ServerConnection(Connection):
                 self._respond_error(self._inflight[action.request_id], action.error)
             else:
                 self._events.append(action.event)
+
+
+def _target_of(method: Any, params: Any) -> str | None:
+    """What a request is about, for an observer: the task id of a ``tasks/*`` request, the
+    URI of ``resources/read``, else ``params.name`` (a tool or prompt)."""
+    if type(params) is not dict:
+        return None
+    if method in TASK_REQUESTS:
+        target = params.get("taskId")
+    elif method == "resources/read":
+        target = params.get("uri")
+    else:
+        target = params.get("name")
+    return target if type(target) is str else None
+
+
+def refusal(
+    at: float,
+    key: int,
+    request: Any,
+    exc: RemoteProtocolError,
+    session: LegacySession | None = None,
+    transport: Transport | None = None,
+    header_version: str | None = None,
+) -> RequestRefused:
+    """The :class:`~mrtr_sansio.observe.RequestRefused` fact for ``request`` (the decoded
+    message, or None when none could be read) refused with ``exc``; adapters that refuse a
+    message before any connection reads it (an unknown session) report it with this too,
+    with the ``MCP-Protocol-Version`` header as ``header_version``."""
+    method = params = meta = None
+    if type(request) is dict:
+        method = request.get("method")
+        method = method if type(method) is str else None
+        params = request.get("params")
+        meta = params.get("_meta") if type(params) is dict else None
+        meta = meta if type(meta) is dict else None
+    version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+    legacy = type(version) is not str
+    if legacy and session is not None:
+        version = session.protocol_version
+    elif legacy and header_version is not None:
+        version = header_version
+    error = exc.error
+    return RequestRefused(
+        at,
+        key,
+        exc.request_id,
+        method,
+        _target_of(method, params),
+        error.code,
+        error.message,
+        legacy,
+        version if type(version) is str else None,
+        session.session_id if legacy and session is not None else None,
+        trace_of(meta),
+        transport,
+    )
 
 
 def _input_required(

@@ -60,13 +60,14 @@ __all__ = [
 @attrs.frozen
 class SendRequest:
     """Write ``item`` (an encoded outgoing-queue entry: leg ``leg_id`` of request
-    ``request_id``, asking ``method`` under ``key``) to the client."""
+    ``request_id``, asking ``method`` under ``key`` in the shim's ``round``) to the client."""
 
     item: tuple[Any, ...]
     request_id: Any
     leg_id: int
     key: str
     method: str
+    round: int = 1
 
 
 @attrs.frozen
@@ -280,7 +281,7 @@ class LegacyShim:
             run.pending[leg.key] = leg_id
         if phase is ShimPhase.HELD:
             return []  # written by release()
-        return [self._write(leg) for leg in legs.values()]
+        return [self._write(leg, run.rounds) for leg in legs.values()]
 
     def release(self) -> list[ShimAction]:
         """``notifications/initialized`` arrived: write the legs held until now.
@@ -299,13 +300,13 @@ class LegacyShim:
         actions: list[ShimAction] = []
         for leg in held:
             leg.deadline = deadline
-            actions.append(self._write(leg))
+            actions.append(self._write(leg, runs[leg.request_id].rounds))
         return actions
 
     @staticmethod
-    def _write(leg: _Leg) -> SendRequest:
+    def _write(leg: _Leg, round: int) -> SendRequest:
         item = leg.item
-        return SendRequest(item, leg.request_id, item[4], leg.key, leg.method)
+        return SendRequest(item, leg.request_id, item[4], leg.key, leg.method, round)
 
     @staticmethod
     def _replay(run: _Run) -> Replay:

@@ -28,9 +28,11 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio.observe import Transport
 from mrtr_sansio.tasks import TASK, RunAsTask
 
 __all__ = [
+    "PIPE",
     "BlockingHandler",
     "BlockingRequestContext",
     "Handler",
@@ -50,6 +52,8 @@ HandlerResult: TypeAlias = Mapping[str, Any] | InputRequiredResult | JsonRpcErro
 
 #: Bytes asked of the transport per read.
 READ_SIZE = 64 * 1024
+#: What observers are told of a stdio wire (``network.transport=pipe``).
+PIPE = Transport("pipe")
 
 
 SleepT = TypeVar("SleepT")

@@ -22,9 +22,12 @@ from anyio.abc import TaskGroup
 from mrtr_sansio import ClientConfig, Era, ErrorCode, JsonRpcError, Limits, Outgoing
 from mrtr_sansio._wire.bounds import bounded_loads
 from mrtr_sansio.events import OutgoingRequest
+from mrtr_sansio.observe import Transport
 
 from ._client_common import ClientDriver, ConnectionClosedError, Trace, call_hook
 from ._sse import SseDecoder, SseEventTooLargeError
+
+_PORTS = {"http": 80, "https": 443}  # the port of a URL that names none
 
 __all__ = ["HttpWire", "SessionExpiredError"]
 
@@ -111,6 +114,11 @@ class HttpWire:
     def _new_driver(self, config: ClientConfig) -> ClientDriver:
         """A driver on a fresh connection (the client's; a new session needs one)."""
         raise NotImplementedError
+
+    def _transport(self) -> Transport:
+        """What observers are told of this client's wire: TCP, HTTP, the URL's host and port."""
+        url = self.url
+        return Transport("tcp", "http", None, url.host or None, url.port or _PORTS.get(url.scheme))
 
     def _cancel_streams(self) -> None:
         streams, self._streams = self._streams, {}
@@ -304,6 +312,7 @@ class HttpWire:
         if not value or not all(0x21 <= ord(c) <= 0x7E for c in value):
             return "the server's Mcp-Session-Id is not visible ASCII"
         self._session_id = value
+        self._driver.conn.session_id = value  # observers report it (mcp.session.id)
         return None
 
     # --- receiving --------------------------------------------------------------------------
@@ -405,6 +414,7 @@ class HttpWire:
             if isinstance(outcome, ConnectionClosedError):
                 driver.outcomes[call] = SessionExpiredError(call, error, local=True)
         self._driver = self._new_driver(attrs.evolve(self._config, era="legacy"))
+        self._driver.conn.transport = self._transport()
         self._flush(self._driver)
 
     async def _listen(

@@ -58,10 +58,14 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio._errors import RemoteProtocolError
+from mrtr_sansio._server.connection import refusal
 from mrtr_sansio._server.registry import SessionRegistry
+from mrtr_sansio._wire.jsonrpc import is_valid_id
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts
 from mrtr_sansio.http._facts import HeaderReader, host_name, origin_host
+from mrtr_sansio.observe import Transport, connection_key
 from mrtr_sansio.tasks import TaskCancelled, TaskStoreError
 
 from ._common import Handler, HandlerResult, RequestContext, announce_state_key, call_handler
@@ -371,16 +375,24 @@ class McpHttpApp:
             self._expire_sessions(self.config.clock())
         if session_id is not None and _names_modern(facts, self.config):
             session_id = None  # a modern request: Mcp-Session-Id is ignored (2026-07-28)
+        observed = self.config.observer is not None
         if session_id is not None:
             peer = self._sessions.get(session_id, principal)
             if peer is None:  # unknown, ended, or another principal's: nothing to see here
-                await self._json_error(send, 404, JsonRpcError(-32600, "Session not found"))
+                error = JsonRpcError(-32600, "Session not found")
+                if observed:
+                    self._observe_refusal(scope, body, error, facts.protocol_version)
+                await self._json_error(send, 404, error)
                 return
+            if observed:
+                peer.conn.transport = _transport(scope)
             peer.conn.receive_message(body, http=facts, principal=principal)
         else:
             idle = self._idle
             peer = idle.pop() if idle else _Peer(ServerConnection(self.config))
             peer.conn.principal = principal
+            if observed:
+                peer.conn.transport = _transport(scope)
             if not await self._feed(peer, body, facts, send):
                 return  # a store fault, answered; the connection is dropped
             if peer.conn.session is None:
@@ -643,6 +655,22 @@ class McpHttpApp:
         with the configured codec."""
         await _json(send, status, self._dumps({"jsonrpc": "2.0", "error": error.to_wire()}))
 
+    def _observe_refusal(
+        self, scope: Scope, body: bytes, error: JsonRpcError, version: str | None
+    ) -> None:
+        """Tell the observer about a message refused before any connection read it."""
+        observer = self.config.observer
+        assert observer is not None
+        try:
+            message = self.config.codec.loads(body)
+        except (ValueError, UnicodeDecodeError, RecursionError, TypeError):
+            message = None
+        rid = message.get("id") if type(message) is dict else None
+        exc = RemoteProtocolError(error, rid if is_valid_id(rid) else None)
+        at = self.config.clock()
+        fact = refusal(at, connection_key(), message, exc, None, _transport(scope), version)
+        observer.observe(fact)
+
     def _end_session(self, peer: _Peer) -> None:
         """Close a session (DELETE, expiry, eviction, shutdown): its requests are cancelled, so
         their legs are withdrawn and their streams end; its id is unknown from now on."""
@@ -651,9 +679,21 @@ class McpHttpApp:
         for request_id in list(peer.conn.in_flight):
             peer.conn.cancel(request_id, "Session ended")
         peer.flush()
+        peer.conn.end_session()
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+_TRANSPORTS: dict[Any, Transport] = {}
+
+
+def _transport(scope: Scope) -> Transport:
+    """What observers are told of a POST's wire: TCP, HTTP and the scope's HTTP version."""
+    version = scope.get("http_version")
+    found = _TRANSPORTS.get(version)
+    if found is None:
+        found = _TRANSPORTS[version] = Transport("tcp", "http", version)
+    return found
 
 
 class _Resume:

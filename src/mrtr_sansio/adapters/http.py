@@ -110,6 +110,7 @@ class HttpClient(HttpWire, AsyncClientBase):
         self._waiters: dict[Call, anyio.Event] = {}
         self._ready: anyio.Event | None = None
         self._driver = self._new_driver(config)
+        self._driver.conn.transport = self._transport()
 
     # --- opening and closing ----------------------------------------------------------------
 

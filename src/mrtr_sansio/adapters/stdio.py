@@ -58,7 +58,13 @@ from ._client_common import (
     ClientDriver,
     request_params,
 )
-from ._common import READ_SIZE, BlockingHandler, BlockingRequestContext, call_blocking_handler
+from ._common import (
+    PIPE,
+    READ_SIZE,
+    BlockingHandler,
+    BlockingRequestContext,
+    call_blocking_handler,
+)
 from ._loop import StreamServer, TimedDriver
 
 __all__ = ["Client", "HandlerCancelled", "serve"]
@@ -89,6 +95,7 @@ def serve(
     ``principal`` is the authenticated caller, bound into sealed request state.
     """
     conn = ServerConnection(config, principal=principal)
+    conn.transport = PIPE
     fd_in = (stdin if stdin is not None else sys.stdin.buffer).fileno()
     if stdout is not None:
         stdout.flush()
@@ -252,6 +259,7 @@ class Client(ClientBase):
             settled=_nothing,
             ready=_nothing,
         )
+        self._driver.conn.transport = PIPE
         self._inputs: dict[int, tuple[InputNeeded, BlockingInputCallback]] = {}
         self._broken = False  # the output failed: the server is gone
 

@@ -24,7 +24,7 @@ from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mcp.methods import TASK_METHOD
 from mrtr_sansio._mcp.values import InputRequiredResult
-from mrtr_sansio.observe import Observer, TaskStatusChanged
+from mrtr_sansio.observe import Observer, TaskKey, TaskStatusChanged, trace_of
 
 from ._settings import TaskSettings
 from ._store import MeteredTaskStore, TaskStore, TaskStoreError
@@ -164,6 +164,10 @@ class TaskMachine:
         answers = params.get("inputResponses")
         for name in _MRTR_FIELDS:
             params.pop(name, None)
+        trace = None
+        if self._observer is not None:
+            carry = self._observer.carry(self._obs_key, TaskKey(event.request_id))
+            trace = trace_of(carry) if isinstance(carry, Mapping) else None
         params_json = encoded(params)  # kept once, compactly: the first run reuses ``params``
         for _ in range(_CAS_ATTEMPTS):  # a 128-bit id collides only by a broken token source
             task = _sized(
@@ -182,6 +186,7 @@ class TaskMachine:
                     answers=answers if isinstance(answers, dict) else {},
                     lease_until=self._lease(now),
                     capabilities=client_capabilities(params),
+                    trace=trace or None,
                 )
             )
             refused = self._too_big(None, task, now)
@@ -557,6 +562,7 @@ class TaskMachine:
                 task.status.value,
                 task.round,
                 request_id,
+                task.trace,
             )
         )
 

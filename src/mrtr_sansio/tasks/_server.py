@@ -65,9 +65,10 @@ def answer_task_request(
     principal: str | None,
     max_responses: int,
     events: MutableSequence[Event],
-) -> dict[str, Any]:
-    """The result of a ``tasks/*`` request; events for the application (a task's next run, a
-    cancellation) are appended to ``events``. Raises :class:`RemoteProtocolError`."""
+) -> tuple[dict[str, Any], Mapping[str, str] | None]:
+    """The result of a ``tasks/*`` request, and the trace context stored with the task (for
+    an observer); events for the application (a task's next run, a cancellation) are
+    appended to ``events``. Raises :class:`RemoteProtocolError`."""
     if not declares_tasks(capabilities):
         raise missing_tasks(rid)
     task_id = params.get("taskId")
@@ -77,7 +78,7 @@ def answer_task_request(
         if method == "tasks/get":
             found = machine.find(task_id, principal)
             if not isinstance(found, str):
-                return {"resultType": "complete", **found.detailed()}
+                return {"resultType": "complete", **found.detailed()}, found.trace
         elif method == "tasks/update":
             responses = params.get("inputResponses")
             if type(responses) is not dict:
@@ -100,4 +101,4 @@ def answer_task_request(
         raise RemoteProtocolError(
             JsonRpcError.invalid_params(f"Failed to retrieve task: {found}"), rid
         )
-    return {"resultType": "complete"}
+    return {"resultType": "complete"}, found.trace

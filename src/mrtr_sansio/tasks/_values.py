@@ -120,6 +120,8 @@ class Task:
     (params, state, answers, outstanding requests, result, error) as compact JSON: what
     ``TaskSettings.max_task_bytes`` bounds. ``capabilities`` are the client capabilities the
     creating request declared (what a round of input may ask for).
+    ``trace`` is the W3C trace context an observer gave the task at its creation (None:
+    none), so that every process that reads or moves it can link its spans to it.
     """
 
     task_id: str
@@ -142,6 +144,7 @@ class Task:
     lease_until: float | None = None
     size: int = 0
     capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain)
+    trace: Mapping[str, str] | None = attrs.field(default=None, converter=_frozen)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -208,12 +211,13 @@ class Task:
             "lease_until": self.lease_until,
             "size": self.size,
             "capabilities": self.capabilities,
+            "trace": self.trace,
         }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Task:
         """The inverse of :meth:`to_record` (a record that kept ``params`` decoded, as older
-        versions wrote them, is read too)."""
+        versions wrote them, is read too; one written before ``trace`` existed reads as None)."""
         fields = dict(record)
         fields["status"] = TaskStatus(fields["status"])
         fields["issued"] = tuple(fields["issued"])
