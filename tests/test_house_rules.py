@@ -86,6 +86,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_client.era",
                 "_client.server_requests",
                 "_client.http",
+                "tasks._bounds",
                 "tasks._machine",
                 "tasks._client",
                 "tasks._server",

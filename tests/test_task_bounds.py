@@ -502,12 +502,15 @@ def test_an_outcome_the_store_refused_is_saved_by_a_retry() -> None:
     conn = m.ServerConnection(server.config)
     now = server.clock.now
     store.fault = DOWN
+    assert conn.unsaved_task_outcomes == 0
     conn.settle_task(run, done(run))  # no exception: kept for a retry
+    assert conn.unsaved_task_outcomes == 1
     assert conn.next_deadline() == now + 0.5  # TaskSettings.settle_backoff
     conn.handle_timer(now + 0.5)
     assert conn.next_deadline() == now + 0.5 + 1.0  # doubled
     store.fault = None
     conn.handle_timer(now + 1.5)
+    assert conn.unsaved_task_outcomes == 0
     assert get(server, task_id)["result"]["status"] == "completed"
     assert conn.next_deadline() == now + 60.0  # only the sweep is left
 
@@ -554,6 +557,7 @@ def test_a_store_down_for_good_leaves_the_task_to_its_lease() -> None:
     store.fault = DOWN
     conn.settle_task(run, done(run))  # the outcome: one attempt
     conn.handle_timer(now + 1)  # the failure: one attempt, then the write is dropped
+    assert conn.unsaved_task_outcomes == 0
     assert conn.next_deadline() == now + 60.0
     store.fault = None
     assert get(server, task_id)["result"]["status"] == "working"

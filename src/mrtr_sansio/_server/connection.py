@@ -390,6 +390,13 @@ class ServerConnection(Connection):
             raise LocalProtocolError("renew_task needs the tasks extension (ServerConfig.tasks)")
         return self._tasks.renew(task_id)
 
+    @property
+    def unsaved_task_outcomes(self) -> int:
+        """Outcomes of task runs the store refused and this connection keeps to save again:
+        keep calling :meth:`handle_timer` at :meth:`next_deadline` while this is not 0 (a
+        connection dropped now loses them; a durable store's lease then fails those tasks)."""
+        return 0 if self._tasks is None else self._tasks.unsaved
+
     def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
         if self._session is None or not self._server_requests or self._closed:

@@ -16,7 +16,7 @@ unique for its lifetime (a handler key reused in a later round gets a suffix).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
@@ -26,8 +26,9 @@ from mrtr_sansio._mcp.methods import TASK_METHOD
 from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio.observe import Observer, TaskKey, TaskStatusChanged, trace_of
 
+from ._bounds import PAYLOAD, sized, too_big
 from ._settings import TaskSettings
-from ._store import MeteredTaskStore, TaskStore, TaskStoreError
+from ._store import GuardedStore, TaskStoreError
 from ._table import TASK, TaskStatus, TaskTrigger
 from ._values import RunAsTask, Task, client_capabilities, encoded
 
@@ -49,57 +50,13 @@ _RUN_ONLY: dict[str, Any] = {
     "issued": (),
     "capabilities": {},
 }
-_PAYLOAD = frozenset({"params", "state", "answers", "outstanding", "result", "error"})
 #: A retried write waits ``settle_backoff`` times 2**n, n at most this.
 _MAX_DOUBLINGS = 4
-_T = TypeVar("_T")
 
 
 class TaskLimitError(Exception):
     """A task cannot be created or grow: the principal holds ``max_tasks`` already, or the
     bytes it would store pass ``max_task_bytes`` (per task, per principal or in all)."""
-
-
-class _Guarded:
-    """The store, with every fault it raises made a :class:`TaskStoreError` naming the
-    operation (an unexpected exception by its type only: its text may hold a secret)."""
-
-    __slots__ = ("_store", "metered")
-
-    def __init__(self, store: TaskStore) -> None:
-        self._store = store
-        self.metered = isinstance(store, MeteredTaskStore)
-
-    def _call(self, what: str, call: Callable[[], _T]) -> _T:
-        try:
-            return call()
-        except TaskStoreError as exc:
-            raise TaskStoreError(f"The task store could not {what}: {exc}") from exc
-        except Exception as exc:
-            raise TaskStoreError(f"The task store could not {what} ({type(exc).__name__})") from exc
-
-    def create(self, task: Task) -> bool:
-        return self._call("create the task", lambda: self._store.create(task))
-
-    def get(self, task_id: str) -> Task | None:
-        return self._call("read the task", lambda: self._store.get(task_id))
-
-    def replace(self, task: Task, revision: int) -> bool:
-        return self._call("update the task", lambda: self._store.replace(task, revision))
-
-    def delete(self, task_id: str) -> None:
-        self._call("delete the task", lambda: self._store.delete(task_id))
-
-    def count(self, owner: str | None, now: float) -> int:
-        return self._call("count tasks", lambda: self._store.count(owner, now))
-
-    def sweep(self, now: float, limit: int) -> int:
-        return self._call("sweep expired tasks", lambda: self._store.sweep(now, limit))
-
-    def usage(self, owner: str | None) -> tuple[int, int]:
-        store = self._store
-        assert isinstance(store, MeteredTaskStore)
-        return self._call("measure stored tasks", lambda: store.usage(owner))
 
 
 @attrs.frozen
@@ -140,7 +97,7 @@ class TaskMachine:
     ) -> None:
         self.settings = settings
         #: The settings' store; every fault it raises is a :class:`TaskStoreError`.
-        self.store = _Guarded(settings.store)
+        self.store = GuardedStore(settings.store)
         self._clock = clock
         self._next_sweep = clock() + settings.sweep_interval
         self._pending: list[_Pending] = []
@@ -170,7 +127,7 @@ class TaskMachine:
             trace = trace_of(carry) if isinstance(carry, Mapping) else None
         params_json = encoded(params)  # kept once, compactly: the first run reuses ``params``
         for _ in range(_CAS_ATTEMPTS):  # a 128-bit id collides only by a broken token source
-            task = _sized(
+            task = sized(
                 Task(
                     task_id=self._new_id(16),
                     owner=event.principal,
@@ -189,7 +146,7 @@ class TaskMachine:
                     trace=trace or None,
                 )
             )
-            refused = self._too_big(None, task, now)
+            refused = too_big(self.settings, self.store, None, task, now)
             if refused is not None:
                 raise TaskLimitError(refused)
             if store.create(task):
@@ -270,7 +227,7 @@ class TaskMachine:
                     status_message=None,
                     lease_until=self._lease(self._clock()),
                 )
-            refused = self._too_big(task, new, self._clock())
+            refused = too_big(self.settings, self.store, task, new, self._clock())
             if refused is not None:
                 raise TaskLimitError(refused)
             if not outstanding:
@@ -329,7 +286,7 @@ class TaskMachine:
             if task.status is not TaskStatus.WORKING:
                 raise LocalProtocolError(f"task {task_id!r} is not running a handler")
             outcome = self._outcome(task, result)
-            refused = self._too_big(task, outcome, self._clock())
+            refused = too_big(self.settings, self.store, task, outcome, self._clock())
             if refused is not None:
                 outcome = self._fail(task, JsonRpcError.internal(refused))
             if outcome.status is TaskStatus.WORKING:
@@ -359,6 +316,11 @@ class TaskMachine:
         return task is not None and task.status is TaskStatus.WORKING
 
     # --- the timer ---------------------------------------------------------------------------
+
+    @property
+    def unsaved(self) -> int:
+        """How many outcomes the store refused are kept for a retry."""
+        return len(self._pending)
 
     def next_deadline(self) -> float:
         """When :meth:`handle_timer` must next be called: the next sweep of expired tasks, or
@@ -517,39 +479,6 @@ class TaskMachine:
             changes = {**changes, **_RUN_ONLY}
         return _evolve(task, status=status, **changes)
 
-    def _too_big(self, old: Task | None, new: Task, now: float) -> str | None:
-        """Why ``new`` may not replace ``old`` (None: a new task) in the store: the bytes it
-        would store, per task, per principal or in all; None when it fits."""
-        settings = self.settings
-        if new.size > settings.max_task_bytes:
-            return (
-                f"The task would store {new.size} bytes, more than the "
-                f"{settings.max_task_bytes} a task may (TaskSettings.max_task_bytes)"
-            )
-        grow = new.size - (0 if old is None else old.size)
-        if grow <= 0 or not self.store.metered:
-            return None
-        why = self._no_room(new.owner, grow)
-        if why is not None and old is None and self.store.sweep(now, settings.sweep_batch):
-            why = self._no_room(new.owner, grow)  # expired records held the bytes
-        return why
-
-    def _no_room(self, owner: str | None, grow: int) -> str | None:
-        settings = self.settings
-        mine, total = self.store.usage(owner)
-        if mine + grow > settings.max_task_bytes_per_principal:
-            return (
-                f"This caller's tasks would store more than "
-                f"{settings.max_task_bytes_per_principal} bytes "
-                "(TaskSettings.max_task_bytes_per_principal)"
-            )
-        if total + grow > settings.max_task_bytes_total:
-            return (
-                f"The server's tasks would store more than {settings.max_task_bytes_total} "
-                "bytes (TaskSettings.max_task_bytes_total)"
-            )
-        return None
-
     def _observe(self, task: Task, request_id: Any = None) -> None:
         """Tell the observer ``task`` is now in its status (created by ``request_id``, or
         moved)."""
@@ -591,16 +520,7 @@ class TaskMachine:
 
 def _evolve(task: Task, **changes: Any) -> Task:
     new = attrs.evolve(task, **changes)
-    return _sized(new) if _PAYLOAD.intersection(changes) else new
-
-
-def _sized(task: Task) -> Task:
-    """``task`` with its :attr:`Task.size`: the bytes of its payload as compact JSON."""
-    size = len(task.params_json) + sum(
-        len(encoded(value))
-        for value in (task.state, task.answers, task.outstanding, task.result, task.error)
-    )
-    return attrs.evolve(task, size=size)
+    return sized(new) if PAYLOAD.intersection(changes) else new
 
 
 def _stamped(task: Task, now: float, revision: int) -> Task:

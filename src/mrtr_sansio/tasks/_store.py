@@ -14,11 +14,14 @@ attribute: records outlive the process), which turns task leases on by default
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ._values import Task
 
-__all__ = ["InMemoryTaskStore", "MeteredTaskStore", "TaskStore", "TaskStoreError"]
+__all__ = ["GuardedStore", "InMemoryTaskStore", "MeteredTaskStore", "TaskStore", "TaskStoreError"]
+
+_T = TypeVar("_T")
 
 
 class TaskStoreError(Exception):
@@ -129,3 +132,46 @@ class InMemoryTaskStore:
         for task_id in gone:
             self._account(self._tasks.pop(task_id), -1)
         return len(gone)
+
+
+class GuardedStore:
+    """A store as the task machine uses it: every fault it raises is a
+    :class:`TaskStoreError` naming the operation (an unexpected exception by its type only:
+    its text may hold a secret). ``metered``: the store is a :class:`MeteredTaskStore`."""
+
+    __slots__ = ("_store", "metered")
+
+    def __init__(self, store: TaskStore) -> None:
+        self._store = store
+        self.metered = isinstance(store, MeteredTaskStore)
+
+    def _call(self, what: str, call: Callable[[], _T]) -> _T:
+        try:
+            return call()
+        except TaskStoreError as exc:
+            raise TaskStoreError(f"The task store could not {what}: {exc}") from exc
+        except Exception as exc:
+            raise TaskStoreError(f"The task store could not {what} ({type(exc).__name__})") from exc
+
+    def create(self, task: Task) -> bool:
+        return self._call("create the task", lambda: self._store.create(task))
+
+    def get(self, task_id: str) -> Task | None:
+        return self._call("read the task", lambda: self._store.get(task_id))
+
+    def replace(self, task: Task, revision: int) -> bool:
+        return self._call("update the task", lambda: self._store.replace(task, revision))
+
+    def delete(self, task_id: str) -> None:
+        self._call("delete the task", lambda: self._store.delete(task_id))
+
+    def count(self, owner: str | None, now: float) -> int:
+        return self._call("count tasks", lambda: self._store.count(owner, now))
+
+    def sweep(self, now: float, limit: int) -> int:
+        return self._call("sweep expired tasks", lambda: self._store.sweep(now, limit))
+
+    def usage(self, owner: str | None) -> tuple[int, int]:
+        store = self._store
+        assert isinstance(store, MeteredTaskStore)
+        return self._call("measure stored tasks", lambda: store.usage(owner))
