@@ -464,7 +464,7 @@ def client(era: str = "modern", **kwargs: Any) -> ClientConnection:
     kwargs.setdefault("client_info", CLIENT)
     kwargs.setdefault("capabilities", CAPS)
     kwargs.setdefault("clock", Clock())
-    return ClientConnection(ClientConfig(era=era, **kwargs))  # type: ignore[arg-type]
+    return ClientConnection(ClientConfig(era=era, **kwargs))
 
 
 def server(**config: Any) -> ServerConnection:
@@ -614,7 +614,7 @@ class Pair:
         era: str = "modern",
     ) -> None:
         self.client = ClientConnection(
-            client_config or ClientConfig(client_info=CLIENT, capabilities=CAPS, era=era)  # type: ignore[arg-type]
+            client_config or ClientConfig(client_info=CLIENT, capabilities=CAPS, era=era)
         )
         self.server = ServerConnection(
             server_config

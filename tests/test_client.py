@@ -447,7 +447,7 @@ def test_initialize_is_the_connections() -> None:
 
 def test_invalid_era_is_refused() -> None:
     with pytest.raises(ValueError, match="era"):
-        ClientConnection(ClientConfig(era="future"))  # type: ignore[arg-type]
+        ClientConnection(ClientConfig(era="future"))
 
 
 @pytest.mark.parametrize("caps", [{"elicitation": "yes"}, {"roots": None}, {"sampling": []}])

@@ -175,7 +175,7 @@ def test_no_server_message_makes_the_client_raise(
 ) -> None:
     clock = Clock()
     conn = ClientConnection(
-        ClientConfig(client_info=CLIENT, capabilities=CAPS, era=era, clock=clock)  # type: ignore[arg-type]
+        ClientConfig(client_info=CLIENT, capabilities=CAPS, era=era, clock=clock)
     )
     for name in "abcd":
         conn.call("tools/call", {"name": name})

@@ -12,6 +12,7 @@ import os
 import signal
 import sqlite3
 import stat
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,7 @@ def record(n: int, owner: str | None = "alice", created: float = 0.0, ttl_ms: in
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[tuple[str, cluster.subprocess.Popen[bytes]]]:
+def redis_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A redis-server of this test's own (some tests pause it)."""
     if cluster.find_redis() is None:
         pytest.skip(cluster.REDIS_MISSING)
@@ -247,7 +248,7 @@ def test_redis_count_and_sweep_over_a_thousand_tasks(redis_server: tuple[str, ob
 
 
 def test_a_paused_redis_raises_task_store_error_within_the_timeout(
-    redis_server: tuple[str, cluster.subprocess.Popen[bytes]],
+    redis_server: tuple[str, subprocess.Popen[bytes]],
 ) -> None:
     url, proc = redis_server
     store = RedisTaskStore.from_url(url, timeout=0.3)

@@ -242,7 +242,7 @@ async def _refusals(http: httpx.AsyncClient, url: str) -> list[int]:
             "accept": "application/json, text/event-stream",
             "mcp-protocol-version": "2026-07-28",
             "mcp-method": "tools/call",
-            "mcp-name": params["name"],
+            "mcp-name": str(params["name"]),
         },
     )
     body = {
@@ -352,7 +352,7 @@ def check_run(servers: Mapping[str, Sequence[Span]], run: Run) -> list[str]:
     server_legs = [s for s in legs if s.get("kind") == "SpanKind.CLIENT"]
     client_legs = [s for s in legs if s.get("kind") == "SpanKind.SERVER"]
     expect(
-        sorted(_attributes(s).get(ROUND) for s in server_legs) == [1, 2],
+        sorted(int(_attributes(s).get(ROUND) or 0) for s in server_legs) == [1, 2],
         "the shim's legs are rounds 1 and 2",
     )
     expect(len(client_legs) == 2, "the client answered two legs")

@@ -396,7 +396,8 @@ def test_base64_mcp_method_is_refused_over_http(port: int) -> None:
     ]
     response = exchange(port, post(weather(), headers))
     assert response.status == 400
-    assert b"-32020" in response.body and b"Mcp-Method must be sent as is" in response.body
+    assert b"-32020" in response.body
+    assert b"Mcp-Method must be sent as is" in response.body
 
 
 @pytest.mark.parametrize(

@@ -47,7 +47,7 @@ async def roots(event: m.InputNeeded) -> Mapping[str, Any]:
 
 
 def connect(url: str, era: str, **options: Any) -> Any:
-    config = m.ClientConfig(era=era, client_info={"name": "live", "version": "1"})  # type: ignore[arg-type]
+    config = m.ClientConfig(era=era, client_info={"name": "live", "version": "1"})
     return HttpClient.connect(
         url, config, elicitation=elicitation, sampling=sampling, roots=roots, **options
     )

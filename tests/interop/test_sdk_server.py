@@ -33,7 +33,7 @@ async def elicitation(event: m.InputNeeded) -> Mapping[str, Any]:
 
 
 def connect(url: str, era: str) -> Any:
-    config = m.ClientConfig(era=era, client_info={"name": "interop", "version": "1"})  # type: ignore[arg-type]
+    config = m.ClientConfig(era=era, client_info={"name": "interop", "version": "1"})
     return HttpClient.connect(url, config, elicitation=elicitation)
 
 
