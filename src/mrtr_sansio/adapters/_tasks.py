@@ -27,6 +27,7 @@ import anyio
 import anyio.to_thread
 import attrs
 from anyio.abc import TaskGroup
+from anyio.lowlevel import RunVar
 
 from mrtr_sansio import JsonRpcError, RequestReceived, ServerConfig, ServerConnection
 from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskStoreError
@@ -88,7 +89,9 @@ class StoreCalls:
         #: True when calls go to worker threads.
         self.blocking = blocking_stores(config)
         self._threads = threads
-        self._limiter: anyio.CapacityLimiter | None = None
+        # One limiter per event loop: an app may be served by loops of either backend, and a
+        # limiter belongs to the loop that made it.
+        self._limiter: RunVar[anyio.CapacityLimiter] = RunVar(f"mrtr-store-threads-{id(self)}")
         self._lock: anyio.Lock | None = None
 
     async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
@@ -96,9 +99,12 @@ class StoreCalls:
         cancellation waits for the thread (the connection is never left half-updated)."""
         if not self.blocking:
             return fn(*args)
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self._threads)
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        try:
+            limiter = self._limiter.get()
+        except LookupError:
+            limiter = anyio.CapacityLimiter(self._threads)
+            self._limiter.set(limiter)
+        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
 
     def serialized(self) -> StoreCalls:
         """A twin sharing the thread limit whose calls run one at a time (for a connection
