@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_server",
                 "_client",
                 "_errors",
+                "_validators",
                 "_wire.codec",
                 "_wire.bounds",
                 "_wire.framing",

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import attrs
 
+from mrtr_sansio._validators import positive, positive_number
+
 from ._mcp.envelope import (
     LATEST_MODERN_VERSION,
     LEGACY_VERSIONS,
@@ -32,16 +34,6 @@ MiB = 1024 * 1024
 #: The deepest ``Limits.max_json_depth`` may be: orjson writes at most 255 levels, and the
 #: interpreter's stack (1000 frames by default) must hold a walk of the deepest message.
 MAX_JSON_DEPTH = 200
-
-
-def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise ValueError(f"{attribute.name}: must be a positive integer, got {value!r}")
-
-
-def _positive_number(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-        raise ValueError(f"{attribute.name}: must be a positive number, got {value!r}")
 
 
 def _mapping(name: str, value: Any, example: str) -> dict[str, Any]:
@@ -185,20 +177,20 @@ class Limits:
     """Bounds on what a peer can make a connection hold or do."""
 
     #: Largest message (a stream line or an HTTP body) accepted, in bytes.
-    max_message_bytes: int = attrs.field(default=4 * MiB, validator=_positive)
+    max_message_bytes: int = attrs.field(default=4 * MiB, validator=positive)
     #: Requests from the peer that may be in flight at once; more are answered -32603.
-    max_in_flight: int = attrs.field(default=1024, validator=_positive)
+    max_in_flight: int = attrs.field(default=1024, validator=positive)
     #: Entries in one ``inputRequests`` map (sent or received).
-    max_input_requests: int = attrs.field(default=32, validator=_positive)
+    max_input_requests: int = attrs.field(default=32, validator=positive)
     #: Entries accepted in one ``inputResponses`` map; more are answered -32602.
-    max_input_responses: int = attrs.field(default=64, validator=_positive)
+    max_input_responses: int = attrs.field(default=64, validator=positive)
     #: Longest ``requestState`` accepted, in bytes (characters of the token), checked before
     #: any cryptographic work.
-    max_request_state_bytes: int = attrs.field(default=64 * 1024, validator=_positive)
+    max_request_state_bytes: int = attrs.field(default=64 * 1024, validator=positive)
     #: Legacy shim: requests being fulfilled through server-to-client legs at once.
-    max_shimmed_requests: int = attrs.field(default=64, validator=_positive)
+    max_shimmed_requests: int = attrs.field(default=64, validator=positive)
     #: Legacy shim: server-to-client requests awaiting an answer, over the whole connection.
-    max_pending_legs: int = attrs.field(default=256, validator=_positive)
+    max_pending_legs: int = attrs.field(default=256, validator=positive)
     #: Deepest nesting of arrays and objects in one message (``{"a": [1]}`` is 2 levels, a
     #: request's arguments start at level 3), at most 200. Deeper text is answered -32700
     #: before it is decoded, and a message of ours nested deeper is not sent (a local error).
@@ -207,7 +199,7 @@ class Limits:
     #: (``{"a": [1, 2]}`` holds 5); more are answered -32700 before decoding. Bounds the memory
     #: a message decodes to (a few MiB of ``[{},{},...]`` would otherwise take tens of MiB);
     #: raise it for peers that send large structured data.
-    max_json_nodes: int = attrs.field(default=100_000, validator=_positive)
+    max_json_nodes: int = attrs.field(default=100_000, validator=positive)
 
 
 @attrs.frozen
@@ -250,20 +242,20 @@ class ServerConfig:
     legacy_shim: bool = attrs.field(default=True, validator=_instance_of(bool, "True/False"))
     #: Legacy shim: rounds of input fulfilled per request (each: legs sent and answered, or a
     #: state-only re-run); the handler runs at most this + 1 times, then the request fails -32603.
-    legacy_max_rounds: int = attrs.field(default=8, validator=_positive)
+    legacy_max_rounds: int = attrs.field(default=8, validator=positive)
     #: Legacy shim: seconds a server-to-client request may wait for its answer.
-    legacy_leg_timeout: float = attrs.field(default=600.0, validator=_positive_number)
+    legacy_leg_timeout: float = attrs.field(default=600.0, validator=positive_number)
     #: Legacy HTTP sessions held at once by one server; when full, the session idle the
     #: longest is ended to admit a new one, and ``initialize`` gets 503 only if none is idle.
-    max_sessions: int = attrs.field(default=1024, validator=_positive)
+    max_sessions: int = attrs.field(default=1024, validator=positive)
     #: Legacy HTTP sessions one principal (the adapter's ``principal=``) may hold at once;
     #: beyond, that principal's own longest-idle session is ended (503 if none is idle).
     #: Anonymous sessions (principal None) are bounded by ``max_sessions`` alone.
-    max_sessions_per_principal: int = attrs.field(default=64, validator=_positive)
+    max_sessions_per_principal: int = attrs.field(default=64, validator=positive)
     #: Legacy HTTP sessions: seconds a session with no open HTTP exchange is kept; then it
     #: ends and its ``Mcp-Session-Id`` gets 404. A busy session is bounded by
     #: ``legacy_leg_timeout`` and the server's HTTP timeouts instead.
-    session_idle_timeout: float = attrs.field(default=1800.0, validator=_positive_number)
+    session_idle_timeout: float = attrs.field(default=1800.0, validator=positive_number)
     #: Bounds on what the client can make the connection hold or do.
     limits: Limits = attrs.field(
         factory=Limits,
@@ -318,9 +310,9 @@ class ClientConfig:
     #: The version ``initialize`` asks for on the legacy wire.
     legacy_version: str = LEGACY_VERSIONS[0]
     #: Rounds of ``input_required`` before a call ends with ``RoundsExhausted``.
-    max_rounds: int = attrs.field(default=10, validator=_positive)
+    max_rounds: int = attrs.field(default=10, validator=positive)
     #: Seconds to wait for the ``server/discover`` probe before falling back to legacy.
-    probe_timeout: float = attrs.field(default=5.0, validator=_positive_number)
+    probe_timeout: float = attrs.field(default=5.0, validator=positive_number)
     #: Bounds on what the server can make the connection hold or do.
     limits: Limits = attrs.field(
         factory=Limits,
@@ -334,9 +326,9 @@ class ClientConfig:
     clock: Callable[[], float] = attrs.field(default=time.monotonic, validator=_callable)
     #: Seconds before retrying after a state-only ``input_required`` (no ``inputRequests``);
     #: doubles on each consecutive one, up to ``max_retry_backoff``.
-    retry_backoff: float = attrs.field(default=0.05, validator=_positive_number)
+    retry_backoff: float = attrs.field(default=0.05, validator=positive_number)
     #: The longest backoff between consecutive state-only retries.
-    max_retry_backoff: float = attrs.field(default=0.25, validator=_positive_number)
+    max_retry_backoff: float = attrs.field(default=0.25, validator=positive_number)
     #: Ask the server for log messages at this level and above (``"debug"`` ... ``"emergency"``)
     #: on every call: modern, the ``_meta`` logLevel of each request (a call's own ``_meta``
     #: logLevel wins); legacy, one ``logging/setLevel`` after the handshake when the server
@@ -357,9 +349,9 @@ class ClientConfig:
     #: Tasks extension (declared by ``capabilities={"extensions": {"io.modelcontextprotocol/
     #: tasks": {}}}``): seconds between ``tasks/get`` polls when the server suggests no
     #: ``pollIntervalMs``.
-    task_poll_interval: float = attrs.field(default=1.0, validator=_positive_number)
+    task_poll_interval: float = attrs.field(default=1.0, validator=positive_number)
     #: The longest wait between polls, whatever ``pollIntervalMs`` the server suggests.
-    max_task_poll_interval: float = attrs.field(default=30.0, validator=_positive_number)
+    max_task_poll_interval: float = attrs.field(default=30.0, validator=positive_number)
     #: Told what happens to each call (``mrtr_sansio.observe``), and asked for the trace
     #: context (``traceparent``...) each request's ``_meta`` carries; None costs nothing.
     observer: Observer | None = None

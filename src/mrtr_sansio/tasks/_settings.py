@@ -7,6 +7,8 @@ from typing import Any
 
 import attrs
 
+from mrtr_sansio._validators import positive, positive_number
+
 from ._store import InMemoryTaskStore, TaskStore
 from ._values import TaskSupport
 
@@ -17,14 +19,9 @@ MiB = 1024 * 1024
 DURABLE_LEASE_SECONDS = 30.0
 
 
-def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise ValueError(f"{attribute.name}: must be a positive integer, got {value!r}")
-
-
 def _optional_positive(inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None:
-        _positive(inst, attribute, value)
+        positive(inst, attribute, value)
 
 
 def _optional_positive_number(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -32,11 +29,6 @@ def _optional_positive_number(_inst: object, attribute: attrs.Attribute[Any], va
         not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0
     ):
         raise ValueError(f"{attribute.name}: must be a positive number or None, got {value!r}")
-
-
-def _positive_number(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-        raise ValueError(f"{attribute.name}: must be a positive number, got {value!r}")
 
 
 def _store(_inst: object, _attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -91,19 +83,19 @@ class TaskSettings:
     poll_interval_ms: int | None = attrs.field(default=500, validator=_optional_positive)
     #: Live tasks one principal may hold in the store at once (terminal ones count until they
     #: expire; expired ones do not); one more is refused with -32603.
-    max_tasks: int = attrs.field(default=256, validator=_positive)
+    max_tasks: int = attrs.field(default=256, validator=positive)
     #: Bytes one task may store (its params, state, answers, requests, result or error, as
     #: compact JSON): a larger call is refused with -32603, a larger ``tasks/update`` too,
     #: and a run whose outcome is larger fails the task.
-    max_task_bytes: int = attrs.field(default=4 * MiB, validator=_positive)
+    max_task_bytes: int = attrs.field(default=4 * MiB, validator=positive)
     #: Bytes the tasks of one principal may store together (enforced by a store that meters
     #: its bytes, as the in-memory store does); past it as past ``max_task_bytes``.
-    max_task_bytes_per_principal: int = attrs.field(default=32 * MiB, validator=_positive)
+    max_task_bytes_per_principal: int = attrs.field(default=32 * MiB, validator=positive)
     #: Bytes all tasks may store together (same store, same rule).
-    max_task_bytes_total: int = attrs.field(default=256 * MiB, validator=_positive)
+    max_task_bytes_total: int = attrs.field(default=256 * MiB, validator=positive)
     #: Runs of the handler per task (the first, one per answered round, one per state-only
     #: round); a task that would need one more fails with -32603.
-    max_rounds: int = attrs.field(default=32, validator=_positive)
+    max_rounds: int = attrs.field(default=32, validator=positive)
     #: Seconds a run may go without renewing its lease before the task is failed (a worker
     #: that died); None: no leases (one process, the task dies with it anyway). Default:
     #: 30.0 for a durable store (one whose ``durable`` attribute is True, as SQLite's and
@@ -114,16 +106,16 @@ class TaskSettings:
     )
     #: Seconds between sweeps of expired tasks out of the store (the server connection's
     #: timer: ``next_deadline()`` / ``handle_timer()``).
-    sweep_interval: float = attrs.field(default=60.0, validator=_positive_number)
+    sweep_interval: float = attrs.field(default=60.0, validator=positive_number)
     #: Expired tasks deleted per sweep at most (a full batch sweeps again at once).
-    sweep_batch: int = attrs.field(default=256, validator=_positive)
+    sweep_batch: int = attrs.field(default=256, validator=positive)
     #: Times a run's outcome is written to a store that fails (then as many times the task's
     #: failure, naming the fault) before the connection gives up; past that a durable
     #: store's lease fails the task once the store is back.
-    settle_attempts: int = attrs.field(default=5, validator=_positive)
+    settle_attempts: int = attrs.field(default=5, validator=positive)
     #: Seconds before the first retry of such a write; each next one waits twice as long, up
     #: to 16 times this.
-    settle_backoff: float = attrs.field(default=0.5, validator=_positive_number)
+    settle_backoff: float = attrs.field(default=0.5, validator=positive_number)
 
     def support(self, tool: Any) -> TaskSupport:
         """Whether the tool named ``tool`` may run as a task."""
