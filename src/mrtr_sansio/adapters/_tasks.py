@@ -1,49 +1,43 @@
-"""The task run policy of every server adapter, and store calls kept off the event loop.
+"""The ASGI app's task run policy, and store calls kept off the event loop.
 
 * :class:`StoreCalls`: the connection calls that may reach a task store or a replay guard
   (feeding a message, answering, settling a task, renewing a lease) run on the event loop
   when every store is in memory, and in a worker thread (at most
   :attr:`TaskRunOptions.store_threads` at once) when one blocks (SQLite, Redis, a store of
   yours): the loop goes on serving everything else meanwhile.
-* :class:`TaskRunner`: task runs go on in one pool per app or server, outside the request
-  that created them, on a connection of their own: at most :attr:`TaskRunOptions.max_running`
-  at once. A ``tools/call`` whose handler answers ``RunAsTask`` while the pool is full (running
-  plus waiting) is answered -32603 ("Too many tasks are running") and no task is made; a run
-  that continues a task (after ``tasks/update``, or a state-only round) waits for a slot. With
-  ``TaskSettings.lease_seconds`` set, every run (waiting ones too) renews its lease every third
-  of it, and stops when the task is no longer running (cancelled, possibly by another process).
-* :class:`LeaseThread`: the same renewal for the blocking stdio server, from a thread.
+* :class:`TaskRunner`: task runs go on in one pool per app, after the response of the
+  request that created or resumed them, each on a connection of its own: at most
+  :attr:`TaskRunOptions.max_running` at once. A ``tools/call`` whose handler answers
+  ``RunAsTask`` while the pool is full (running plus waiting) is answered -32603 ("Too many
+  tasks are running") and no task is made; a run that continues a task (after
+  ``tasks/update``, or a state-only round) waits for a slot. With
+  ``TaskSettings.lease_seconds`` set, every run (waiting ones too) renews its lease every
+  third of it, and stops when the task is no longer running (cancelled, possibly by another
+  process).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
 import attrs
-from anyio.abc import TaskGroup
 from anyio.lowlevel import RunVar
 
 from mrtr_sansio import JsonRpcError, RequestReceived, ServerConfig, ServerConnection
+from mrtr_sansio._validators import positive
 from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskStoreError
 
 from ._common import Handler, HandlerResult, RequestContext, call_handler
 from ._loop import answer
 
-__all__ = ["LeaseThread", "StoreCalls", "TaskRunOptions", "TaskRunner", "blocking_stores"]
+__all__ = ["StoreCalls", "TaskRunOptions", "TaskRunner", "blocking_stores"]
 
 log = logging.getLogger("mrtr_sansio.adapters.tasks")
 T = TypeVar("T")
-
-
-def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or value < 1:
-        raise ValueError(f"{attribute.name}: must be a positive integer, got {value!r}")
 
 
 @attrs.frozen
@@ -53,9 +47,9 @@ class TaskRunOptions:
 
     #: Task runs going on at once in one app or server, waiting ones included; a new task
     #: past it is refused with -32603 (``tasks/get`` and ``tasks/cancel`` still get through).
-    max_running: int = attrs.field(default=64, validator=_positive)
+    max_running: int = attrs.field(default=64, validator=positive)
     #: Worker threads running calls that reach a blocking store (SQLite, Redis) at once.
-    store_threads: int = attrs.field(default=8, validator=_positive)
+    store_threads: int = attrs.field(default=8, validator=positive)
 
 
 #: The -32603 message of a task refused because the pool is full.
@@ -142,20 +136,9 @@ class TaskRunner:
         self._scopes: dict[str, anyio.CancelScope] = {}
         #: Runs started and not finished (waiting for a slot included).
         self.active = 0
-        self._group: TaskGroup | None = None
         settings = config.tasks
         lease = None if settings is None else settings.lease_seconds
         self._renew_every = None if lease is None else lease / 3
-
-    def attach(self, group: TaskGroup | None) -> None:
-        """Run tasks in ``group`` from now on (an app-level task group); None: in the caller
-        of :meth:`run_all`."""
-        self._group = group
-
-    @property
-    def detached(self) -> bool:
-        """Whether runs go on in the app-level group rather than in their creator."""
-        return self._group is not None
 
     @property
     def full(self) -> bool:
@@ -176,15 +159,11 @@ class TaskRunner:
             scope.cancel()
 
     async def run_all(self, runs: list[RequestReceived]) -> None:
-        """Start ``runs``: in the app-level group when attached (returns at once), else one
-        after the other here."""
+        """Run ``runs`` one after the other."""
         while runs:
             event = runs.pop(0)
             self.active += 1
-            if self._group is not None:
-                self._group.start_soon(self._run, event, name=f"task {event.task_id}")
-            else:
-                await self._run(event)
+            await self._run(event)
 
     async def _run(self, event: RequestReceived) -> None:
         task_id = event.task_id
@@ -237,48 +216,3 @@ class TaskRunner:
 
 def _nothing() -> None:
     """A task run's flush: nothing of a run goes to the client that created it."""
-
-
-class LeaseThread:
-    """Renew a task run's lease from a thread while a blocking handler runs (stdio).
-
-    The thread has its own connection, so it shares nothing with the serving thread;
-    :attr:`stopped` is set once the task is no longer running (the handler's ``ctx.sleep``
-    then raises)."""
-
-    def __init__(self, config: ServerConfig, task_id: str) -> None:
-        settings = config.tasks
-        lease = None if settings is None else settings.lease_seconds
-        self._every = None if lease is None else lease / 3
-        self._conn = ServerConnection(config) if lease is not None else None
-        self._task_id = task_id
-        self._done = threading.Event()
-        #: Set once renewing said the task is no longer running.
-        self.stopped = threading.Event()
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[LeaseThread]:
-        """Renew while the ``with`` body runs."""
-        if self._every is None:
-            yield self
-            return
-        thread = threading.Thread(target=self._renew, name=f"lease {self._task_id}", daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            self._done.set()
-            thread.join()
-
-    def _renew(self) -> None:
-        assert self._conn is not None
-        assert self._every is not None
-        while not self._done.wait(self._every):
-            try:
-                alive = self._conn.renew_task(self._task_id)
-            except TaskStoreError as exc:
-                log.warning("task %s: lease not renewed: %s", self._task_id, exc)
-                continue
-            if not alive:
-                self.stopped.set()
-                return
