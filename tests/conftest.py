@@ -1,5 +1,5 @@
 """Shared pytest configuration: ``tests/`` modules (``helpers``) importable from every subfolder,
-and hypothesis profiles.
+hypothesis profiles, and the fixtures several test folders share.
 
 ``pytest --hypothesis-profile=thorough`` runs every property with many more examples (for a
 nightly or a pre-release run); the default profile keeps the suite fast.
@@ -7,10 +7,15 @@ nightly or a pre-release run); the default profile keeps the suite fast.
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
+from scale import cluster
 
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
@@ -32,3 +37,15 @@ def pytest_report_header() -> str:
             "copy in tests/spec is used)"
         )
     return f"official MCP spec: {found} (wire messages are schema-validated)"
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A redis-server of this test's own, which the test may pause (SIGSTOP); resumed and
+    stopped after it."""
+    if cluster.find_redis() is None:
+        pytest.skip(cluster.REDIS_MISSING)
+    url, proc = cluster.start_redis(tmp_path)
+    yield url, proc
+    proc.send_signal(signal.SIGCONT)
+    cluster.stop(proc)

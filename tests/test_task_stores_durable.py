@@ -14,12 +14,10 @@ import sqlite3
 import stat
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from attrs import evolve
-from scale import cluster
 
 from mrtr_sansio.adapters.stores import (
     RedisReplayGuard,
@@ -45,17 +43,6 @@ def record(n: int, owner: str | None = "alice", created: float = 0.0, ttl_ms: in
         poll_interval_ms=None,
         params={"name": "x", "arguments": {}},
     )
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A redis-server of this test's own (some tests pause it)."""
-    if cluster.find_redis() is None:
-        pytest.skip(cluster.REDIS_MISSING)
-    url, proc = cluster.start_redis(tmp_path)
-    yield url, proc
-    proc.send_signal(signal.SIGCONT)
-    cluster.stop(proc)
 
 
 # --- SQLite -------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import anyio
 import pytest
 from fixtures import Everything, server_config
 from http_harness import Client
-from scale import cluster
 from test_tasks_http import answer, body, call
 
 from mrtr_sansio.adapters._tasks import TaskRunOptions
@@ -61,16 +59,6 @@ async def unrelated_calls(client: Client, seconds: float) -> list[float]:
         assert reply["result"]["content"][0]["type"] == "text"
         await anyio.sleep(0.02)
     return latencies
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[tuple[str, Any]]:
-    if cluster.find_redis() is None:
-        pytest.skip(cluster.REDIS_MISSING)
-    url, proc = cluster.start_redis(tmp_path)
-    yield url, proc
-    proc.send_signal(signal.SIGCONT)
-    cluster.stop(proc)
 
 
 async def _served_meanwhile(
