@@ -268,31 +268,18 @@ class OtelObserver:
         Client: the request span's trace context for the request's ``_meta``."""
         if type(request_id) is LegKey:  # a shim leg: its span's context, for its _meta
             leg = self._legs.get((connection, request_id.leg_id))
-            if leg is None:
-                return None
-            context: dict[str, str] = {}
-            inject(context, trace.set_span_in_context(leg.span))
-            return context
+            return None if leg is None else _context(leg.span)
         if type(request_id) is TaskKey:  # a new task: the creating request's span context
             creating = self._requests.get((connection, request_id.request_id))
-            if creating is None:
-                return None
-            task: dict[str, str] = {}
-            inject(task, trace.set_span_in_context(creating.span))
-            return task
+            return None if creating is None else _context(creating.span)
         key = (connection, request_id)
         open_ = self._requests.get(key)
         if open_ is not None:
-            out: dict[str, str] = {"flow": open_.flow}
-            inject(out, trace.set_span_in_context(open_.span))
+            out = {"flow": open_.flow, **_context(open_.span)}
             out.pop("baggage", None)  # the client sends its own each round
             return out
         round_ = self._rounds.get(key)
-        if round_ is None:
-            return None
-        headers: dict[str, str] = {}
-        inject(headers, trace.set_span_in_context(round_.span))
-        return headers
+        return None if round_ is None else _context(round_.span)
 
     # --- server --------------------------------------------------------------------------
 
@@ -687,3 +674,10 @@ _HANDLERS: dict[type[Fact], Callable[[OtelObserver, Any], None]] = {
     LegReceived: OtelObserver._leg_received,
     LegReplied: OtelObserver._leg_replied,
 }
+
+
+def _context(span: trace.Span) -> dict[str, str]:
+    """The W3C headers (``traceparent``, ...) that carry ``span``'s context."""
+    headers: dict[str, str] = {}
+    inject(headers, trace.set_span_in_context(span))
+    return headers
