@@ -34,6 +34,8 @@ RECOMMENDED: Mapping[str, tuple[str, ...]] = {
         "network.transport",
         "network.protocol.name",
         "network.protocol.version",
+        "client.address",
+        "client.port",
     ),
     "CLIENT": (
         "gen_ai.operation.name",
@@ -47,7 +49,7 @@ RECOMMENDED: Mapping[str, tuple[str, ...]] = {
 }
 #: The recommended wire attributes held to when the spans come from a real transport.
 WIRE: Mapping[str, tuple[str, ...]] = {
-    "SERVER": ("network.transport", "network.protocol.name"),
+    "SERVER": ("network.transport", "network.protocol.name", "client.address"),
     "CLIENT": ("network.transport", "network.protocol.name", "server.address", "server.port"),
 }
 _TARGETS = {
@@ -96,21 +98,27 @@ def violations(span: Any, *, wire: bool = False) -> list[str]:
     )
     error_type = attributes.get("error.type")
     code = attributes.get("rpc.response.status_code")
-    if isinstance(error_type, str) and error_type.lstrip("-").isdigit():
+    http_status = attributes.get("http.response.status_code")
+    if code is None and http_status is not None:  # refused at the HTTP edge, no JSON-RPC
+        claim(error_type == str(http_status), "an HTTP refusal's error.type is its status")
+    elif isinstance(error_type, str) and error_type.lstrip("-").isdigit():
         claim(code == error_type, "rpc.response.status_code is the JSON-RPC error code")
     else:
         claim(code is None, "rpc.response.status_code only with a JSON-RPC error code")
     if method != "_OTHER":  # a refused message that could not be read has no id, no version
         claim("jsonrpc.request.id" in attributes, "jsonrpc.request.id is required on a request")
         claim("mcp.protocol.version" in attributes, "mcp.protocol.version is recommended")
-    claim(
-        "server.port" not in attributes or "server.address" in attributes,
-        "server.port only with server.address",
-    )
+    for side in ("server", "client"):
+        claim(
+            f"{side}.port" not in attributes or f"{side}.address" in attributes,
+            f"{side}.port only with {side}.address",
+        )
     if wire:
-        # a server's own request to the client (a legacy shim leg) dials no server address
+        # A server's own request to the client (a legacy shim leg) dials no server address;
+        # a client serving its server's request names the server it dialled, not a client.
         leg = kind == "CLIENT" and "mrtr.leg.key" in attributes
+        served = kind == "SERVER" and "server.address" in attributes
         for key in WIRE[kind]:
-            if not (leg and key.startswith("server.")):
+            if not (leg and key.startswith("server.")) and not (served and key == "client.address"):
                 claim(key in attributes, f"{key} is recommended")
     return out

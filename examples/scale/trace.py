@@ -222,7 +222,8 @@ async def run_scenarios(
 
 async def _refusals(http: httpx.AsyncClient, url: str) -> list[int]:
     """A tampered ``requestState`` (-32602) and an unknown legacy session (HTTP 404), both
-    with a client trace context; the HTTP statuses."""
+    with a client trace context, and a body that is not JSON, refused at the HTTP edge
+    before it is read (415); the HTTP statuses."""
     meta = {
         m.protocol.PROTOCOL_VERSION: "2026-07-28",
         m.protocol.CLIENT_CAPABILITIES: {"elicitation": {}},
@@ -260,7 +261,12 @@ async def _refusals(http: httpx.AsyncClient, url: str) -> list[int]:
             "mcp-protocol-version": "2025-11-25",
         },
     )
-    return [tampered.status_code, unknown.status_code]
+    not_json = await http.post(
+        url,
+        content=b"<call/>",
+        headers={"content-type": "application/xml", "mcp-protocol-version": "2026-07-28"},
+    )
+    return [tampered.status_code, unknown.status_code, not_json.status_code]
 
 
 def _attributes(span: Span) -> Mapping[str, Any]:
@@ -373,7 +379,9 @@ def check_run(servers: Mapping[str, Sequence[Span]], run: Run) -> list[str]:
         f"mcp.session.id on every leg and the client's tools/call ({set(sessions)})",
     )
     # the refusals: a server span each, in the client's trace, with its error
-    expect(run.refused == [400, 404], f"the refusals were answered 400 and 404 ({run.refused})")
+    expect(
+        run.refused == [400, 404, 415], f"the refusals were answered 400, 404, 415 ({run.refused})"
+    )
     refusals = sorted(
         (_attributes(s).get("error.type"), _attributes(s).get("mcp.method.name"))
         for s in by_trace.get("0x" + "5" * 32, ())
@@ -381,6 +389,12 @@ def check_run(servers: Mapping[str, Sequence[Span]], run: Run) -> list[str]:
     expect(
         refusals == [("-32600", "tools/list"), ("-32602", "tools/call")],
         f"each refusal is a server span ({refusals})",
+    )
+    edge = [s for s in written if _attributes(s).get("http.response.status_code") == 415]
+    expect(
+        [(_attributes(s).get("error.type"), _attributes(s).get("mcp.method.name")) for s in edge]
+        == [("415", "_OTHER")],
+        "the refusal at the HTTP edge is a server span (error.type 415, method _OTHER)",
     )
     # the conventions' metrics, for the client (the servers' are checked in the tests)
     points = run.metrics.get("mcp.client.operation.duration", [])

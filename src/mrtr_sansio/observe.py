@@ -66,8 +66,10 @@ class Transport:
 
     ``network`` is the transport protocol (``tcp``, ``pipe`` for stdio, ``unix``, ``quic``);
     ``protocol``/``protocol_version`` the application protocol over it (``http``, ``1.1``);
-    ``address``/``port`` the server's, as a client dialled it. Set on a connection's
-    ``transport`` attribute by the adapter; None (the default) reports none of it.
+    ``address``/``port`` the server's, as a client dialled it; ``client_address``/
+    ``client_port`` the peer's, as a server accepted it (an HTTP server knows it, stdio does
+    not). Set on a connection's ``transport`` attribute by the adapter; None (the default)
+    reports none of it.
     """
 
     network: str
@@ -75,6 +77,8 @@ class Transport:
     protocol_version: str | None = None
     address: str | None = None
     port: int | None = None
+    client_address: str | None = None
+    client_port: int | None = None
 
 
 @attrs.frozen
@@ -118,18 +122,21 @@ class RequestRefused(Fact):
     or header, -32020, -32021, -32022, -32602 such as a tampered ``requestState``, a size
     limit, a task it may not read, an unknown session). What could be read of it is given:
     ``method`` is None when the message could not be read as a request at all (unreadable
-    JSON, an oversized message)."""
+    JSON, an oversized message). An HTTP server that refuses a POST at its edge, before
+    reading a message (413, 415, 406, a bad ``Origin``...), reports it too: ``http_status``
+    is the status it answered, and ``code`` is None when the answer holds no JSON-RPC error."""
 
     request_id: Any
     method: str | None
     target: str | None
-    code: int
+    code: int | None
     message: str
     legacy: bool
     protocol_version: str | None
     session_id: str | None
     trace: Mapping[str, str]
     transport: Transport | None = None
+    http_status: int | None = None
 
 
 @attrs.frozen

@@ -147,7 +147,8 @@ def _metric_attributes(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _wire(transport: Transport | None, client: bool) -> dict[str, Any]:
-    """The conventions' attributes for ``transport`` (``server.*`` on the client only)."""
+    """The conventions' attributes for ``transport``: ``server.*`` on the client's spans,
+    ``client.*`` (the peer) on the server's."""
     if transport is None:
         return {}
     out: dict[str, Any] = {"network.transport": transport.network}
@@ -155,10 +156,15 @@ def _wire(transport: Transport | None, client: bool) -> dict[str, Any]:
         out["network.protocol.name"] = transport.protocol
     if transport.protocol_version is not None:
         out["network.protocol.version"] = transport.protocol_version
-    if client and transport.address is not None:
-        out["server.address"] = transport.address
-        if transport.port is not None:
-            out["server.port"] = transport.port
+    address, port, prefix = (
+        (transport.address, transport.port, "server.")
+        if client
+        else (transport.client_address, transport.client_port, "client.")
+    )
+    if address is not None:
+        out[prefix + "address"] = address
+        if port is not None:
+            out[prefix + "port"] = port
     return out
 
 
@@ -368,15 +374,20 @@ class OtelObserver:
     def _request_refused(self, fact: RequestRefused) -> None:
         """A refused request: a SERVER span that starts and ends at the refusal."""
         method = fact.method if fact.method is not None else UNKNOWN_METHOD
-        code = str(fact.code)
+        # the JSON-RPC code when one was sent, else the HTTP status of an edge refusal
+        error_type = str(fact.code if fact.code is not None else fact.http_status)
+        failure: dict[str, Any] = {"error.type": error_type}
+        if fact.code is not None:
+            failure["rpc.response.status_code"] = error_type
         attributes: dict[str, Any] = {
             "mcp.method.name": method,
             **_target(method, fact.target),
             **_session(fact.protocol_version, fact.session_id),
             **_wire(fact.transport, client=False),
-            "error.type": code,
-            "rpc.response.status_code": code,
+            **failure,
         }
+        if fact.http_status is not None:
+            attributes["http.response.status_code"] = fact.http_status
         if fact.request_id is not None:
             attributes["jsonrpc.request.id"] = str(fact.request_id)
         if method in _TASK_REQUESTS and fact.target is not None:
@@ -392,11 +403,7 @@ class OtelObserver:
             start_time=at,
         )
         span.set_status(Status(StatusCode.ERROR, fact.message))
-        metric = {
-            **_metric_attributes(attributes),
-            "error.type": code,
-            "rpc.response.status_code": code,
-        }
+        metric = {**_metric_attributes(attributes), **failure}
         if fact.code == ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY:
             self._refusals.add(1, _metric_attributes(attributes))
         self._server_duration.record(0.0, metric)

@@ -37,6 +37,8 @@ import math
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, MutableMapping
 from typing import Any
 
+import attrs
+
 from mrtr_sansio._extras import raise_missing_extra
 
 try:
@@ -65,7 +67,7 @@ from mrtr_sansio._wire.jsonrpc import is_valid_id
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts
 from mrtr_sansio.http._facts import HeaderReader, host_name, origin_host
-from mrtr_sansio.observe import Transport, connection_key
+from mrtr_sansio.observe import RequestRefused, Transport, connection_key
 from mrtr_sansio.tasks import TaskCancelled, TaskStoreError
 
 from ._common import Handler, HandlerResult, RequestContext, announce_state_key, call_handler
@@ -306,7 +308,8 @@ class McpHttpApp:
         if "content-length" in headers and "transfer-encoding" in headers:
             # Two framings: a proxy in front may have read another body than we would, and
             # what follows it on the connection could be a smuggled request (RFC 9112 §6.1).
-            await _plain(send, 400, "Bad Request: Content-Length with Transfer-Encoding", [_CLOSE])
+            text = "Bad Request: Content-Length with Transfer-Encoding"
+            await self._refuse(scope, facts, send, 400, text, [_CLOSE])
             return
         close = _close_if_body(headers)
         if _route_path(scope).rstrip("/") != self._route:
@@ -314,11 +317,12 @@ class McpHttpApp:
             return
         for name in repeated:
             if name in _SINGLE_HEADERS:
-                await _plain(send, 400, f"Bad Request: header {name} sent more than once", close)
+                text = f"Bad Request: header {name} sent more than once"
+                await self._refuse(scope, facts, send, 400, text, close)
                 return
         rejection = self._check_origin(headers)
         if rejection is not None:
-            await _plain(send, *rejection, close)
+            await self._refuse(scope, facts, send, *rejection, close)
             return
         method = scope["method"]
         if method == "POST":
@@ -353,13 +357,13 @@ class McpHttpApp:
         send: Send,
     ) -> None:
         if not _is_json(headers.get("content-type", "")):
-            await _plain(send, 415, "Unsupported Media Type: expected application/json", close)
+            text = "Unsupported Media Type: expected application/json"
+            await self._refuse(scope, facts, send, 415, text, close)
             return
         accept = headers.get("accept")
         if accept is not None and not _accepts(accept):
-            await _plain(
-                send, 406, "Not Acceptable: accept application/json, text/event-stream", close
-            )
+            text = "Not Acceptable: accept application/json, text/event-stream"
+            await self._refuse(scope, facts, send, 406, text, close)
             return
         try:
             body = await _read_body(receive, self.max_body, headers.get("content-length"))
@@ -367,7 +371,7 @@ class McpHttpApp:
             return
         if body is None:  # refused before the rest is read: close rather than drain it
             too_large = f"Payload Too Large: the limit is {self.max_body} bytes"
-            await _plain(send, 413, too_large, [_CLOSE])
+            await self._refuse(scope, facts, send, 413, too_large, [_CLOSE])
             return
         principal = self._principal(scope) if self._principal is not None else None
         session_id = headers.get(SESSION_HEADER) if self.legacy else None
@@ -381,7 +385,7 @@ class McpHttpApp:
             if peer is None:  # unknown, ended, or another principal's: nothing to see here
                 error = JsonRpcError(-32600, "Session not found")
                 if observed:
-                    self._observe_refusal(scope, body, error, facts.protocol_version)
+                    self._observe_refusal(scope, body, error, facts.protocol_version, 404)
                 await self._json_error(send, 404, error)
                 return
             if observed:
@@ -655,8 +659,39 @@ class McpHttpApp:
         with the configured codec."""
         await _json(send, status, self._dumps({"jsonrpc": "2.0", "error": error.to_wire()}))
 
+    async def _refuse(
+        self,
+        scope: Scope,
+        facts: HttpRequestFacts,
+        send: Send,
+        status: int,
+        text: str,
+        headers: list[tuple[bytes, bytes]],
+    ) -> None:
+        """Refuse a request at the HTTP edge, before any message is read (a plain-text
+        answer, no JSON-RPC error); an observer is told, its method unknown."""
+        observer = self.config.observer
+        if observer is not None:
+            fact = RequestRefused(
+                at=self.config.clock(),
+                connection=connection_key(),
+                request_id=None,
+                method=None,
+                target=None,
+                code=None,
+                message=text,
+                legacy=False,
+                protocol_version=facts.protocol_version,
+                session_id=None,
+                trace={},
+                transport=_transport(scope),
+                http_status=status,
+            )
+            observer.observe(fact)
+        await _plain(send, status, text, headers)
+
     def _observe_refusal(
-        self, scope: Scope, body: bytes, error: JsonRpcError, version: str | None
+        self, scope: Scope, body: bytes, error: JsonRpcError, version: str | None, status: int
     ) -> None:
         """Tell the observer about a message refused before any connection read it."""
         observer = self.config.observer
@@ -669,7 +704,7 @@ class McpHttpApp:
         exc = RemoteProtocolError(error, rid if is_valid_id(rid) else None)
         at = self.config.clock()
         fact = refusal(at, connection_key(), message, exc, None, _transport(scope), version)
-        observer.observe(fact)
+        observer.observe(attrs.evolve(fact, http_status=status))
 
     def _end_session(self, peer: _Peer) -> None:
         """Close a session (DELETE, expiry, eviction, shutdown): its requests are cancelled, so
@@ -688,8 +723,12 @@ _TRANSPORTS: dict[Any, Transport] = {}
 
 
 def _transport(scope: Scope) -> Transport:
-    """What observers are told of a POST's wire: TCP, HTTP and the scope's HTTP version."""
+    """What observers are told of a POST's wire: TCP, HTTP, the scope's HTTP version and
+    the peer's address when the server gives it (``scope["client"]``)."""
     version = scope.get("http_version")
+    peer = scope.get("client")
+    if peer:
+        return Transport("tcp", "http", version, client_address=peer[0], client_port=peer[1])
     found = _TRANSPORTS.get(version)
     if found is None:
         found = _TRANSPORTS[version] = Transport("tcp", "http", version)
