@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -65,7 +67,10 @@ from mrtr_sansio.observe import (
     LegTimedOut,
     RequestAnswered,
     RequestStarted,
+    SessionEnded,
+    SessionStarted,
     TaskStatusChanged,
+    Transport,
 )
 from mrtr_sansio.otel import DURATION_BUCKETS, FLOW_ID, INPUT_KEYS, ROUND, TASK_ID, OtelObserver
 from mrtr_sansio.sealing import RequestStateSecurity, SwappableStateProtector
@@ -1412,3 +1417,43 @@ def test_a_task_moved_by_three_processes_is_one_trace_linked_to_its_creation() -
     polls = [s for s in client_exporter.get_finished_spans() if s.name == "tasks/get"]
     assert polls
     assert all("gen_ai.operation.name" not in (s.attributes or {}) for s in polls)
+
+
+#: One row of the page's conventions table: attribute, level, the span kinds it is for.
+_PAGE_ROW = re.compile(
+    r"^\| `([a-z_.]+)` \| (Required|Conditionally required|Recommended) \| ([a-z, ]+) \|",
+    re.MULTILINE,
+)
+
+
+def test_the_observability_page_lists_the_conventions_table_the_checks_use() -> None:
+    page = Path(__file__).resolve().parents[1] / "docs" / "observability.md"
+    rows = _PAGE_ROW.findall(page.read_text(encoding="utf-8"))
+    listed = [(name, level, kind) for name, level, kinds in rows for kind in kinds.split(", ")]
+    both = ("client", "server")
+    expected = {
+        *((name, "Required", kind) for name in semconv.REQUIRED for kind in both),
+        *((name, "Conditionally required", kind) for name in semconv.CONDITIONAL for kind in both),
+        *(
+            (name, "Recommended", kind.lower())
+            for kind, names in semconv.RECOMMENDED.items()
+            for name in names
+        ),
+    }
+    assert len(listed) == len(set(listed))  # each attribute once per kind
+    assert set(listed) == expected
+
+
+def test_a_server_session_is_measured_without_the_peer_address(otel: Any) -> None:
+    observer, _, reader = otel
+    peer = Transport("tcp", "http", "1.1", client_address="203.0.113.7", client_port=5000)
+    observer.observe(SessionStarted(1.0, 99, "server", "2025-11-25", peer))
+    observer.observe(SessionEnded(3.5, 99))
+    (point,) = metric_points(reader)["mcp.server.session.duration"]
+    assert point.sum == 2.5
+    assert dict(point.attributes) == {
+        "mcp.protocol.version": "2025-11-25",
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "network.protocol.version": "1.1",
+    }

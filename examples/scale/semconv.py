@@ -25,7 +25,9 @@ CONDITIONAL: Mapping[str, str] = {
     "jsonrpc.request.id": "a request (a message with an id)",
     "rpc.response.status_code": "the response carries a JSON-RPC error code",
 }
-#: Recommended, per span kind (``network.protocol.*`` when applicable: HTTP).
+#: Recommended, per span kind (``network.protocol.*`` when applicable: HTTP; the peer's
+#: address when the transport knows it). docs/observability.md lists the same attributes
+#: (a test holds the page to these tables).
 RECOMMENDED: Mapping[str, tuple[str, ...]] = {
     "SERVER": (
         "gen_ai.operation.name",
@@ -43,6 +45,7 @@ RECOMMENDED: Mapping[str, tuple[str, ...]] = {
         "mcp.session.id",
         "network.transport",
         "network.protocol.name",
+        "network.protocol.version",
         "server.address",
         "server.port",
     ),

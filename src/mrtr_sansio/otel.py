@@ -485,10 +485,12 @@ class OtelObserver:
         span.end(at)
 
     def _session_started(self, fact: SessionStarted) -> None:
-        attributes = {
-            "mcp.protocol.version": fact.protocol_version,
-            **_wire(fact.transport, client=fact.role == "client"),
-        }
+        attributes = _metric_attributes(
+            {
+                "mcp.protocol.version": fact.protocol_version,
+                **_wire(fact.transport, client=fact.role == "client"),
+            }
+        )
         self._sessions[fact.connection] = (fact.at, fact.role, attributes)
 
     def _session_ended(self, fact: SessionEnded) -> None:
