@@ -52,7 +52,12 @@ RECOMMENDED: Mapping[str, tuple[str, ...]] = {
 }
 #: The recommended wire attributes held to when the spans come from a real transport.
 WIRE: Mapping[str, tuple[str, ...]] = {
-    "SERVER": ("network.transport", "network.protocol.name", "client.address"),
+    "SERVER": (
+        "network.transport",
+        "network.protocol.name",
+        "network.protocol.version",
+        "client.address",
+    ),
     "CLIENT": ("network.transport", "network.protocol.name", "server.address", "server.port"),
 }
 _TARGETS = {
@@ -118,10 +123,13 @@ def violations(span: Any, *, wire: bool = False) -> list[str]:
         )
     if wire:
         # A server's own request to the client (a legacy shim leg) dials no server address;
-        # a client serving its server's request names the server it dialled, not a client.
+        # a client serving its server's request names the server it dialled, not a client,
+        # and knows no HTTP version (it learns that from answers, after its spans started).
         leg = kind == "CLIENT" and "mrtr.leg.key" in attributes
         served = kind == "SERVER" and "server.address" in attributes
         for key in WIRE[kind]:
-            if not (leg and key.startswith("server.")) and not (served and key == "client.address"):
+            skip = leg and key.startswith("server.")
+            skip |= served and key in ("client.address", "network.protocol.version")
+            if not skip:
                 claim(key in attributes, f"{key} is recommended")
     return out
