@@ -239,3 +239,20 @@ async def test_an_answered_request_names_its_peer_when_the_server_gives_it() -> 
     assert "client.port" not in (anonymous.attributes or {})
     assert "http.response.status_code" not in (named.attributes or {})
     assert all("client.address" not in p.attributes for p in traced.server_durations())
+
+
+async def test_the_conventions_check_finds_a_wrong_refusal_or_a_missing_peer() -> None:
+    traced = Traced()
+    await traced.post([*GOOD[:2], (b"accept", b"text/html"), *MODERN], call())
+    await traced.post([*GOOD, *MODERN], call())
+    refused, answered = (json.loads(s.to_json()) for s in traced.exporter.get_finished_spans())
+    assert violations(refused, wire=True) == violations(answered, wire=True) == []
+    refused["attributes"]["error.type"] = "-32600"
+    del answered["attributes"]["client.address"]
+    assert violations(refused) == [
+        "SERVER span '_OTHER': an HTTP refusal's error.type is its status"
+    ]
+    assert violations(answered, wire=True) == [
+        "SERVER span 'tools/call hello': client.port only with client.address",
+        "SERVER span 'tools/call hello': client.address is recommended",
+    ]
