@@ -1457,3 +1457,17 @@ def test_a_server_session_is_measured_without_the_peer_address(otel: Any) -> Non
         "network.protocol.name": "http",
         "network.protocol.version": "1.1",
     }
+
+
+def test_a_client_session_over_a_socket_without_a_port_names_its_server_only(otel: Any) -> None:
+    observer, _, reader = otel
+    socket_file = Transport("unix", address="/run/mcp.sock")
+    observer.observe(SessionStarted(1.0, 98, "client", "2025-11-25", socket_file))
+    observer.observe(SessionEnded(2.0, 98, error="closed"))
+    (point,) = metric_points(reader)["mcp.client.session.duration"]
+    assert dict(point.attributes) == {
+        "mcp.protocol.version": "2025-11-25",
+        "network.transport": "unix",
+        "server.address": "/run/mcp.sock",
+        "error.type": "closed",
+    }
