@@ -11,10 +11,17 @@ import pytest
 from http_harness import (
     Client,
 )
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from scale.semconv import violations
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import RequestContext
 from mrtr_sansio.adapters.asgi import McpHttpApp
+from mrtr_sansio.otel import OtelObserver
 
 pytestmark = pytest.mark.anyio
 
@@ -222,6 +229,39 @@ async def test_full_server_with_every_session_busy_refuses_with_503(tg: Any) -> 
     assert refused.status == 503
     assert "mcp-session-id" not in refused.headers
     assert len(app._sessions) == 1
+
+
+async def test_a_503_refusal_is_a_server_span_and_its_dropped_session_is_ended(tg: Any) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    observer = OtelObserver(provider, MeterProvider(metric_readers=[reader]))
+    app = make_app(max_sessions=1, observer=observer)
+    client = Client(app, tg)
+    session = await open_session(client)
+    stream = client.start(GREET, session)
+    assert await stream.response.next_message() is not None
+    assert (await client.send(initialize_body())).status == 503
+    (refused,) = [s for s in exporter.get_finished_spans() if s.name == "initialize"]
+    attributes = refused.attributes or {}
+    assert attributes["error.type"] == attributes["rpc.response.status_code"] == "-32603"
+    assert attributes["http.response.status_code"] == 503
+    assert attributes["mcp.protocol.version"] == "2025-11-25"
+    assert violations(refused, wire=True) == []
+    data = reader.get_metrics_data()
+    assert data is not None
+    ended = [
+        point
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "mcp.server.session.duration"
+        for point in metric.data.data_points
+    ]
+    (point,) = ended  # the refused one ended; the open one runs on
+    assert isinstance(point, HistogramDataPoint)
+    assert point.count == 1
 
 
 async def test_per_principal_cap_makes_her_own_oldest_give_way(tg: Any) -> None:

@@ -414,9 +414,12 @@ class McpHttpApp:
                 log.info("legacy session %s ended to make room", evicted.session_id)
                 self._end_session(evicted)
             if not admission.accepted:
-                await self._json_error(
-                    send, 503, JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many sessions")
-                )
+                error = JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many sessions")
+                peer.conn.end_session()  # the session it opened is dropped unused
+                if observed:
+                    version = peer.conn.session.protocol_version
+                    self._observe_refusal(scope, body, error, version, 503)
+                await self._json_error(send, 503, error)
                 return
             peer.session_id = new_id
             peer.conn.session.session_id = new_id  # observers report it
