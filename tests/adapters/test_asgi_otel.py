@@ -62,13 +62,17 @@ class Traced:
         self.app = McpHttpApp(handle, config)
 
     async def post(
-        self, headers: list[tuple[bytes, bytes]], body: bytes, peer: Any = PEER
+        self,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        peer: Any = PEER,
+        method: str = "POST",
     ) -> tuple[int, bytes]:
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
             "http_version": "1.1",
-            "method": "POST",
+            "method": method,
             "scheme": "http",
             "path": "/mcp",
             "raw_path": b"/mcp",
@@ -256,3 +260,16 @@ async def test_the_conventions_check_finds_a_wrong_refusal_or_a_missing_peer() -
         "SERVER span 'tools/call hello': client.port only with client.address",
         "SERVER span 'tools/call hello': client.address is recommended",
     ]
+
+
+async def test_deleting_an_unknown_session_is_a_refusal_span() -> None:
+    traced = Traced()
+    headers = [GOOD[0], (b"mcp-session-id", b"nope"), (b"mcp-protocol-version", b"2025-11-25")]
+    assert (await traced.post(headers, b"", method="DELETE"))[0] == 404
+    (span,) = traced.exporter.get_finished_spans()
+    attributes = span.attributes or {}
+    assert attributes["mcp.method.name"] == "_OTHER"
+    assert attributes["error.type"] == attributes["rpc.response.status_code"] == "-32600"
+    assert attributes["http.response.status_code"] == 404
+    assert attributes["mcp.protocol.version"] == "2025-11-25"
+    assert violations(span, wire=True) == []

@@ -651,7 +651,10 @@ class McpHttpApp:
         self._expire_sessions(self.config.clock())
         peer = self._sessions.get(session_id, principal) if session_id is not None else None
         if peer is None:
-            await self._json_error(send, 404, JsonRpcError(-32600, "Session not found"))
+            error = JsonRpcError(-32600, "Session not found")
+            if self.config.observer is not None:
+                self._observe_refusal(scope, b"", error, headers.get("mcp-protocol-version"), 404)
+            await self._json_error(send, 404, error)
             return
         self._end_session(peer)
         await send({"type": "http.response.start", "status": 204, "headers": []})
