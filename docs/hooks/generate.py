@@ -3,7 +3,8 @@
 A page asks for them with a marker on a line of its own:
 
 * ``<!-- lifecycle: NAME -->`` — the state diagram (Mermaid ``stateDiagram-v2``) and the
-  transition table of ``mrtr_sansio._lifecycle.LIFECYCLES[NAME]``;
+  transition table of the lifecycle ``DRAWN[NAME]`` (those of ``mrtr_sansio._lifecycle``,
+  and ``task``, the status table of ``mrtr_sansio.tasks``);
 * ``<!-- config: CLASS -->`` — the fields of ``mrtr_sansio.CLASS`` (``Limits``,
   ``ServerConfig``, ``ClientConfig``; ``ServeOptions`` from ``mrtr_sansio.adapters.serve``,
   ``TaskSettings`` from ``mrtr_sansio.tasks``)
@@ -38,13 +39,16 @@ from typing import Any
 import attrs
 
 import mrtr_sansio
-from mrtr_sansio._lifecycle import LIFECYCLES
+from mrtr_sansio._lifecycle import LIFECYCLES, Lifecycle
+from mrtr_sansio.tasks import TASK
 
 MARKER = re.compile(r"^<!-- (lifecycle|config|output|trace): (\S.*?) -->$", re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig", "ServeOptions", "TaskSettings")
 #: Configuration classes that live in a submodule rather than the front door.
 ADAPTER_CONFIG = {"ServeOptions": "mrtr_sansio.adapters.serve", "TaskSettings": "mrtr_sansio.tasks"}
+#: The lifecycles a page may draw: the core's, and the tasks extension's status table.
+DRAWN: dict[str, Lifecycle[Any, Any]] = {**LIFECYCLES, "task": TASK}
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -97,9 +101,9 @@ def lifecycle_markdown(name: str) -> str:
 
     A small diagram runs left to right with its triggers spelt out; a large one runs top to
     bottom with row numbers on its arrows, which keeps it legible at the page's width."""
-    if name not in LIFECYCLES:
-        raise KeyError(f"unknown lifecycle {name!r}: one of {', '.join(LIFECYCLES)}")
-    lifecycle = LIFECYCLES[name]
+    if name not in DRAWN:
+        raise KeyError(f"unknown lifecycle {name!r}: one of {', '.join(DRAWN)}")
+    lifecycle = DRAWN[name]
     numbered = len(lifecycle.table) > SPELT_OUT_TRANSITIONS
     rows = [
         f"| {row} | {state.value} | {trigger.value} | {target.value} |"
@@ -107,6 +111,9 @@ def lifecycle_markdown(name: str) -> str:
     ]
     terminal = ", ".join(s.value for s in type(lifecycle.initial) if s in lifecycle.terminal)
     legend = " Each arrow is labelled with the rows of the table below that take it." * numbered
+    if any(state is target for (state, _), target in lifecycle.table.items()):
+        stays = "the rows" if numbered else "the triggers"
+        legend += f" After ↺ in a state's box, {stays} that leave it where it is."
     return "\n".join(
         [
             "```mermaid",
