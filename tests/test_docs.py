@@ -295,3 +295,19 @@ def test_the_trace_picture_draws_every_span_of_the_example_nested_and_linked() -
     assert svg.count("<rect") == len(spans) + len({s["process"] for s in spans})
     with pytest.raises(ValueError, match="no spans"):
         hook.trace_svg([])
+
+
+#: What a development log leaves in a page: an internal issue number, the time of day of a run
+#: or a merge, a branch or a tree that only the developers had.
+DEVELOPMENT_LOG = re.compile(
+    r"\b[Ii]ssue \d+\b|\b\d{1,2}:\d{2}(?:[\u2013-]\d{1,2}:\d{2})? UTC\b"
+    r"|\bthis branch\b|\bmerged tree\b|\bprevious session\b|\bround three\b"
+)
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if p.name != "changelog.md"], ids=lambda p: str(p.relative_to(DOCS))
+)
+def test_the_pages_speak_to_users_not_of_their_development(page: Path) -> None:
+    found = DEVELOPMENT_LOG.findall(page.read_text(encoding="utf-8"))
+    assert not found, found
