@@ -85,8 +85,9 @@ def test_the_embedded_handler_re_asks_and_takes_declines() -> None:
 def test_lifecycle_markers_give_the_diagram_and_every_transition(name: str) -> None:
     lifecycle = hook.DRAWN[name]
     text = hook.expand("lifecycle", name)
-    numbered = len(lifecycle.table) > hook.SPELT_OUT_TRANSITIONS
-    diagram = lifecycle.mermaid(numbered=numbered, left_to_right=not numbered)
+    numbered, left_to_right = hook.layout(lifecycle)
+    assert numbered is (len(lifecycle.table) > hook.SPELT_OUT_TRANSITIONS)
+    diagram = lifecycle.mermaid(numbered=numbered, left_to_right=left_to_right)
     assert text.startswith("```mermaid\n" + diagram + "\n```\n")
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == len(lifecycle.table) + 1  # the header
@@ -113,6 +114,8 @@ def test_each_spelt_out_trigger_is_its_own_arrow_and_loops_are_written_in_the_bo
     task = hook.expand("lifecycle", "task")
     assert "WORKING --> WORKING" not in task
     assert "    WORKING : ↺ 2\n" in task
+    assert "direction LR" not in task  # few states: top to bottom
+    assert "direction LR" in hook.expand("lifecycle", "client-call")  # many: left to right
     assert "After ↺ in a state's box, the rows that leave it where it is." in task
 
 
@@ -289,7 +292,9 @@ def test_the_trace_picture_draws_every_span_of_the_example_nested_and_linked() -
     spans = [json.loads(line) for line in lines]
     assert len({s["trace"] for s in spans}) == 1
     svg = hook.trace_svg(spans)
-    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" fill="#222">([^<]+)</text>', svg)
+    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" fill="currentColor">([^<]+)</text>', svg)
+    # the page's text colour: a fixed dark grey vanished on the dark scheme (headless Chromium)
+    assert not re.search(r'<text[^>]* fill="#', svg)
     assert labels[0] == "client: tools/call book · 3 requests"
     assert sum("server-" in label and "↺" in label for label in labels) == 2
     assert svg.count("<rect") == len(spans) + len({s["process"] for s in spans})
