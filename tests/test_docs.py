@@ -20,7 +20,6 @@ import attrs
 import pytest
 
 import mrtr_sansio as m
-from mrtr_sansio._lifecycle import LIFECYCLES
 from mrtr_sansio.adapters.serve import ServeOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,12 +81,13 @@ def test_the_embedded_handler_re_asks_and_takes_declines() -> None:
 # --- the hook -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(LIFECYCLES))
+@pytest.mark.parametrize("name", sorted(hook.DRAWN))
 def test_lifecycle_markers_give_the_diagram_and_every_transition(name: str) -> None:
-    lifecycle = LIFECYCLES[name]
+    lifecycle = hook.DRAWN[name]
     text = hook.expand("lifecycle", name)
-    numbered = len(lifecycle.table) > hook.SPELT_OUT_TRANSITIONS
-    diagram = lifecycle.mermaid(numbered=numbered, left_to_right=not numbered)
+    numbered, left_to_right = hook.layout(lifecycle)
+    assert numbered is (len(lifecycle.table) > hook.SPELT_OUT_TRANSITIONS)
+    diagram = lifecycle.mermaid(numbered=numbered, left_to_right=left_to_right)
     assert text.startswith("```mermaid\n" + diagram + "\n```\n")
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == len(lifecycle.table) + 1  # the header
@@ -104,10 +104,27 @@ def test_large_lifecycles_are_drawn_with_row_numbers_and_small_ones_spelt_out() 
     assert "rows of the table below" not in small
 
 
+def test_each_spelt_out_trigger_is_its_own_arrow_and_loops_are_written_in_the_box() -> None:
+    """Two triggers on one arrow ran together into one label, and Mermaid hid a loop's label
+    behind another arrow's (seen in headless Chromium): neither is drawn that way."""
+    small = hook.expand("lifecycle", "modern-request")
+    assert "<br>" not in small
+    assert "RECEIVED --> ERROR : error sent\n" in small
+    assert "RECEIVED --> ERROR : input_required beyond the declared capabilities" in small
+    task = hook.expand("lifecycle", "task")
+    assert "WORKING --> WORKING" not in task
+    assert "    WORKING : ↺ 2\n" in task
+    assert "direction LR" not in task  # few states: top to bottom
+    assert "direction LR" in hook.expand("lifecycle", "client-call")  # many: left to right
+    assert "After ↺ in a state's box, the rows that leave it where it is." in task
+
+
 def test_mermaid_labels_hold_no_character_that_breaks_the_diagram() -> None:
-    for lifecycle in LIFECYCLES.values():
+    for lifecycle in hook.DRAWN.values():
         states = {state for state, _ in lifecycle.table} | set(lifecycle.table.values())
-        for member in [*states, *(trigger for _, trigger in lifecycle.table)]:
+        spelt_out = len(lifecycle.table) <= hook.SPELT_OUT_TRANSITIONS
+        triggers = [trigger for _, trigger in lifecycle.table] if spelt_out else []
+        for member in [*states, *triggers]:
             assert not set(member.value) & set(':;#"{}<>'), member
 
 
@@ -275,9 +292,27 @@ def test_the_trace_picture_draws_every_span_of_the_example_nested_and_linked() -
     spans = [json.loads(line) for line in lines]
     assert len({s["trace"] for s in spans}) == 1
     svg = hook.trace_svg(spans)
-    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" fill="#222">([^<]+)</text>', svg)
+    labels = re.findall(r'<text x="[\d.]+" y="[\d.]+" fill="currentColor">([^<]+)</text>', svg)
+    # the page's text colour: a fixed dark grey vanished on the dark scheme (headless Chromium)
+    assert not re.search(r'<text[^>]* fill="#', svg)
     assert labels[0] == "client: tools/call book · 3 requests"
     assert sum("server-" in label and "↺" in label for label in labels) == 2
     assert svg.count("<rect") == len(spans) + len({s["process"] for s in spans})
     with pytest.raises(ValueError, match="no spans"):
         hook.trace_svg([])
+
+
+#: What a development log leaves in a page: an internal issue number, the time of day of a run
+#: or a merge, a branch or a tree that only the developers had.
+DEVELOPMENT_LOG = re.compile(
+    r"\b[Ii]ssue \d+\b|\b\d{1,2}:\d{2}(?:[\u2013-]\d{1,2}:\d{2})? UTC\b"
+    r"|\bthis branch\b|\bmerged tree\b|\bprevious session\b|\bround three\b"
+)
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if p.name != "changelog.md"], ids=lambda p: str(p.relative_to(DOCS))
+)
+def test_the_pages_speak_to_users_not_of_their_development(page: Path) -> None:
+    found = DEVELOPMENT_LOG.findall(page.read_text(encoding="utf-8"))
+    assert not found, found

@@ -15,7 +15,9 @@ A page marks a block on the line just before its fence, with an HTML comment (no
   program (a page that builds one program step by step);
 * ``<!-- snippet: not run: REASON -->``: the block is not run, for the reason given (it
   installs packages, runs for minutes, or needs a service of the reader's). Those blocks are
-  listed below in ``NOT_RUN``, so that adding one is a visible change to this file.
+  listed below in ``NOT_RUN``, so that adding one is a visible change to this file. The
+  blocks of ``docs/http-by-hand.md`` talk to a running example server: they are marked not run
+  for the reason ``BY_HAND`` and ``tests/test_http_by_hand.py`` runs them all against one.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ if code.co_flags & inspect.CO_COROUTINE:
 else:
     exec(code, namespace)
 """
+
+#: The reason on the blocks ``tests/test_http_by_hand.py`` runs against an example server.
+BY_HAND = "by hand, against the example server (tests/test_http_by_hand.py)"
+BY_HAND_PAGE = "docs/http-by-hand.md"
 
 #: Blocks that are not run: (page, first line of the block). Keep this short: a block a reader
 #: may copy should run.
@@ -229,9 +235,18 @@ def test_the_block_runs_as_printed(block: Block, tmp_path: Path) -> None:
 
 
 def test_the_blocks_not_run_are_few_and_listed() -> None:
-    skipped = {(b.page, b.first_line) for b in BLOCKS if b.mark == "not run"}
+    skipped = {
+        (b.page, b.first_line) for b in BLOCKS if b.mark == "not run" and b.reason != BY_HAND
+    }
     assert skipped == NOT_RUN
     assert all(b.reason for b in BLOCKS if b.mark == "not run")
+
+
+def test_only_the_by_hand_page_leaves_its_blocks_to_a_test_of_their_own() -> None:
+    by_hand = [b for b in BLOCKS if b.reason == BY_HAND]
+    assert {b.page for b in by_hand} == {BY_HAND_PAGE}
+    assert [b.lang for b in by_hand] == ["sh"] * len(by_hand)
+    assert [b for b in BLOCKS if b.page == BY_HAND_PAGE and b.lang == "sh"] == by_hand
 
 
 def test_every_block_has_a_language_the_test_knows() -> None:

@@ -170,7 +170,7 @@ def test_recording_sees_steps_and_maps_bound_before_it_and_leaves_them_as_they_w
     assert log == [(_S.A, _T.GO), (_S.A, _T.GO), (_S.B, _T.GO)]  # no longer recording
 
 
-def test_mermaid_draws_every_state_and_joins_the_triggers_of_one_arrow() -> None:
+def test_mermaid_draws_every_state_and_one_arrow_per_trigger() -> None:
     lc: Lifecycle[_S, _T] = Lifecycle(
         "toy", "Toy", _S.A, [_S.B], {(_S.A, _T.STAY): _S.A, (_S.A, _T.GO): _S.B}
     )
@@ -179,14 +179,14 @@ def test_mermaid_draws_every_state_and_joins_the_triggers_of_one_arrow() -> None
         '    state "start" as A\n'
         '    state "end" as B\n'
         "    [*] --> A\n"
-        "    A --> A : stay\n"
+        "    A : ↺ stay\n"
         "    A --> B : go\n"
         "    B --> [*]"
     )
     both: Lifecycle[_S, _T] = Lifecycle(
         "toy", "Toy", _S.A, [_S.B], {(_S.A, _T.GO): _S.B, (_S.A, _T.STAY): _S.B}
     )
-    assert "    A --> B : go<br>stay\n" in both.mermaid()
+    assert "    A --> B : go\n    A --> B : stay\n" in both.mermaid()
 
 
 def test_a_numbered_mermaid_labels_arrows_with_table_rows_and_may_run_left_to_right() -> None:
@@ -199,7 +199,7 @@ def test_a_numbered_mermaid_labels_arrows_with_table_rows_and_may_run_left_to_ri
         '    state "start" as A\n'
         '    state "end" as B\n'
         "    [*] --> A\n"
-        "    A --> A : 1\n"
+        "    A : ↺ 1\n"
         "    A --> B : 2\n"
         "    B --> [*]"
     )

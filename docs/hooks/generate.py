@@ -3,7 +3,8 @@
 A page asks for them with a marker on a line of its own:
 
 * ``<!-- lifecycle: NAME -->`` — the state diagram (Mermaid ``stateDiagram-v2``) and the
-  transition table of ``mrtr_sansio._lifecycle.LIFECYCLES[NAME]``;
+  transition table of the lifecycle ``DRAWN[NAME]`` (those of ``mrtr_sansio._lifecycle``,
+  and ``task``, the status table of ``mrtr_sansio.tasks``);
 * ``<!-- config: CLASS -->`` — the fields of ``mrtr_sansio.CLASS`` (``Limits``,
   ``ServerConfig``, ``ClientConfig``; ``ServeOptions`` from ``mrtr_sansio.adapters.serve``,
   ``TaskSettings`` from ``mrtr_sansio.tasks``)
@@ -38,13 +39,16 @@ from typing import Any
 import attrs
 
 import mrtr_sansio
-from mrtr_sansio._lifecycle import LIFECYCLES
+from mrtr_sansio._lifecycle import LIFECYCLES, Lifecycle
+from mrtr_sansio.tasks import TASK
 
 MARKER = re.compile(r"^<!-- (lifecycle|config|output|trace): (\S.*?) -->$", re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig", "ServeOptions", "TaskSettings")
 #: Configuration classes that live in a submodule rather than the front door.
 ADAPTER_CONFIG = {"ServeOptions": "mrtr_sansio.adapters.serve", "TaskSettings": "mrtr_sansio.tasks"}
+#: The lifecycles a page may draw: the core's, and the tasks extension's status table.
+DRAWN: dict[str, Lifecycle[Any, Any]] = {**LIFECYCLES, "task": TASK}
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -90,27 +94,41 @@ def machine_neutral(text: str) -> str:
 #: A lifecycle with more transitions than this is drawn with row numbers for labels: spelt out,
 #: its labels would be shrunk past reading to fit the page (the shim's and the client's).
 SPELT_OUT_TRANSITIONS = 8
+#: A numbered lifecycle with more states than this runs left to right: top to bottom, its many
+#: end states share one rank, and the rank's width shrinks the diagram past reading (the
+#: client's; seen in headless Chromium at the page's width).
+TOP_TO_BOTTOM_STATES = 8
+
+
+def layout(lifecycle: Lifecycle[Any, Any]) -> tuple[bool, bool]:
+    """``(numbered, left_to_right)`` for drawing ``lifecycle`` on a page."""
+    numbered = len(lifecycle.table) > SPELT_OUT_TRANSITIONS
+    return numbered, not numbered or len(type(lifecycle.initial)) > TOP_TO_BOTTOM_STATES
 
 
 def lifecycle_markdown(name: str) -> str:
     """The diagram of one lifecycle, then its transitions as a numbered table (readable offline).
 
-    A small diagram runs left to right with its triggers spelt out; a large one runs top to
-    bottom with row numbers on its arrows, which keeps it legible at the page's width."""
-    if name not in LIFECYCLES:
-        raise KeyError(f"unknown lifecycle {name!r}: one of {', '.join(LIFECYCLES)}")
-    lifecycle = LIFECYCLES[name]
-    numbered = len(lifecycle.table) > SPELT_OUT_TRANSITIONS
+    A small diagram runs left to right with its triggers spelt out; a large one has row
+    numbers on its arrows, which keeps it legible at the page's width, and runs top to bottom
+    unless it has many states (:func:`layout`)."""
+    if name not in DRAWN:
+        raise KeyError(f"unknown lifecycle {name!r}: one of {', '.join(DRAWN)}")
+    lifecycle = DRAWN[name]
+    numbered, left_to_right = layout(lifecycle)
     rows = [
         f"| {row} | {state.value} | {trigger.value} | {target.value} |"
         for row, ((state, trigger), target) in enumerate(lifecycle.table.items(), start=1)
     ]
     terminal = ", ".join(s.value for s in type(lifecycle.initial) if s in lifecycle.terminal)
     legend = " Each arrow is labelled with the rows of the table below that take it." * numbered
+    if any(state is target for (state, _), target in lifecycle.table.items()):
+        stays = "the rows" if numbered else "the triggers"
+        legend += f" After ↺ in a state's box, {stays} that leave it where it is."
     return "\n".join(
         [
             "```mermaid",
-            lifecycle.mermaid(numbered=numbered, left_to_right=not numbered),
+            lifecycle.mermaid(numbered=numbered, left_to_right=left_to_right),
             "```",
             "",
             f"Starts in **{lifecycle.initial.value}**; ends in {terminal}.{legend}",
@@ -180,6 +198,11 @@ def default_text(default: Any) -> str:
 TRACE_COLOURS = ("#3f6fb5", "#d9822b", "#2f9e6e", "#a4508b")
 
 
+#: The secondary text of the trace picture: the page's own text colour (light or dark scheme),
+#: faded.
+FAINT = 'fill="currentColor" fill-opacity="0.6"'
+
+
 def trace_svg(spans: list[dict[str, Any]]) -> str:
     """A timeline of ``spans`` (dicts with process, name, kind, span, parent, links, start,
     end, round): one row per span, nested under its parent, a bar per span on a shared time
@@ -214,7 +237,7 @@ def trace_svg(spans: list[dict[str, Any]]) -> str:
         out.append(
             f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height - 30}" '
             f'stroke="#ccc" stroke-dasharray="2,3"/>'
-            f'<text x="{x:.1f}" y="{top - 10}" text-anchor="middle" fill="#666">'
+            f'<text x="{x:.1f}" y="{top - 10}" text-anchor="middle" {FAINT}>'
             f"{total * tick / 5:.1f} s</text>"
         )
     for i, (depth, span) in enumerate(rows):
@@ -229,7 +252,7 @@ def trace_svg(spans: list[dict[str, Any]]) -> str:
         label = f"{span['process']}: {name}"
         ms = (span["end"] - span["start"]) * 1000
         out.append(
-            f'<text x="{6 + 14 * depth}" y="{y + 15}" fill="#222">{_xml(label)}</text>'
+            f'<text x="{6 + 14 * depth}" y="{y + 15}" fill="currentColor">{_xml(label)}</text>'
             f'<rect x="{x:.1f}" y="{y + 4}" width="{w:.1f}" height="{row_h - 8}" rx="2" '
             f'fill="{colour[span["process"]]}"><title>{_xml(label)}: {ms:.0f} ms</title></rect>'
         )
@@ -238,9 +261,9 @@ def trace_svg(spans: list[dict[str, Any]]) -> str:
         x = label_w + i * 110
         out.append(
             f'<rect x="{x}" y="{legend_y - 10}" width="12" height="12" fill="{colour[process]}"/>'
-            f'<text x="{x + 16}" y="{legend_y}" fill="#222">{_xml(process)}</text>'
+            f'<text x="{x + 16}" y="{legend_y}" fill="currentColor">{_xml(process)}</text>'
         )
-    out.append(f'<text x="6" y="{legend_y}" fill="#666">↺ links to the previous round</text></svg>')
+    out.append(f'<text x="6" y="{legend_y}" {FAINT}>↺ links to the previous round</text></svg>')
     return "".join(out)
 
 

@@ -164,10 +164,14 @@ class Lifecycle(Generic[S, T]):
         )
 
     def mermaid(self, *, numbered: bool = False, left_to_right: bool = False) -> str:
-        """The table as a Mermaid ``stateDiagram-v2``: one arrow per pair of states that a
-        declared transition joins, labelled with every trigger that takes it, or with
-        ``numbered`` with the triggers' 1-based rows in :attr:`table` (a large diagram shrunk
-        to a page's width keeps its labels legible that way; the table spells them out)."""
+        """The table as a Mermaid ``stateDiagram-v2``.
+
+        Spelt out, each declared transition is its own arrow labelled with its trigger; with
+        ``numbered``, one arrow per pair of states is labelled with its transitions' 1-based
+        rows in :attr:`table` (a large diagram shrunk to a page's width keeps its labels
+        legible that way; the table spells them out). A transition that stays in its state is
+        written in that state's box after ``↺``, not drawn as a loop: Mermaid puts a loop's
+        label where another arrow's label may hide it."""
         lines = ["stateDiagram-v2"]
         if left_to_right:
             lines.append("    direction LR")
@@ -178,8 +182,11 @@ class Lifecycle(Generic[S, T]):
         for row, ((state, trigger), target) in enumerate(self.table.items(), start=1):
             arrows.setdefault((state, target), []).append(str(row) if numbered else trigger.value)
         for (state, target), labels in arrows.items():
-            joined = ", ".join(labels) if numbered else "<br>".join(labels)
-            lines.append(f"    {state.name} --> {target.name} : {joined}")
+            for label in [", ".join(labels)] if numbered else labels:
+                if state is target:
+                    lines.append(f"    {state.name} : ↺ {label}")
+                else:
+                    lines.append(f"    {state.name} --> {target.name} : {label}")
         for state in type(self.initial):
             if state in self.terminal:
                 lines.append(f"    {state.name} --> [*]")
