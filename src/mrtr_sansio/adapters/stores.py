@@ -47,13 +47,15 @@ CREATE TABLE IF NOT EXISTS mrtr_tasks (
     owner TEXT,
     revision INTEGER NOT NULL,
     record TEXT NOT NULL,
-    expires_at REAL
+    expires_at REAL,
+    size INTEGER NOT NULL DEFAULT 0
 )
 """
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_owner_expiry ON mrtr_tasks(owner, expires_at)",
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_expiry ON mrtr_tasks(expires_at) "
     "WHERE expires_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS mrtr_tasks_owner_size ON mrtr_tasks(owner, size)",
 )
 _GUARD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS mrtr_redeemed (token_id BLOB PRIMARY KEY, expires REAL NOT NULL)
@@ -151,8 +153,15 @@ class SqliteTaskStore:
         with self._file.guarded() as db:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO mrtr_tasks "
-                "(task_id, owner, revision, record, expires_at) VALUES (?, ?, ?, ?, ?)",
-                (task.task_id, task.owner, task.revision, _dumps(task), _expires_at(task)),
+                "(task_id, owner, revision, record, expires_at, size) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    task.task_id,
+                    task.owner,
+                    task.revision,
+                    _dumps(task),
+                    _expires_at(task),
+                    task.size,
+                ),
             )
         return cursor.rowcount == 1
 
@@ -168,9 +177,9 @@ class SqliteTaskStore:
         """Update the record if its stored revision is ``revision`` (one ``UPDATE``)."""
         with self._file.guarded() as db:
             cursor = db.execute(
-                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ? "
+                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, size = ? "
                 "WHERE task_id = ? AND revision = ?",
-                (task.revision, _dumps(task), _expires_at(task), task.task_id, revision),
+                (task.revision, _dumps(task), _expires_at(task), task.size, task.task_id, revision),
             )
         return cursor.rowcount == 1
 
@@ -189,6 +198,18 @@ class SqliteTaskStore:
             ).fetchone()
         return int(live)
 
+    def usage(self, owner: str | None) -> tuple[int, int]:
+        """The summed sizes of ``owner``'s records and of all records in the file (one
+        ``SELECT`` of two sums over the owner-and-size index: every process's writes count).
+        Expired records count until they are swept or deleted, as in every store."""
+        with self._file.guarded() as db:
+            mine, total = db.execute(
+                "SELECT (SELECT TOTAL(size) FROM mrtr_tasks WHERE owner IS ?), "
+                "(SELECT TOTAL(size) FROM mrtr_tasks)",
+                (owner,),
+            ).fetchone()
+        return int(mine), int(total)
+
     def sweep(self, now: float, limit: int) -> int:
         """Delete up to ``limit`` expired records (one indexed ``DELETE``)."""
         with self._file.guarded() as db:
@@ -201,18 +222,25 @@ class SqliteTaskStore:
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """Add and fill ``expires_at`` in a file written before the column existed."""
+    """Add and fill ``expires_at`` and ``size`` in a file written before the columns existed."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(mrtr_tasks)")}
-    if "expires_at" in columns:
+    missing = [
+        c
+        for c in ("expires_at REAL", "size INTEGER NOT NULL DEFAULT 0")
+        if c.split()[0] not in columns
+    ]
+    if not missing:
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.execute("ALTER TABLE mrtr_tasks ADD COLUMN expires_at REAL")
+        for column in missing:
+            db.execute(f"ALTER TABLE mrtr_tasks ADD COLUMN {column}")
         for task_id, raw in db.execute("SELECT task_id, record FROM mrtr_tasks").fetchall():
-            with contextlib.suppress(TaskStoreError):  # a corrupt row stays unexpiring
-                expires = _expires_at(_loads(raw))
+            with contextlib.suppress(TaskStoreError):  # a corrupt row stays unexpiring, size 0
+                task = _loads(raw)
                 db.execute(
-                    "UPDATE mrtr_tasks SET expires_at = ? WHERE task_id = ?", (expires, task_id)
+                    "UPDATE mrtr_tasks SET expires_at = ?, size = ? WHERE task_id = ?",
+                    (_expires_at(task), task.size, task_id),
                 )
         db.execute("COMMIT")
     except BaseException:
@@ -273,42 +301,80 @@ def _loads(raw: str | bytes) -> Task:
 
 # --- Redis ------------------------------------------------------------------------------------
 
-# KEYS: the task, its owner's set, the expiry index; ARGV: id, revision, record, owner,
-# Redis expiry ms ('' for none), expiry score ('inf' for none).
+# Bytes: a hash ``meta`` of id -> "size:owner" that never expires (a record's own key does,
+# a minute after its TTL, without running any script), a hash of bytes per owner and a total.
+# Every write, delete and sweep updates the three in the script that writes the record, and
+# the sweep releases the bytes of a record Redis already expired: ``meta`` still names them.
+_RELEASE = """
+local function release(meta, bytes, total, id)
+  local m = redis.call('HGET', meta, id)
+  if not m then return nil end
+  local at = string.find(m, ':', 1, true)
+  local size, owner = tonumber(string.sub(m, 1, at - 1)), string.sub(m, at + 1)
+  redis.call('HDEL', meta, id)
+  -- 0 - size, not -size: Lua writes -0 as "-0", which Redis does not take for an integer
+  if redis.call('HINCRBY', bytes, owner, 0 - size) <= 0 then redis.call('HDEL', bytes, owner) end
+  if redis.call('DECRBY', total, size) <= 0 then redis.call('DEL', total) end
+  return owner
+end
+"""
+# KEYS: the task, its owner's set, the expiry index, meta, bytes, total; ARGV: id, revision,
+# record, owner, Redis expiry ms ('' for none), expiry score ('inf' for none), size.
 _CREATE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[1]) == 1 then
+  return 0
+end
 redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3], 'own', ARGV[4])
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[7] .. ':' .. ARGV[4])
+redis.call('HINCRBY', KEYS[5], ARGV[4], ARGV[7])
+redis.call('INCRBY', KEYS[6], ARGV[7])
 return 1
 """
-# KEYS[1] the task; ARGV: expected revision, new revision, record.
-_REPLACE = """
+# KEYS: the task, meta, bytes, total; ARGV: expected revision, new revision, record, id, size.
+_REPLACE = (
+    _RELEASE
+    + """
 if redis.call('HGET', KEYS[1], 'rev') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3])
+local owner = release(KEYS[2], KEYS[3], KEYS[4], ARGV[4])
+if owner then
+  redis.call('HSET', KEYS[2], ARGV[4], ARGV[5] .. ':' .. owner)
+  redis.call('HINCRBY', KEYS[3], owner, ARGV[5])
+  redis.call('INCRBY', KEYS[4], ARGV[5])
+end
 return 1
 """
-# KEYS: the task, the expiry index; ARGV: id, owner-set prefix.
-_DELETE = """
-local owner = redis.call('HGET', KEYS[1], 'own')
+)
+# KEYS: the task, the expiry index, meta, bytes, total; ARGV: id, owner-set prefix.
+_DELETE = (
+    _RELEASE
+    + """
+local owner = release(KEYS[3], KEYS[4], KEYS[5], ARGV[1]) or redis.call('HGET', KEYS[1], 'own')
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if owner then redis.call('ZREM', ARGV[2] .. owner, ARGV[1]) end
 return 1
 """
-# KEYS[1] the expiry index; ARGV: now, limit, task prefix, owner-set prefix. Deletes up to
-# limit ids expired at now (their records, and their entries in their owners' sets).
-_SWEEP = """
+)
+# KEYS: the expiry index, meta, bytes, total; ARGV: now, limit, task prefix, owner-set
+# prefix. Deletes up to limit ids expired at now (their records, their entries in their
+# owners' sets, their bytes).
+_SWEEP = (
+    _RELEASE
+    + """
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, id in ipairs(ids) do
-  local owner = redis.call('HGET', ARGV[3] .. id, 'own')
+  local owner = release(KEYS[2], KEYS[3], KEYS[4], id) or redis.call('HGET', ARGV[3] .. id, 'own')
   redis.call('DEL', ARGV[3] .. id)
   if owner then redis.call('ZREM', ARGV[4] .. owner, id) end
   redis.call('ZREM', KEYS[1], id)
 end
 return #ids
 """
+)
 #: Milliseconds a record outlives its TTL in Redis (the machine deletes it when read expired).
 _GRACE_MS = 60_000
 _NO_OWNER = "\x00"  # the owner-set name of tasks whose principal is None
@@ -323,7 +389,9 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
 class RedisTaskStore:
     """Task records in Redis: a hash per task under ``prefix`` (``rev``, ``rec``, ``own``), a
     sorted set of task ids by expiry per owner under ``prefix`` + ``"owners:"``'s own
-    namespace, and one sorted set of every id by expiry (the sweep's index).
+    namespace, one sorted set of every id by expiry (the sweep's index), and the bytes held
+    (a size per id that outlives the record's own expiry, a sum per owner and a total, kept
+    by the same scripts that write and delete records: :meth:`usage` reads two counters).
 
     ``client`` is a synchronous ``redis.Redis``; build it with :meth:`from_url`, which sets
     short timeouts. Only ids of the form the server issues (32 hex digits) reach Redis: any
@@ -342,6 +410,9 @@ class RedisTaskStore:
         # Not below the task prefix: no task id (hex digits) can name an owner set.
         self._owners = prefix.rstrip(":") + "-owner:"
         self._expiry = prefix.rstrip(":") + "-expiry"
+        self._meta = prefix.rstrip(":") + "-meta"
+        self._bytes = prefix.rstrip(":") + "-bytes"
+        self._total = prefix.rstrip(":") + "-bytes-total"
         self._errors = _redis_errors()
         self._create = client.register_script(_CREATE)
         self._replace = client.register_script(_REPLACE)
@@ -378,8 +449,8 @@ class RedisTaskStore:
         expiry = "" if task.ttl_ms is None else str(task.ttl_ms + _GRACE_MS)
         expires = _expires_at(task)
         score = "inf" if expires is None else repr(expires)
-        keys = [self._prefix + task.task_id, self._owners + owner, self._expiry]
-        args = [task.task_id, task.revision, _dumps(task), owner, expiry, score]
+        keys = [self._prefix + task.task_id, self._owners + owner, self._expiry, *self._metering]
+        args = [task.task_id, task.revision, _dumps(task), owner, expiry, score, task.size]
         with self._guarded():
             return int(self._create(keys=keys, args=args)) == 1
 
@@ -395,8 +466,8 @@ class RedisTaskStore:
         """Write the record if its stored revision is ``revision`` (one script)."""
         if not TASK_ID.fullmatch(task.task_id):
             return False
-        keys = [self._prefix + task.task_id]
-        args = [revision, task.revision, _dumps(task)]
+        keys = [self._prefix + task.task_id, *self._metering]
+        args = [revision, task.revision, _dumps(task), task.task_id, task.size]
         with self._guarded():
             return int(self._replace(keys=keys, args=args)) == 1
 
@@ -405,7 +476,10 @@ class RedisTaskStore:
         if not TASK_ID.fullmatch(task_id):
             return
         with self._guarded():
-            self._delete(keys=[self._prefix + task_id, self._expiry], args=[task_id, self._owners])
+            self._delete(
+                keys=[self._prefix + task_id, self._expiry, *self._metering],
+                args=[task_id, self._owners],
+            )
 
     def count(self, owner: str | None, now: float) -> int:
         """Live ids in the owner's set: those expiring after ``now`` (one ``ZCOUNT``)."""
@@ -413,12 +487,30 @@ class RedisTaskStore:
         with self._guarded():
             return int(self._redis.zcount(name, f"({now!r}", "+inf"))
 
+    @property
+    def _metering(self) -> list[str]:
+        return [self._meta, self._bytes, self._total]
+
+    def usage(self, owner: str | None) -> tuple[int, int]:
+        """The bytes of ``owner``'s records and of all records, from the counters every
+        write keeps (one round trip). A record Redis expired counts until it is swept."""
+        name = _NO_OWNER if owner is None else owner
+        with self._guarded():
+            mine, total = (
+                self._redis.pipeline(transaction=False)
+                .hget(self._bytes, name)
+                .get(self._total)
+                .execute()
+            )
+        return int(mine or 0), int(total or 0)
+
     def sweep(self, now: float, limit: int) -> int:
         """Delete up to ``limit`` records expired at ``now`` (one script over the index)."""
         with self._guarded():
             return int(
                 self._sweep(
-                    keys=[self._expiry], args=[repr(now), limit, self._prefix, self._owners]
+                    keys=[self._expiry, *self._metering],
+                    args=[repr(now), limit, self._prefix, self._owners],
                 )
             )
 
