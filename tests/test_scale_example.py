@@ -19,6 +19,7 @@ from scale import cluster, flows
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import McpHttpApp
+from mrtr_sansio.adapters.stores import SqliteReplayGuard
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 K1, K2, K3 = (bytes([i]) * 32 for i in (1, 2, 3))
@@ -420,3 +421,44 @@ def test_tokens_are_told_apart_by_the_key_that_sealed_them() -> None:
     }
     assert run._sealer(token, sealed_by) == "two"
     assert run._sealer(token, {"one": sealed_by["one"]}) == "unknown"
+
+
+# --- a requestState replayed on another process ---------------------------------------------------
+
+
+@pytest.mark.parametrize("guard", ["redis", "sqlite"])
+def test_a_token_replayed_on_another_process_is_refused(
+    guard: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scale import replay
+
+    if guard == "redis" and cluster.find_redis() is None:
+        pytest.skip(cluster.REDIS_MISSING)
+    assert replay.main(["--guard", guard]) == 0
+    out = capsys.readouterr().out.splitlines()
+    refused = json.dumps(replay.REFUSED, separators=(",", ":"))
+    assert out == [
+        f"shared key ring and one {guard} replay guard:",
+        "  round 1 answered on A: accepted (resultType complete)",
+        f"  same retry on B:       refused {refused}",
+        "shared key ring, no replay guard (the control):",
+        "  round 1 answered on A: accepted (resultType complete)",
+        "  same retry on B:       accepted (resultType complete)",
+    ]
+
+
+def test_the_replay_guard_is_kept_when_the_ring_is_reloaded(tmp_path: Path) -> None:
+    ring = tmp_path / "ring"
+    cluster.write_ring(ring, [K1])
+    app = server.build_app([K1], replay_db=str(tmp_path / "redeemed.db"))
+    before = protector_of(app).current
+    assert isinstance(before, m.sealing.RequestStateSecurity)
+    guard = before.replay_guard
+    assert isinstance(guard, SqliteReplayGuard)
+    cluster.write_ring(ring, [K2, K1])
+    assert server.reload_keys(app, str(ring)) is True
+    after = protector_of(app).current
+    assert isinstance(after, m.sealing.RequestStateSecurity)
+    assert after is not before
+    assert after.replay_guard is guard
+    guard.close()

@@ -206,7 +206,14 @@ def test_redis_owner_sets_are_in_their_own_namespace(redis_server: tuple[str, ob
     try:
         store.create(record(1, "alice"))
         keys = sorted(k.decode() for k in store._redis.keys("*"))
-        assert keys == ["p:task-expiry", "p:task-owner:alice", "p:task:" + tid(1)]
+        assert keys == [
+            "p:task-bytes",  # bytes per owner, in all, and per record: beside, not below
+            "p:task-bytes-total",
+            "p:task-expiry",
+            "p:task-meta",
+            "p:task-owner:alice",
+            "p:task:" + tid(1),
+        ]
         assert store.get("owner:alice") is None
     finally:
         store.close()

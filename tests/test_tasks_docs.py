@@ -1,11 +1,23 @@
-"""The tasks guide (``docs/tasks.md``) states what the code does: the status table it draws
-and the defaults of its limits table."""
+"""The tasks guide (``docs/tasks.md``) states what the code does: the status table it draws,
+the defaults of every limit in its limits table, and the error our server sends to a
+``tasks/*`` request without ``Mcp-Name`` (fastmcp's client's), quoted as sent."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
 
-from mrtr_sansio.tasks import TASK, TaskSettings
+import attrs
+import httpx
+import pytest
+
+from mrtr_sansio import ServerConfig
+from mrtr_sansio.adapters._tasks import TaskRunOptions
+from mrtr_sansio.adapters.asgi import McpHttpApp
+from mrtr_sansio.adapters.stores import SqliteTaskStore
+from mrtr_sansio.tasks import EXTENSION, TASK, TaskSettings
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "tasks.md"
 
@@ -16,9 +28,56 @@ def test_the_guide_draws_the_status_table() -> None:
     assert "\n<!-- lifecycle: task -->\n" in GUIDE.read_text(encoding="utf-8")
 
 
-def test_the_guide_states_the_real_defaults() -> None:
+def test_the_guide_states_every_limit_with_its_real_default() -> None:
     text = GUIDE.read_text(encoding="utf-8")
     settings = TaskSettings()
-    for field in ("ttl_ms", "poll_interval_ms", "max_tasks", "max_rounds", "lease_seconds"):
-        value = getattr(settings, field)
-        assert f"| `{field}` | `{value}` |" in text, field
+    fields = [f.name for f in attrs.fields(TaskSettings) if f.name not in ("store", "tools")]
+    assert len(fields) == 12, fields  # a new limit gets a row in the guide
+    for field in fields:
+        assert f"| `{field}` | `{getattr(settings, field)}` |" in text, field
+    runs = TaskRunOptions()
+    for run_field in attrs.fields(TaskRunOptions):
+        row = f"| `TaskRunOptions.{run_field.name}` | `{getattr(runs, run_field.name)}` |"
+        assert row in text, run_field.name
+
+
+def test_the_guide_states_the_lease_default_of_a_durable_store(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    try:
+        lease = TaskSettings(store=store).lease_seconds
+    finally:
+        store.close()
+    row = next(line for line in GUIDE.read_text().splitlines() if "| `lease_seconds` |" in line)
+    assert f"`{lease}` when the store is durable" in row
+
+
+@pytest.mark.anyio
+async def test_the_quoted_missing_mcp_name_error_is_what_the_server_sends() -> None:
+    quoted = re.search(r'```json\n(\{"jsonrpc".*?"code":-32020.*?\})\n```', GUIDE.read_text())
+    assert quoted is not None
+    expected = json.loads(quoted.group(1))
+
+    async def handler(request: Any, ctx: Any) -> dict[str, Any]:
+        return {}
+
+    app = McpHttpApp(handler, ServerConfig(tasks=TaskSettings()))
+    caps: dict[str, Any] = {"extensions": {EXTENSION: {}}}
+    meta: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": expected["id"],
+        "method": "tasks/get",
+        "params": {"taskId": "0" * 32, "_meta": meta},
+    }
+    headers = {  # as fastmcp's client sends it: everything but Mcp-Name
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tasks/get",
+    }
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app)) as http:
+        response = await http.post("http://localhost/mcp", json=body, headers=headers)
+    assert response.status_code == 400
+    assert response.json() == expected

@@ -9,7 +9,9 @@ or URL-safe) of at least 32 random bytes; the first key seals, every key unseals
 share the ring. Without either, a random key is made for this process only. ``kill -HUP`` makes
 the server read its key file again and seal and unseal with the new ring from then on, without
 a restart (a :class:`mrtr_sansio.sealing.SwappableStateProtector`); an unreadable file keeps the
-old ring.
+old ring. ``--replay-db PATH`` (SQLite) or ``--replay-redis URL`` makes each sealed
+``requestState`` single-use across every process sharing the file or the Redis (a replay
+guard: :class:`mrtr_sansio.adapters.stores.SqliteReplayGuard`, ``RedisReplayGuard``).
 
 Tasks (extension ``io.modelcontextprotocol/tasks``) are kept in memory, or with
 ``--tasks-db PATH`` in a SQLite file that survives restarts and may be shared by the processes
@@ -47,7 +49,12 @@ import attrs
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import LOCAL_HOSTS, McpHttpApp
 from mrtr_sansio.adapters.serve import ServeOptions, http_server
-from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
+from mrtr_sansio.adapters.stores import (
+    RedisReplayGuard,
+    RedisTaskStore,
+    SqliteReplayGuard,
+    SqliteTaskStore,
+)
 from mrtr_sansio.observe import Observer
 from mrtr_sansio.tasks import TaskStore
 
@@ -105,21 +112,34 @@ def build_app(
     task_lease: float | None = None,
     sessions: Mapping[str, Any] | None = None,
     observer: Observer | None = None,
+    replay_db: str | None = None,
+    replay_redis: str | None = None,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
     :func:`reload_keys`. ``sessions`` sets ``ServerConfig`` session fields (``max_sessions``,
     ``max_sessions_per_principal``, ``session_idle_timeout``); ``observer`` is told what
-    every connection does (:func:`file_observer`).
+    every connection does (:func:`file_observer`). ``replay_db`` (a SQLite file) or
+    ``replay_redis`` (a Redis URL) is the replay guard that makes each token single-use
+    across the processes sharing it.
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
     sealing: m.sealing.StateProtector
+    guard: m.sealing.ReplayGuard | None = None
+    if replay_db is not None:
+        guard = SqliteReplayGuard(replay_db)
+    elif replay_redis is not None:
+        guard = RedisReplayGuard.from_url(replay_redis)
     if keys is None:
         log.warning("no state key ring given: sealing with a key for this process only")
-        sealing = m.sealing.RequestStateSecurity.ephemeral(codec=codec, audience=audience, ttl=ttl)
+        sealing = m.sealing.RequestStateSecurity.ephemeral(
+            codec=codec, audience=audience, ttl=ttl, replay_guard=guard
+        )
     else:
-        ring = m.sealing.RequestStateSecurity(keys, codec=codec, audience=audience, ttl=ttl)
+        ring = m.sealing.RequestStateSecurity(
+            keys, codec=codec, audience=audience, ttl=ttl, replay_guard=guard
+        )
         sealing = m.sealing.SwappableStateProtector(ring)
     store: TaskStore | None = None
     if tasks_db is not None:
@@ -169,7 +189,11 @@ def reload_keys(app: McpHttpApp, file: str) -> bool:
         keys = load_keys(file=file)
         assert keys is not None  # a file was given
         ring = m.sealing.RequestStateSecurity(
-            keys, codec=codec, audience=current.audience, ttl=current.ttl
+            keys,
+            codec=codec,
+            audience=current.audience,
+            ttl=current.ttl,
+            replay_guard=current.replay_guard,
         )
     except (ValueError, OSError) as exc:
         log.error("state key ring NOT reloaded from %s, the current one stays: %s", file, exc)
@@ -212,6 +236,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     tasks = parser.add_mutually_exclusive_group()
     tasks.add_argument("--tasks-db", metavar="PATH", help="keep tasks in this SQLite file")
     tasks.add_argument("--tasks-redis", metavar="URL", help="keep tasks in this Redis")
+    replay = parser.add_mutually_exclusive_group()
+    replay.add_argument(
+        "--replay-db", metavar="PATH", help="single-use requestState: a SQLite replay guard"
+    )
+    replay.add_argument(
+        "--replay-redis", metavar="URL", help="single-use requestState: a Redis replay guard"
+    )
     parser.add_argument(
         "--task-lease",
         type=float,
@@ -332,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 "session_idle_timeout": args.session_idle_timeout,
             },
             observer=observer,
+            replay_db=args.replay_db,
+            replay_redis=args.replay_redis,
         )
         options = serve_options(args)
     except (ValueError, OSError, ImportError) as exc:

@@ -23,23 +23,18 @@ too long, Redis unreachable or too slow, a corrupt record) raises
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
-import re
 import sqlite3
 import stat
 import threading
 from collections.abc import Iterator
-from typing import Any
 
-from mrtr_sansio._extras import raise_missing_extra
 from mrtr_sansio.tasks import Task, TaskStoreError
 
-__all__ = ["RedisReplayGuard", "RedisTaskStore", "SqliteReplayGuard", "SqliteTaskStore"]
+from ._records import dumps, expires_at, loads
+from ._redis_stores import RedisReplayGuard, RedisTaskStore
 
-#: The task ids a server issues (``ServerConfig.token_hex(16)``: 128 random bits in hex).
-TASK_ID = re.compile(r"[0-9a-f]{32}")
+__all__ = ["RedisReplayGuard", "RedisTaskStore", "SqliteReplayGuard", "SqliteTaskStore"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mrtr_tasks (
@@ -47,22 +42,19 @@ CREATE TABLE IF NOT EXISTS mrtr_tasks (
     owner TEXT,
     revision INTEGER NOT NULL,
     record TEXT NOT NULL,
-    expires_at REAL
+    expires_at REAL,
+    size INTEGER NOT NULL DEFAULT 0
 )
 """
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_owner_expiry ON mrtr_tasks(owner, expires_at)",
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_expiry ON mrtr_tasks(expires_at) "
     "WHERE expires_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS mrtr_tasks_owner_size ON mrtr_tasks(owner, size)",
 )
 _GUARD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS mrtr_redeemed (token_id BLOB PRIMARY KEY, expires REAL NOT NULL)
 """
-
-
-def _expires_at(task: Task) -> float | None:
-    """When ``task`` expires on its clock (None: never): the indexed column."""
-    return None if task.ttl_ms is None else task.created_at + task.ttl_ms / 1000
 
 
 class _SqliteFile:
@@ -151,8 +143,15 @@ class SqliteTaskStore:
         with self._file.guarded() as db:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO mrtr_tasks "
-                "(task_id, owner, revision, record, expires_at) VALUES (?, ?, ?, ?, ?)",
-                (task.task_id, task.owner, task.revision, _dumps(task), _expires_at(task)),
+                "(task_id, owner, revision, record, expires_at, size) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    task.task_id,
+                    task.owner,
+                    task.revision,
+                    dumps(task),
+                    expires_at(task),
+                    task.size,
+                ),
             )
         return cursor.rowcount == 1
 
@@ -162,15 +161,15 @@ class SqliteTaskStore:
             row = db.execute(
                 "SELECT record FROM mrtr_tasks WHERE task_id = ?", (task_id,)
             ).fetchone()
-        return None if row is None else _loads(row[0])
+        return None if row is None else loads(row[0])
 
     def replace(self, task: Task, revision: int) -> bool:
         """Update the record if its stored revision is ``revision`` (one ``UPDATE``)."""
         with self._file.guarded() as db:
             cursor = db.execute(
-                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ? "
+                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, size = ? "
                 "WHERE task_id = ? AND revision = ?",
-                (task.revision, _dumps(task), _expires_at(task), task.task_id, revision),
+                (task.revision, dumps(task), expires_at(task), task.size, task.task_id, revision),
             )
         return cursor.rowcount == 1
 
@@ -189,6 +188,18 @@ class SqliteTaskStore:
             ).fetchone()
         return int(live)
 
+    def usage(self, owner: str | None) -> tuple[int, int]:
+        """The summed sizes of ``owner``'s records and of all records in the file (one
+        ``SELECT`` of two sums over the owner-and-size index: every process's writes count).
+        Expired records count until they are swept or deleted, as in every store."""
+        with self._file.guarded() as db:
+            mine, total = db.execute(
+                "SELECT (SELECT TOTAL(size) FROM mrtr_tasks WHERE owner IS ?), "
+                "(SELECT TOTAL(size) FROM mrtr_tasks)",
+                (owner,),
+            ).fetchone()
+        return int(mine), int(total)
+
     def sweep(self, now: float, limit: int) -> int:
         """Delete up to ``limit`` expired records (one indexed ``DELETE``)."""
         with self._file.guarded() as db:
@@ -201,18 +212,25 @@ class SqliteTaskStore:
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """Add and fill ``expires_at`` in a file written before the column existed."""
+    """Add and fill ``expires_at`` and ``size`` in a file written before the columns existed."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(mrtr_tasks)")}
-    if "expires_at" in columns:
+    missing = [
+        c
+        for c in ("expires_at REAL", "size INTEGER NOT NULL DEFAULT 0")
+        if c.split()[0] not in columns
+    ]
+    if not missing:
         return
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.execute("ALTER TABLE mrtr_tasks ADD COLUMN expires_at REAL")
+        for column in missing:
+            db.execute(f"ALTER TABLE mrtr_tasks ADD COLUMN {column}")
         for task_id, raw in db.execute("SELECT task_id, record FROM mrtr_tasks").fetchall():
-            with contextlib.suppress(TaskStoreError):  # a corrupt row stays unexpiring
-                expires = _expires_at(_loads(raw))
+            with contextlib.suppress(TaskStoreError):  # a corrupt row stays unexpiring, size 0
+                task = loads(raw)
                 db.execute(
-                    "UPDATE mrtr_tasks SET expires_at = ? WHERE task_id = ?", (expires, task_id)
+                    "UPDATE mrtr_tasks SET expires_at = ?, size = ? WHERE task_id = ?",
+                    (expires_at(task), task.size, task_id),
                 )
         db.execute("COMMIT")
     except BaseException:
@@ -258,210 +276,3 @@ class SqliteReplayGuard:
                 (bytes(token_id), expires),
             )
         return cursor.rowcount == 1
-
-
-def _dumps(task: Task) -> str:
-    return json.dumps(task.to_record(), separators=(",", ":"), ensure_ascii=False)
-
-
-def _loads(raw: str | bytes) -> Task:
-    try:
-        return Task.from_record(json.loads(raw))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise TaskStoreError(f"A task record is corrupt ({type(exc).__name__})") from None
-
-
-# --- Redis ------------------------------------------------------------------------------------
-
-# KEYS: the task, its owner's set, the expiry index; ARGV: id, revision, record, owner,
-# Redis expiry ms ('' for none), expiry score ('inf' for none).
-_CREATE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3], 'own', ARGV[4])
-if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
-redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
-redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
-return 1
-"""
-# KEYS[1] the task; ARGV: expected revision, new revision, record.
-_REPLACE = """
-if redis.call('HGET', KEYS[1], 'rev') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3])
-return 1
-"""
-# KEYS: the task, the expiry index; ARGV: id, owner-set prefix.
-_DELETE = """
-local owner = redis.call('HGET', KEYS[1], 'own')
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-if owner then redis.call('ZREM', ARGV[2] .. owner, ARGV[1]) end
-return 1
-"""
-# KEYS[1] the expiry index; ARGV: now, limit, task prefix, owner-set prefix. Deletes up to
-# limit ids expired at now (their records, and their entries in their owners' sets).
-_SWEEP = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-for _, id in ipairs(ids) do
-  local owner = redis.call('HGET', ARGV[3] .. id, 'own')
-  redis.call('DEL', ARGV[3] .. id)
-  if owner then redis.call('ZREM', ARGV[4] .. owner, id) end
-  redis.call('ZREM', KEYS[1], id)
-end
-return #ids
-"""
-#: Milliseconds a record outlives its TTL in Redis (the machine deletes it when read expired).
-_GRACE_MS = 60_000
-_NO_OWNER = "\x00"  # the owner-set name of tasks whose principal is None
-
-
-def _redis_errors() -> tuple[type[BaseException], ...]:
-    import redis
-
-    return (redis.RedisError, OSError)
-
-
-class RedisTaskStore:
-    """Task records in Redis: a hash per task under ``prefix`` (``rev``, ``rec``, ``own``), a
-    sorted set of task ids by expiry per owner under ``prefix`` + ``"owners:"``'s own
-    namespace, and one sorted set of every id by expiry (the sweep's index).
-
-    ``client`` is a synchronous ``redis.Redis``; build it with :meth:`from_url`, which sets
-    short timeouts. Only ids of the form the server issues (32 hex digits) reach Redis: any
-    other is unknown without a round trip. A Redis that is down or slower than its timeouts
-    raises :class:`TaskStoreError`.
-    """
-
-    #: Every call is a network round trip: adapters run them in worker threads.
-    blocking = True
-    #: Records outlive the process: task leases are on by default (``TaskSettings``).
-    durable = True
-
-    def __init__(self, client: Any, *, prefix: str = "mrtr:task:") -> None:
-        self._redis = client
-        self._prefix = prefix
-        # Not below the task prefix: no task id (hex digits) can name an owner set.
-        self._owners = prefix.rstrip(":") + "-owner:"
-        self._expiry = prefix.rstrip(":") + "-expiry"
-        self._errors = _redis_errors()
-        self._create = client.register_script(_CREATE)
-        self._replace = client.register_script(_REPLACE)
-        self._delete = client.register_script(_DELETE)
-        self._sweep = client.register_script(_SWEEP)
-
-    @classmethod
-    def from_url(
-        cls, url: str, *, prefix: str = "mrtr:task:", timeout: float = 1.0
-    ) -> RedisTaskStore:
-        """A store on the Redis at ``url`` (``redis://host:port/db``); ``timeout`` bounds
-        connecting and each reply, in seconds."""
-        return cls(_redis_client(url, timeout, "RedisTaskStore"), prefix=prefix)
-
-    def close(self) -> None:
-        """Close the client's connections."""
-        self._redis.close()
-
-    @contextlib.contextmanager
-    def _guarded(self) -> Iterator[None]:
-        try:
-            yield
-        except self._errors as exc:
-            raise TaskStoreError(
-                f"The task store (Redis) is unreachable or too slow ({type(exc).__name__})"
-            ) from None
-
-    def create(self, task: Task) -> bool:
-        """Add the record, its id to the owner's set and to the expiry index unless the id
-        exists (one script). Raises ValueError for an id the server would not issue."""
-        if not TASK_ID.fullmatch(task.task_id):
-            raise ValueError("RedisTaskStore: task ids must be 32 lowercase hex digits")
-        owner = _NO_OWNER if task.owner is None else task.owner
-        expiry = "" if task.ttl_ms is None else str(task.ttl_ms + _GRACE_MS)
-        expires = _expires_at(task)
-        score = "inf" if expires is None else repr(expires)
-        keys = [self._prefix + task.task_id, self._owners + owner, self._expiry]
-        args = [task.task_id, task.revision, _dumps(task), owner, expiry, score]
-        with self._guarded():
-            return int(self._create(keys=keys, args=args)) == 1
-
-    def get(self, task_id: str) -> Task | None:
-        """The record under ``task_id``, or None (at once for a malformed id)."""
-        if not TASK_ID.fullmatch(task_id):
-            return None
-        with self._guarded():
-            raw = self._redis.hget(self._prefix + task_id, "rec")
-        return None if raw is None else _loads(raw)
-
-    def replace(self, task: Task, revision: int) -> bool:
-        """Write the record if its stored revision is ``revision`` (one script)."""
-        if not TASK_ID.fullmatch(task.task_id):
-            return False
-        keys = [self._prefix + task.task_id]
-        args = [revision, task.revision, _dumps(task)]
-        with self._guarded():
-            return int(self._replace(keys=keys, args=args)) == 1
-
-    def delete(self, task_id: str) -> None:
-        """Delete the record and its id from its owner's set and the index (one script)."""
-        if not TASK_ID.fullmatch(task_id):
-            return
-        with self._guarded():
-            self._delete(keys=[self._prefix + task_id, self._expiry], args=[task_id, self._owners])
-
-    def count(self, owner: str | None, now: float) -> int:
-        """Live ids in the owner's set: those expiring after ``now`` (one ``ZCOUNT``)."""
-        name = self._owners + (_NO_OWNER if owner is None else owner)
-        with self._guarded():
-            return int(self._redis.zcount(name, f"({now!r}", "+inf"))
-
-    def sweep(self, now: float, limit: int) -> int:
-        """Delete up to ``limit`` records expired at ``now`` (one script over the index)."""
-        with self._guarded():
-            return int(
-                self._sweep(
-                    keys=[self._expiry], args=[repr(now), limit, self._prefix, self._owners]
-                )
-            )
-
-
-class RedisReplayGuard:
-    """A :class:`~mrtr_sansio.sealing.ReplayGuard` in Redis: each redemption is one
-    ``SET NX PX`` under ``prefix``, expiring with the token, so a sealed ``requestState`` is
-    accepted once by all the processes sharing the Redis. A fault raises
-    :class:`TaskStoreError`: the request is refused, never accepted twice."""
-
-    blocking = True
-
-    def __init__(self, client: Any, *, prefix: str = "mrtr:redeemed:") -> None:
-        self._redis = client
-        self._prefix = prefix.encode()
-        self._errors = _redis_errors()
-
-    @classmethod
-    def from_url(
-        cls, url: str, *, prefix: str = "mrtr:redeemed:", timeout: float = 1.0
-    ) -> RedisReplayGuard:
-        """A guard on the Redis at ``url``; ``timeout`` bounds connecting and each reply."""
-        return cls(_redis_client(url, timeout, "RedisReplayGuard"), prefix=prefix)
-
-    def close(self) -> None:
-        """Close the client's connections."""
-        self._redis.close()
-
-    def consume(self, token_id: bytes, expires: float, now: float) -> bool:
-        """True the first time ``token_id`` is seen by any process on this Redis."""
-        ttl_ms = max(1, math.ceil((expires - now) * 1000))
-        try:
-            done = self._redis.set(self._prefix + bytes(token_id), b"1", nx=True, px=ttl_ms)
-        except self._errors as exc:
-            raise TaskStoreError(
-                f"The replay guard (Redis) is unreachable or too slow ({type(exc).__name__})"
-            ) from None
-        return bool(done)
-
-
-def _redis_client(url: str, timeout: float, what: str) -> Any:
-    try:
-        import redis
-    except ModuleNotFoundError as exc:
-        raise_missing_extra(exc, what, "tasks-redis")
-    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)

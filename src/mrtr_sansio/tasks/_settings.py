@@ -89,7 +89,8 @@ class TaskSettings:
     #: and a run whose outcome is larger fails the task.
     max_task_bytes: int = attrs.field(default=4 * MiB, validator=positive)
     #: Bytes the tasks of one principal may store together (enforced by a store that meters
-    #: its bytes, as the in-memory store does); past it as past ``max_task_bytes``.
+    #: its bytes, as the in-memory, SQLite and Redis stores do); past it as past
+    #: ``max_task_bytes``.
     max_task_bytes_per_principal: int = attrs.field(default=32 * MiB, validator=positive)
     #: Bytes all tasks may store together (same store, same rule).
     max_task_bytes_total: int = attrs.field(default=256 * MiB, validator=positive)
