@@ -11,6 +11,11 @@ concurrent writers from losing updates).
 on several machines behind a load balancer: any of them answers for any task. Each write is
 one Lua script, so it is atomic; records expire in Redis a minute after their TTL.
 
+Both are :class:`~mrtr_sansio.tasks.BatchTaskStore` (one query or round trip for many ids) and
+:class:`~mrtr_sansio.tasks.WatchableTaskStore`: a ``subscriptions/listen`` stream learns of a
+write by any process sharing the store (SQLite: a change feed read every ``watch_interval``
+seconds by one thread; Redis: a pub/sub channel the write scripts publish on).
+
 :class:`SqliteReplayGuard` and :class:`RedisReplayGuard` make a sealed ``requestState``
 single-use across every process sharing the file or the Redis.
 
@@ -30,11 +35,13 @@ import re
 import sqlite3
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mrtr_sansio._extras import raise_missing_extra
-from mrtr_sansio.tasks import Task, TaskStoreError
+from mrtr_sansio.tasks import Task, TaskChanged, TaskStoreError
+
+from ._store_watch import ChangeFeed
 
 __all__ = ["RedisReplayGuard", "RedisTaskStore", "SqliteReplayGuard", "SqliteTaskStore"]
 
@@ -47,14 +54,20 @@ CREATE TABLE IF NOT EXISTS mrtr_tasks (
     owner TEXT,
     revision INTEGER NOT NULL,
     record TEXT NOT NULL,
-    expires_at REAL
+    expires_at REAL,
+    seq INTEGER
 )
 """
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_owner_expiry ON mrtr_tasks(owner, expires_at)",
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_expiry ON mrtr_tasks(expires_at) "
     "WHERE expires_at IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS mrtr_tasks_seq ON mrtr_tasks(seq) WHERE seq IS NOT NULL",
 )
+#: The change feed's stamp: one more than the latest, on each row written (indexed).
+_NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM mrtr_tasks)"
+#: Ids a batched read asks SQLite for at once (below every build's variable limit).
+_BATCH = 500
 _GUARD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS mrtr_redeemed (token_id BLOB PRIMARY KEY, expires REAL NOT NULL)
 """
@@ -121,8 +134,10 @@ class SqliteTaskStore:
     ``timeout`` is how long a call waits for another process's write to finish, in seconds,
     before it raises :class:`TaskStoreError` (the request that needed it gets -32603). A
     missing directory or a file that is not a database raises at once, naming the path. The
-    live count and the sweep use an index on each record's expiry (files written by an
-    earlier version gain the column when opened). :meth:`close` it when done.
+    live count and the sweep use an index on each record's expiry, the change feed one on a
+    sequence number stamped on each write (files written by an earlier version gain the
+    columns when opened). While anything watches it (:meth:`watch`), one thread reads the feed every
+    ``watch_interval`` seconds. :meth:`close` it when done.
     """
 
     #: Every call does disk IO: adapters run them in worker threads.
@@ -130,9 +145,13 @@ class SqliteTaskStore:
     #: Records outlive the process: task leases are on by default (``TaskSettings``).
     durable = True
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 1.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, timeout: float = 1.0, watch_interval: float = 0.1
+    ) -> None:
         self._file = _SqliteFile(path, timeout, "task store")
         self.path = self._file.path
+        self._watch_interval = watch_interval
+        self._feed = ChangeFeed("SqliteTaskStore changes", self._follow)
         try:
             with self._file.guarded() as db:
                 db.execute(_SCHEMA)
@@ -151,7 +170,8 @@ class SqliteTaskStore:
         with self._file.guarded() as db:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO mrtr_tasks "
-                "(task_id, owner, revision, record, expires_at) VALUES (?, ?, ?, ?, ?)",
+                "(task_id, owner, revision, record, expires_at, seq) "
+                f"VALUES (?, ?, ?, ?, ?, {_NEXT_SEQ})",
                 (task.task_id, task.owner, task.revision, _dumps(task), _expires_at(task)),
             )
         return cursor.rowcount == 1
@@ -164,12 +184,45 @@ class SqliteTaskStore:
             ).fetchone()
         return None if row is None else _loads(row[0])
 
+    def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
+        """The records under ``task_ids``, in order (one ``SELECT ... IN`` per 500 ids)."""
+        found: dict[str, str] = {}
+        for start in range(0, len(task_ids), _BATCH):
+            chunk = list(task_ids[start : start + _BATCH])
+            marks = ",".join("?" * len(chunk))
+            with self._file.guarded() as db:
+                rows = db.execute(
+                    f"SELECT task_id, record FROM mrtr_tasks WHERE task_id IN ({marks})", chunk
+                ).fetchall()
+            found.update(rows)
+        return [None if (raw := found.get(i)) is None else _loads(raw) for i in task_ids]
+
+    def watch(self, changed: TaskChanged) -> Callable[[], None]:
+        """Call ``changed(task_id)`` (in the feed's thread) after each write by any process on
+        the file, within ``watch_interval`` seconds; deletions only for this process's (an
+        expired task another process deletes is seen at the listener's next resync)."""
+        return self._feed.watch(changed)
+
+    def _follow(self, stopping: threading.Event, tell: TaskChanged) -> None:
+        """The feed's thread: tell each id whose row got a new stamp, until ``stopping``."""
+        with self._file.guarded() as db:
+            (last,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM mrtr_tasks").fetchone()
+        while not stopping.wait(self._watch_interval):
+            with self._file.guarded() as db:
+                rows = db.execute(
+                    "SELECT task_id, seq FROM mrtr_tasks WHERE seq > ? ORDER BY seq LIMIT 1000",
+                    (last,),
+                ).fetchall()
+            for task_id, seq in rows:
+                last = seq
+                tell(task_id)
+
     def replace(self, task: Task, revision: int) -> bool:
         """Update the record if its stored revision is ``revision`` (one ``UPDATE``)."""
         with self._file.guarded() as db:
             cursor = db.execute(
-                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ? "
-                "WHERE task_id = ? AND revision = ?",
+                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, "
+                f"seq = {_NEXT_SEQ} WHERE task_id = ? AND revision = ?",
                 (task.revision, _dumps(task), _expires_at(task), task.task_id, revision),
             )
         return cursor.rowcount == 1
@@ -177,7 +230,9 @@ class SqliteTaskStore:
     def delete(self, task_id: str) -> None:
         """Delete the record, if any."""
         with self._file.guarded() as db:
-            db.execute("DELETE FROM mrtr_tasks WHERE task_id = ?", (task_id,))
+            cursor = db.execute("DELETE FROM mrtr_tasks WHERE task_id = ?", (task_id,))
+        if cursor.rowcount:
+            self._feed.tell(task_id)
 
     def count(self, owner: str | None, now: float) -> int:
         """Live records whose owner is ``owner`` (one indexed ``COUNT``)."""
@@ -201,8 +256,11 @@ class SqliteTaskStore:
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """Add and fill ``expires_at`` in a file written before the column existed."""
+    """Add the columns a file written by an earlier version lacks: ``seq`` (the change feed's
+    stamp, empty for rows not written since) and ``expires_at`` (filled from each record)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(mrtr_tasks)")}
+    if "seq" not in columns:
+        db.execute("ALTER TABLE mrtr_tasks ADD COLUMN seq INTEGER")
     if "expires_at" in columns:
         return
     db.execute("BEGIN IMMEDIATE")
@@ -274,31 +332,34 @@ def _loads(raw: str | bytes) -> Task:
 # --- Redis ------------------------------------------------------------------------------------
 
 # KEYS: the task, its owner's set, the expiry index; ARGV: id, revision, record, owner,
-# Redis expiry ms ('' for none), expiry score ('inf' for none).
+# Redis expiry ms ('' for none), expiry score ('inf' for none), change channel.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3], 'own', ARGV[4])
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
+redis.call('PUBLISH', ARGV[7], ARGV[1])
 return 1
 """
-# KEYS[1] the task; ARGV: expected revision, new revision, record.
+# KEYS[1] the task; ARGV: expected revision, new revision, record, change channel, id.
 _REPLACE = """
 if redis.call('HGET', KEYS[1], 'rev') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[5])
 return 1
 """
-# KEYS: the task, the expiry index; ARGV: id, owner-set prefix.
+# KEYS: the task, the expiry index; ARGV: id, owner-set prefix, change channel.
 _DELETE = """
 local owner = redis.call('HGET', KEYS[1], 'own')
-redis.call('DEL', KEYS[1])
+if redis.call('DEL', KEYS[1]) == 1 then redis.call('PUBLISH', ARGV[3], ARGV[1]) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 if owner then redis.call('ZREM', ARGV[2] .. owner, ARGV[1]) end
 return 1
 """
-# KEYS[1] the expiry index; ARGV: now, limit, task prefix, owner-set prefix. Deletes up to
-# limit ids expired at now (their records, and their entries in their owners' sets).
+# KEYS[1] the expiry index; ARGV: now, limit, task prefix, owner-set prefix, change channel.
+# Deletes up to limit ids expired at now (their records, and their entries in their owners'
+# sets). Every write script publishes the task's id on the change channel.
 _SWEEP = """
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, id in ipairs(ids) do
@@ -306,6 +367,7 @@ for _, id in ipairs(ids) do
   redis.call('DEL', ARGV[3] .. id)
   if owner then redis.call('ZREM', ARGV[4] .. owner, id) end
   redis.call('ZREM', KEYS[1], id)
+  redis.call('PUBLISH', ARGV[5], id)
 end
 return #ids
 """
@@ -323,7 +385,9 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
 class RedisTaskStore:
     """Task records in Redis: a hash per task under ``prefix`` (``rev``, ``rec``, ``own``), a
     sorted set of task ids by expiry per owner under ``prefix`` + ``"owners:"``'s own
-    namespace, and one sorted set of every id by expiry (the sweep's index).
+    namespace, and one sorted set of every id by expiry (the sweep's index). Every write
+    publishes the task's id on the channel ``prefix`` + ``"-changed"`` (colon stripped), which
+    :meth:`watch` subscribes to: listeners in every process learn of it at once.
 
     ``client`` is a synchronous ``redis.Redis``; build it with :meth:`from_url`, which sets
     short timeouts. Only ids of the form the server issues (32 hex digits) reach Redis: any
@@ -342,7 +406,10 @@ class RedisTaskStore:
         # Not below the task prefix: no task id (hex digits) can name an owner set.
         self._owners = prefix.rstrip(":") + "-owner:"
         self._expiry = prefix.rstrip(":") + "-expiry"
+        #: The pub/sub channel each write publishes its task id on.
+        self.channel = prefix.rstrip(":") + "-changed"
         self._errors = _redis_errors()
+        self._feed = ChangeFeed("RedisTaskStore changes", self._follow)
         self._create = client.register_script(_CREATE)
         self._replace = client.register_script(_REPLACE)
         self._delete = client.register_script(_DELETE)
@@ -379,7 +446,7 @@ class RedisTaskStore:
         expires = _expires_at(task)
         score = "inf" if expires is None else repr(expires)
         keys = [self._prefix + task.task_id, self._owners + owner, self._expiry]
-        args = [task.task_id, task.revision, _dumps(task), owner, expiry, score]
+        args = [task.task_id, task.revision, _dumps(task), owner, expiry, score, self.channel]
         with self._guarded():
             return int(self._create(keys=keys, args=args)) == 1
 
@@ -391,12 +458,46 @@ class RedisTaskStore:
             raw = self._redis.hget(self._prefix + task_id, "rec")
         return None if raw is None else _loads(raw)
 
+    def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
+        """The records under ``task_ids``, in order: one pipelined round trip for all the
+        well-formed ids (a malformed one is None without asking)."""
+        asked = [i for i in dict.fromkeys(task_ids) if TASK_ID.fullmatch(i)]
+        found: dict[str, Any] = {}
+        if asked:
+            pipe = self._redis.pipeline(transaction=False)
+            for task_id in asked:
+                pipe.hget(self._prefix + task_id, "rec")
+            with self._guarded():
+                found = dict(zip(asked, pipe.execute(), strict=True))
+        return [None if (raw := found.get(i)) is None else _loads(raw) for i in task_ids]
+
+    def watch(self, changed: TaskChanged) -> Callable[[], None]:
+        """Call ``changed(task_id)`` (in the subscriber's thread) for each write any process
+        makes, as Redis delivers it; ``changed(None)`` after the subscription was lost and
+        made again (writes meanwhile were missed)."""
+        return self._feed.watch(changed)
+
+    def _follow(self, stopping: threading.Event, tell: TaskChanged) -> None:
+        """The feed's thread: subscribe to the change channel and tell each id published,
+        until ``stopping`` (checked twice a second)."""
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(self.channel)
+            while not stopping.is_set():
+                message = pubsub.get_message(timeout=0.5)
+                if message is not None and message.get("type") == "message":
+                    data = message["data"]
+                    tell(data.decode() if isinstance(data, bytes) else str(data))
+        finally:
+            with contextlib.suppress(*self._errors):
+                pubsub.close()
+
     def replace(self, task: Task, revision: int) -> bool:
         """Write the record if its stored revision is ``revision`` (one script)."""
         if not TASK_ID.fullmatch(task.task_id):
             return False
         keys = [self._prefix + task.task_id]
-        args = [revision, task.revision, _dumps(task)]
+        args = [revision, task.revision, _dumps(task), self.channel, task.task_id]
         with self._guarded():
             return int(self._replace(keys=keys, args=args)) == 1
 
@@ -405,7 +506,10 @@ class RedisTaskStore:
         if not TASK_ID.fullmatch(task_id):
             return
         with self._guarded():
-            self._delete(keys=[self._prefix + task_id, self._expiry], args=[task_id, self._owners])
+            self._delete(
+                keys=[self._prefix + task_id, self._expiry],
+                args=[task_id, self._owners, self.channel],
+            )
 
     def count(self, owner: str | None, now: float) -> int:
         """Live ids in the owner's set: those expiring after ``now`` (one ``ZCOUNT``)."""
@@ -418,7 +522,8 @@ class RedisTaskStore:
         with self._guarded():
             return int(
                 self._sweep(
-                    keys=[self._expiry], args=[repr(now), limit, self._prefix, self._owners]
+                    keys=[self._expiry],
+                    args=[repr(now), limit, self._prefix, self._owners, self.channel],
                 )
             )
 
