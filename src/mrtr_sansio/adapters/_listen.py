@@ -157,6 +157,7 @@ class SubscriptionHub:
         # Store watches: id(store) -> (the function that stops it, streams using it).
         self._watches: dict[int, tuple[Callable[[], None], set[_Stream]]] = {}
         self._waker: _Waker | None = None
+        self._subscribing: anyio.Lock | None = None
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -205,17 +206,22 @@ class SubscriptionHub:
                         f"subscriptions/listen: taskIds names {len(distinct)} distinct tasks; "
                         f"at most {limit} are allowed on one stream"
                     )
+                # Watch first, read then: a change in between is seen at the first wake.
+                stream.watched = dict.fromkeys(distinct)
                 try:
+                    await self._watch(stream, conn, settings.store)
                     found = await self._read(conn, distinct, principal) if distinct else []
                 except Exception as exc:
                     log.warning("subscriptions/listen: the first read failed: %s", exc)
                     return JsonRpcError.internal(_fault(exc))
                 own = [(i, d) for i, d in zip(distinct, found, strict=True) if d is not None]
+                for task_id, detail in zip(distinct, found, strict=True):
+                    if detail is None:  # unknown, or another principal's: never watched
+                        del stream.watched[task_id]
+                        self._unindex(stream, task_id)
                 wanted["taskIds"] = [i for i, _ in own]
                 honored = wanted
-                stream.watched = dict.fromkeys(wanted["taskIds"])
                 first = [d for _, d in own]
-                self._watch(stream, settings.store)
             conn.acknowledge(request.request_id, honored)
             stream.acknowledged = True
             ctx.flush()
@@ -291,11 +297,13 @@ class SubscriptionHub:
         self, conn: ServerConnection, ids: list[str], principal: str | None
     ) -> list[dict[str, Any] | None]:
         """The detailed tasks of ``ids`` (one batched store call, off the loop if it blocks)."""
-        config = conn.config
+        return await self._calls_of(conn.config)(conn.detailed_tasks, ids, principal)
+
+    def _calls_of(self, config: ServerConfig) -> StoreCalls:
         held = self._calls.get(id(config))
         if held is None:
             held = self._calls[id(config)] = (config, StoreCalls(config, self._threads))
-        return await held[1](conn.detailed_tasks, ids, principal)
+        return held[1]
 
     def _interval(self, conn: ServerConnection) -> float:
         settings = conn.config.tasks
@@ -321,18 +329,23 @@ class SubscriptionHub:
             )
         return None
 
-    def _watch(self, stream: _Stream, store: TaskStore) -> None:
-        """Index the stream's tasks, and subscribe to the store's changes if it can tell."""
+    async def _watch(self, stream: _Stream, conn: ServerConnection, store: TaskStore) -> None:
+        """Index the stream's tasks, and subscribe to the store's changes if it can tell
+        (off the loop: subscribing may do IO)."""
         for task_id in stream.watched:
             self._by_task.setdefault(task_id, set()).add(stream)
         if not stream.watched or not isinstance(store, WatchableTaskStore):
             return
-        held = self._watches.get(id(store))
-        if held is None:
-            if self._waker is None:
-                self._waker = _Waker(self._dispatch)
-            held = self._watches[id(store)] = (store.watch(self._waker.changed), set())
-        held[1].add(stream)
+        if self._subscribing is None:
+            self._subscribing = anyio.Lock()
+        async with self._subscribing:  # one subscription per store, however many streams
+            held = self._watches.get(id(store))
+            if held is None:
+                if self._waker is None:
+                    self._waker = _Waker(self._dispatch)
+                stop = await self._calls_of(conn.config)(store.watch, self._waker.changed)
+                held = self._watches[id(store)] = (stop, set())
+            held[1].add(stream)
 
     def _dispatch(self, changed: set[str | None]) -> None:
         """On the loop: wake the streams watching the tasks that changed (all for None)."""

@@ -41,7 +41,7 @@ from typing import Any
 from mrtr_sansio._extras import raise_missing_extra
 from mrtr_sansio.tasks import Task, TaskChanged, TaskStoreError
 
-from ._store_watch import ChangeFeed
+from ._store_watch import ChangeFeed, Follower
 
 __all__ = ["RedisReplayGuard", "RedisTaskStore", "SqliteReplayGuard", "SqliteTaskStore"]
 
@@ -151,7 +151,7 @@ class SqliteTaskStore:
         self._file = _SqliteFile(path, timeout, "task store")
         self.path = self._file.path
         self._watch_interval = watch_interval
-        self._feed = ChangeFeed("SqliteTaskStore changes", self._follow)
+        self._feed = ChangeFeed("SqliteTaskStore changes", self._follower)
         try:
             with self._file.guarded() as db:
                 db.execute(_SCHEMA)
@@ -203,19 +203,8 @@ class SqliteTaskStore:
         expired task another process deletes is seen at the listener's next resync)."""
         return self._feed.watch(changed)
 
-    def _follow(self, stopping: threading.Event, tell: TaskChanged) -> None:
-        """The feed's thread: tell each id whose row got a new stamp, until ``stopping``."""
-        with self._file.guarded() as db:
-            (last,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM mrtr_tasks").fetchone()
-        while not stopping.wait(self._watch_interval):
-            with self._file.guarded() as db:
-                rows = db.execute(
-                    "SELECT task_id, seq FROM mrtr_tasks WHERE seq > ? ORDER BY seq LIMIT 1000",
-                    (last,),
-                ).fetchall()
-            for task_id, seq in rows:
-                last = seq
-                tell(task_id)
+    def _follower(self) -> Follower:
+        return _SqliteFollower(self._file, self._watch_interval)
 
     def replace(self, task: Task, revision: int) -> bool:
         """Update the record if its stored revision is ``revision`` (one ``UPDATE``)."""
@@ -276,6 +265,31 @@ def _migrate(db: sqlite3.Connection) -> None:
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+class _SqliteFollower(Follower):
+    """The SQLite change feed from now on: rows stamped after the latest stamp seen."""
+
+    def __init__(self, file: _SqliteFile, interval: float) -> None:
+        self._file = file
+        self._interval = interval
+        self._wait = threading.Event()  # never set: a sleep that is not time.sleep's
+        with file.guarded() as db:
+            (self._last,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM mrtr_tasks").fetchone()
+
+    def poll(self) -> list[str]:
+        self._wait.wait(self._interval)
+        with self._file.guarded() as db:
+            rows = db.execute(
+                "SELECT task_id, seq FROM mrtr_tasks WHERE seq > ? ORDER BY seq LIMIT 1000",
+                (self._last,),
+            ).fetchall()
+        if rows:
+            self._last = rows[-1][1]
+        return [task_id for task_id, _ in rows]
+
+    def close(self) -> None:
+        """Nothing to let go of: the feed reads through the store's connection."""
 
 
 class SqliteReplayGuard:
@@ -409,7 +423,9 @@ class RedisTaskStore:
         #: The pub/sub channel each write publishes its task id on.
         self.channel = prefix.rstrip(":") + "-changed"
         self._errors = _redis_errors()
-        self._feed = ChangeFeed("RedisTaskStore changes", self._follow)
+        self._feed = ChangeFeed(
+            "RedisTaskStore changes", lambda: _RedisFollower(client, self.channel, self._errors)
+        )
         self._create = client.register_script(_CREATE)
         self._replace = client.register_script(_REPLACE)
         self._delete = client.register_script(_DELETE)
@@ -477,21 +493,6 @@ class RedisTaskStore:
         made again (writes meanwhile were missed)."""
         return self._feed.watch(changed)
 
-    def _follow(self, stopping: threading.Event, tell: TaskChanged) -> None:
-        """The feed's thread: subscribe to the change channel and tell each id published,
-        until ``stopping`` (checked twice a second)."""
-        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-        try:
-            pubsub.subscribe(self.channel)
-            while not stopping.is_set():
-                message = pubsub.get_message(timeout=0.5)
-                if message is not None and message.get("type") == "message":
-                    data = message["data"]
-                    tell(data.decode() if isinstance(data, bytes) else str(data))
-        finally:
-            with contextlib.suppress(*self._errors):
-                pubsub.close()
-
     def replace(self, task: Task, revision: int) -> bool:
         """Write the record if its stored revision is ``revision`` (one script)."""
         if not TASK_ID.fullmatch(task.task_id):
@@ -526,6 +527,38 @@ class RedisTaskStore:
                     args=[repr(now), limit, self._prefix, self._owners, self.channel],
                 )
             )
+
+
+class _RedisFollower(Follower):
+    """A subscription to the change channel, confirmed before this returns (so no write
+    after it is missed); :meth:`poll` waits up to half a second for published ids."""
+
+    def __init__(self, client: Any, channel: str, errors: tuple[type[BaseException], ...]) -> None:
+        self._errors = errors
+        self._pubsub = client.pubsub()
+        try:
+            self._pubsub.subscribe(channel)
+            confirmed = self._pubsub.get_message(timeout=2.0)
+        except BaseException:
+            self.close()
+            raise
+        if confirmed is None or confirmed.get("type") != "subscribe":
+            self.close()
+            raise TaskStoreError("The task store (Redis) did not confirm the subscription")
+
+    def poll(self) -> list[str]:
+        ids: list[str] = []
+        message = self._pubsub.get_message(timeout=0.5)
+        while message is not None and len(ids) < 1000:  # what arrived meanwhile, at once
+            if message.get("type") == "message":
+                data = message["data"]
+                ids.append(data.decode() if isinstance(data, bytes) else str(data))
+            message = self._pubsub.get_message(timeout=0.0)
+        return ids
+
+    def close(self) -> None:
+        with contextlib.suppress(*self._errors):
+            self._pubsub.close()
 
 
 class RedisReplayGuard:
