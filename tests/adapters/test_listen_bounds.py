@@ -10,6 +10,7 @@ Every message is validated against the 2026-07-28 schema and the tasks extension
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, MutableMapping, Sequence
 from typing import Any
@@ -418,3 +419,100 @@ async def test_a_store_fault_at_the_start_is_a_32603_naming_it(tg: Any) -> None:
     error = await refusal(await listen(client, 2, [task_id]))
     assert error["code"] == -32603
     assert "the disk is on fire" in error["message"]
+
+
+class QuietStore(InMemoryTaskStore):
+    """An in-memory store whose watchers can be silenced (changes missed) and then told
+    "anything may have changed" from another thread, as a Redis store that lost its channel
+    does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.quiet = False
+        self.subscribers: list[Any] = []
+
+    def watch(self, changed: Any) -> Any:
+        self.subscribers.append(changed)
+
+        def relay(task_id: str | None) -> None:
+            if not self.quiet:
+                changed(task_id)
+
+        return super().watch(relay)
+
+
+async def test_changes_missed_by_the_store_are_read_at_its_resync_signal(tg: Any) -> None:
+    store = QuietStore()
+    hub = SubscriptionHub(resync_interval=3600)
+    app, _ = make_app(hub, store=store)
+    client = Client(app, tg)
+    task_id = await create(client, 1, "confirm_delete", {"filename": "q"})
+    stream = await listen(client, 2, [task_id])
+    await next_note(stream)
+    await notes_until(stream, "input_required")
+    store.quiet = True
+    await answer(client, body(3, "tasks/update", {"taskId": task_id, "inputResponses": CONFIRM}))
+    with anyio.move_on_after(0.3):
+        note = await stream.response.next_message()
+        pytest.fail(f"told of a change the store did not report: {note!r}")
+    (changed,) = store.subscribers
+    await anyio.to_thread.run_sync(changed, None)  # from the store's own thread
+    with anyio.fail_after(2):
+        await notes_until(stream, "completed")
+    stream.disconnect()
+
+
+class SlowStore:
+    """An in-memory store whose batched reads block until ``release`` is set: not an
+    :class:`InMemoryTaskStore` (whose calls run in line), so the adapters call it in a
+    worker thread, as they do SQLite and Redis."""
+
+    def __init__(self) -> None:
+        self._inner = InMemoryTaskStore()
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def create(self, task: Task) -> bool:
+        return self._inner.create(task)
+
+    def get(self, task_id: str) -> Task | None:
+        return self._inner.get(task_id)
+
+    def replace(self, task: Task, revision: int) -> bool:
+        return self._inner.replace(task, revision)
+
+    def delete(self, task_id: str) -> None:
+        self._inner.delete(task_id)
+
+    def count(self, owner: str | None, now: float) -> int:
+        return self._inner.count(owner, now)
+
+    def sweep(self, now: float, limit: int) -> int:
+        return self._inner.sweep(now, limit)
+
+    def watch(self, changed: Any) -> Any:
+        return self._inner.watch(changed)
+
+    def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
+        self.entered.set()
+        self.release.wait(5)
+        return self._inner.get_many(task_ids)
+
+
+async def test_a_blocking_store_read_leaves_the_loop_serving(tg: Any) -> None:
+    store = SlowStore()
+    hub = SubscriptionHub()
+    app, _ = make_app(hub, store=store)
+    client = Client(app, tg)
+    task_id = await create(client, 1, "confirm_delete", {"filename": "s"})
+    began = time.monotonic()
+    stream = await listen(client, 2, [task_id])
+    assert await anyio.to_thread.run_sync(store.entered.wait, 5)
+    hub.publish("notifications/tools/list_changed")  # the stream is not acknowledged yet
+    reply = await answer(client, body(3, "tasks/get", {"taskId": task_id}))
+    assert reply["result"]["taskId"] == task_id  # served while the listen's read blocks
+    assert time.monotonic() - began < 2  # a read on the loop would have stalled it 5 s
+    store.release.set()
+    ack = await next_note(stream)
+    assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+    stream.disconnect()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -162,10 +163,8 @@ class SubscriptionHub:
     def __len__(self) -> int:
         return len(self._streams)
 
-    def streams_of(self, principal: str | None) -> int:
-        """Open streams of ``principal`` (None: of callers without a principal)."""
-        if principal is None:
-            return sum(1 for s in self._streams.values() if s.ctx.request.principal is None)
+    def streams_of(self, principal: str) -> int:
+        """Open streams of ``principal``."""
         return self._per_principal.get(principal, 0)
 
     # --- one stream -------------------------------------------------------------------------
@@ -187,7 +186,7 @@ class SubscriptionHub:
         if refused is not None:
             return refused
         conn = ctx.connection
-        now = anyio.current_time()
+        now = time.monotonic()
         stream = _Stream(ctx, now)
         key = id(stream)
         self._streams[key] = stream
@@ -234,11 +233,11 @@ class SubscriptionHub:
         """Wait for changes, resyncs and the stream's end; the graceful end is ``{}`` (the
         connection makes it a ``SubscriptionsListenResult``)."""
         ctx = stream.ctx
-        opened = anyio.current_time()
+        opened = time.monotonic()
         interval = self._interval(ctx.connection)
         stream.resync_at = opened + interval
         while True:
-            now = anyio.current_time()
+            now = time.monotonic()
             ends = min(opened + self.max_lifetime, stream.active + self.idle_timeout)
             if now >= ends:
                 reason = "lifetime" if ends == opened + self.max_lifetime else "idle timeout"
@@ -252,7 +251,7 @@ class SubscriptionHub:
             stream.wake = anyio.Event()  # before reading: a change from now on wakes it again
             if not stream.watched:
                 continue
-            now = anyio.current_time()
+            now = time.monotonic()
             if stream.resync or now >= stream.resync_at:
                 ids = list(stream.watched)
                 stream.resync = False
@@ -274,7 +273,7 @@ class SubscriptionHub:
                 "subscriptions/listen %r: reading tasks failed: %s", ctx.request.request_id, exc
             )
             return
-        self._apply(stream, ids, found, anyio.current_time())
+        self._apply(stream, ids, found, time.monotonic())
 
     def _apply(
         self, stream: _Stream, ids: list[str], found: list[dict[str, Any] | None], now: float
@@ -393,7 +392,7 @@ class SubscriptionHub:
     def publish(self, method: str, params: Mapping[str, Any] | None = None) -> int:
         """Notify every open stream; returns how many streams were offered the notification."""
         streams = list(self._streams.values())
-        now = anyio.current_time()
+        now = time.monotonic()
         for stream in streams:
             ctx = stream.ctx
             if not stream.acknowledged:

@@ -108,18 +108,15 @@ class WatchableTaskStore(TaskStore, Protocol):
 class _Watchers:
     """The subscribers of a store that notifies in-process (a store's private part)."""
 
-    __slots__ = ("_callbacks",)
+    __slots__ = ("_callbacks", "_next")
 
     def __init__(self) -> None:
         self._callbacks: dict[int, TaskChanged] = {}
-
-    def __bool__(self) -> bool:
-        return bool(self._callbacks)
+        self._next = 0
 
     def add(self, changed: TaskChanged) -> Callable[[], None]:
-        key = id(changed)
-        while key in self._callbacks:
-            key += 1
+        key = self._next
+        self._next += 1
         self._callbacks[key] = changed
 
         def stop() -> None:
