@@ -176,6 +176,32 @@ def test_a_batched_sqlite_read_spans_several_queries(tmp_path: Path) -> None:
         store.close()
 
 
+def test_the_sqlite_change_feed_reads_and_stamps_through_its_index(tmp_path: Path) -> None:
+    import sqlite3
+
+    SqliteTaskStore(tmp_path / "i.db").close()
+    with sqlite3.connect(tmp_path / "i.db") as db:
+        stamp = db.execute("EXPLAIN QUERY PLAN SELECT COALESCE(MAX(seq), 0) FROM mrtr_tasks")
+        feed = db.execute(
+            "EXPLAIN QUERY PLAN SELECT task_id, seq FROM mrtr_tasks WHERE seq > 0 ORDER BY seq"
+        )
+        plans = [row[3] for row in [*stamp.fetchall(), *feed.fetchall()]]
+    assert all("mrtr_tasks_seq" in plan for plan in plans), plans
+
+
+def test_closing_a_store_stops_its_feed(two_stores: tuple[Any, Any]) -> None:
+    one, other = two_stores
+    seen, _, changed = _collect()
+    other.watch(changed)
+    feeds = [t for t in threading.enumerate() if t.name.endswith("TaskStore changes")]
+    assert feeds
+    other.close()
+    assert one.create(record(4))
+    time.sleep(0.7)
+    assert seen == []
+    assert not any(t.is_alive() for t in feeds)
+
+
 def test_a_sqlite_delete_is_told_to_this_processs_watchers(tmp_path: Path) -> None:
     store = SqliteTaskStore(tmp_path / "d.db")
     seen, arrived, changed = _collect()

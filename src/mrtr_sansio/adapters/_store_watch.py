@@ -72,6 +72,14 @@ class ChangeFeed:
 
         return stop
 
+    def close(self) -> None:
+        """Stop following (the store is being closed): every subscriber is dropped."""
+        with self._lock:
+            self._subscribers.clear()
+            if self._stopping is not None:
+                self._stopping.set()
+                self._stopping = None
+
     def tell(self, task_id: str | None) -> None:
         """Hand a change to every subscriber (from any thread)."""
         with self._lock:

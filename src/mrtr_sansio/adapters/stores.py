@@ -62,7 +62,7 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_owner_expiry ON mrtr_tasks(owner, expires_at)",
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_expiry ON mrtr_tasks(expires_at) "
     "WHERE expires_at IS NOT NULL",
-    "CREATE INDEX IF NOT EXISTS mrtr_tasks_seq ON mrtr_tasks(seq) WHERE seq IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS mrtr_tasks_seq ON mrtr_tasks(seq)",
 )
 #: The change feed's stamp: one more than the latest, on each row written (indexed).
 _NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM mrtr_tasks)"
@@ -162,7 +162,8 @@ class SqliteTaskStore:
             raise ValueError(f"task store: cannot set up {self.path}: {exc}") from None
 
     def close(self) -> None:
-        """Close the database connection."""
+        """Stop the change feed and close the database connection."""
+        self._feed.close()
         self._file.close()
 
     def create(self, task: Task) -> bool:
@@ -440,7 +441,8 @@ class RedisTaskStore:
         return cls(_redis_client(url, timeout, "RedisTaskStore"), prefix=prefix)
 
     def close(self) -> None:
-        """Close the client's connections."""
+        """Stop the change subscription and close the client's connections."""
+        self._feed.close()
         self._redis.close()
 
     @contextlib.contextmanager
