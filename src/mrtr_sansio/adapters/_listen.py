@@ -118,9 +118,15 @@ class SubscriptionHub:
     Use :meth:`listen` as the whole handler of ``subscriptions/listen``; call :meth:`publish`
     from anywhere (another request's handler, say) to send a notification to every open stream.
     The connection of each stream drops what its client did not opt in to and tags the rest
-    with the subscription id, so publishing is always safe. The bounds (defaults in the
-    signature) are described in :mod:`mrtr_sansio.adapters._listen`'s module text and the tasks
-    guide's Limits table.
+    with the subscription id, so publishing is always safe.
+
+    Bounds (defaults in the signature; the tasks guide's Limits table): ``max_streams`` open
+    streams in all and ``max_streams_per_principal`` per authenticated principal (one more is
+    -32603 naming the limit); a stream that sent nothing for ``idle_timeout`` seconds or has
+    been open ``max_lifetime`` seconds ends with a ``SubscriptionsListenResult``. Watched
+    tasks are read again when the store says they changed, and all of them every
+    ``resync_interval`` seconds (``fallback_poll`` for a store that cannot say), in at most
+    ``store_threads`` worker threads when the store blocks.
     """
 
     def __init__(
