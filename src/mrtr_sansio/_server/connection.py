@@ -14,7 +14,7 @@ by the shim (or refused with -32603); embedded requests beyond the declared capa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mrtr_sansio._config import ServerConfig
@@ -381,6 +381,18 @@ class ServerConnection(Connection):
             raise LocalProtocolError("detailed_task needs the tasks extension (ServerConfig.tasks)")
         found = self._tasks.find(task_id, principal)
         return None if isinstance(found, str) else found.detailed()
+
+    def detailed_tasks(
+        self, task_ids: Sequence[str], principal: str | None = None
+    ) -> list[dict[str, Any] | None]:
+        """:meth:`detailed_task` for each of ``task_ids`` (strings), in order, read from the
+        store in one call when it can (:class:`~mrtr_sansio.tasks.BatchTaskStore`)."""
+        if self._tasks is None:
+            raise LocalProtocolError(
+                "detailed_tasks needs the tasks extension (ServerConfig.tasks)"
+            )
+        found = self._tasks.find_many(task_ids, principal)
+        return [None if isinstance(task, str) else task.detailed() for task in found]
 
     def renew_task(self, task_id: str) -> bool:
         """Extend the lease of a task's run going on in this process (call it more often than

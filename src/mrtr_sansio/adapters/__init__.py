@@ -20,6 +20,8 @@ elicitation, sampling and roots, ``call_tool`` / ``get_prompt`` / ``read_resourc
 list calls, and the typed exceptions below. :class:`ClientDriver` is its IO-free half.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._client_common import (
     AsyncClientBase,
     BlockingClientOptions,
@@ -47,11 +49,24 @@ from ._common import (
     Handler,
     HandlerResult,
     RequestContext,
-    SubscriptionHub,
     call_blocking_handler,
     call_handler,
 )
 from ._loop import StreamServer, answer
+
+if TYPE_CHECKING:
+    from ._listen import SubscriptionHub
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`SubscriptionHub` on first use: it needs anyio, which the blocking stdio
+    adapter (this package without extras) does not."""
+    if name == "SubscriptionHub":
+        from ._listen import SubscriptionHub
+
+        return SubscriptionHub
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AsyncClientBase",

@@ -29,7 +29,7 @@ from mrtr_sansio import (
     ServerConnection,
 )
 from mrtr_sansio.observe import Transport
-from mrtr_sansio.tasks import TASK, RunAsTask
+from mrtr_sansio.tasks import RunAsTask
 
 __all__ = [
     "PIPE",
@@ -38,7 +38,6 @@ __all__ = [
     "Handler",
     "HandlerResult",
     "RequestContext",
-    "SubscriptionHub",
     "announce_state_key",
     "call_blocking_handler",
     "call_handler",
@@ -202,84 +201,6 @@ def call_blocking_handler(handler: BlockingHandler, ctx: BlockingRequestContext)
         return handler(ctx.request, ctx)
     except Exception:
         return _handler_failed(ctx.request)
-
-
-class SubscriptionHub:
-    """Open ``subscriptions/listen`` streams, and fan-out of change notifications to them.
-
-    Use :meth:`listen` as the whole handler of ``subscriptions/listen``; call :meth:`publish`
-    from anywhere (another request's handler, say) to send a notification to every open stream.
-    The connection of each stream drops what its client did not opt in to and tags the rest
-    with the subscription id, so publishing is always safe.
-    """
-
-    def __init__(self) -> None:
-        self._streams: dict[int, RequestContext] = {}
-
-    def __len__(self) -> int:
-        return len(self._streams)
-
-    async def listen(
-        self,
-        ctx: RequestContext,
-        honored: Mapping[str, Any] | None = None,
-        *,
-        idle_poll: float = 3600.0,
-        task_poll: float = 0.25,
-    ) -> HandlerResult:
-        """Acknowledge the subscription and keep the stream open until it is cancelled.
-
-        ``taskIds`` in the filter (tasks extension): only the caller's own tasks are honored
-        (the acknowledgement lists them), and each is read from the task store every
-        ``task_poll`` seconds; every change goes out as ``notifications/tasks`` with the task
-        as ``tasks/get`` shows it, until the task is terminal. Reading the store makes it work
-        whichever process changes the task.
-        """
-        conn = ctx.connection
-        request = ctx.request
-        wanted = dict(request.params["notifications"] if honored is None else honored)
-        watched: dict[str, Any] = {}
-        ids = wanted.get("taskIds")
-        if isinstance(ids, list) and conn.config.tasks is not None:
-            own = [i for i in ids if type(i) is str and conn.detailed_task(i, request.principal)]
-            wanted["taskIds"] = own
-            watched = dict.fromkeys(own)
-            honored = wanted
-        conn.acknowledge(request.request_id, honored)
-        ctx.flush()
-        key = id(ctx)
-        self._streams[key] = ctx
-        try:
-            while True:
-                if watched:
-                    _push_task_changes(ctx, watched)
-                await ctx.sleep(task_poll if watched else idle_poll)
-        finally:
-            del self._streams[key]
-
-    def publish(self, method: str, params: Mapping[str, Any] | None = None) -> int:
-        """Notify every open stream; returns how many streams were offered the notification."""
-        streams = list(self._streams.values())
-        for ctx in streams:
-            ctx.notify(method, params)
-        return len(streams)
-
-
-#: The wire statuses a task ends in (the task table's terminal states).
-_TERMINAL = frozenset(status.value for status in TASK.terminal)
-
-
-def _push_task_changes(ctx: RequestContext, watched: dict[str, Any]) -> None:
-    """Send ``notifications/tasks`` for each watched task that changed since last seen; stop
-    watching tasks that ended or can no longer be read."""
-    conn = ctx.connection
-    for task_id in list(watched):
-        detail = conn.detailed_task(task_id, ctx.request.principal)
-        if detail is not None and detail != watched[task_id]:
-            watched[task_id] = detail
-            ctx.notify("notifications/tasks", detail)
-        if detail is None or detail["status"] in _TERMINAL:
-            del watched[task_id]
 
 
 _announced: list[bool] = []

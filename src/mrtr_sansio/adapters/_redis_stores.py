@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mrtr_sansio._extras import raise_missing_extra
-from mrtr_sansio.tasks import Task, TaskStoreError
+from mrtr_sansio.tasks import Task, TaskChanged, TaskStoreError
 
 from ._records import TASK_ID, dumps, expires_at, loads
+from ._store_watch import ChangeFeed, Follower
 
 __all__ = ["RedisReplayGuard", "RedisTaskStore"]
 
@@ -34,7 +35,8 @@ local function release(meta, bytes, total, id)
 end
 """
 # KEYS: the task, its owner's set, the expiry index, meta, bytes, total; ARGV: id, revision,
-# record, owner, Redis expiry ms ('' for none), expiry score ('inf' for none), size.
+# record, owner, Redis expiry ms ('' for none), expiry score ('inf' for none), size, change
+# channel. Every write script publishes the task's id on the change channel.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[1]) == 1 then
   return 0
@@ -46,9 +48,11 @@ redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[7] .. ':' .. ARGV[4])
 redis.call('HINCRBY', KEYS[5], ARGV[4], ARGV[7])
 redis.call('INCRBY', KEYS[6], ARGV[7])
+redis.call('PUBLISH', ARGV[8], ARGV[1])
 return 1
 """
-# KEYS: the task, meta, bytes, total; ARGV: expected revision, new revision, record, id, size.
+# KEYS: the task, meta, bytes, total; ARGV: expected revision, new revision, record, id, size,
+# change channel.
 _REPLACE = (
     _RELEASE
     + """
@@ -60,23 +64,25 @@ if owner then
   redis.call('HINCRBY', KEYS[3], owner, ARGV[5])
   redis.call('INCRBY', KEYS[4], ARGV[5])
 end
+redis.call('PUBLISH', ARGV[6], ARGV[4])
 return 1
 """
 )
-# KEYS: the task, the expiry index, meta, bytes, total; ARGV: id, owner-set prefix.
+# KEYS: the task, the expiry index, meta, bytes, total; ARGV: id, owner-set prefix, change
+# channel.
 _DELETE = (
     _RELEASE
     + """
 local owner = release(KEYS[3], KEYS[4], KEYS[5], ARGV[1]) or redis.call('HGET', KEYS[1], 'own')
-redis.call('DEL', KEYS[1])
+if redis.call('DEL', KEYS[1]) == 1 then redis.call('PUBLISH', ARGV[3], ARGV[1]) end
 redis.call('ZREM', KEYS[2], ARGV[1])
 if owner then redis.call('ZREM', ARGV[2] .. owner, ARGV[1]) end
 return 1
 """
 )
 # KEYS: the expiry index, meta, bytes, total; ARGV: now, limit, task prefix, owner-set
-# prefix. Deletes up to limit ids expired at now (their records, their entries in their
-# owners' sets, their bytes).
+# prefix, change channel. Deletes up to limit ids expired at now (their records, their
+# entries in their owners' sets, their bytes).
 _SWEEP = (
     _RELEASE
     + """
@@ -86,6 +92,7 @@ for _, id in ipairs(ids) do
   redis.call('DEL', ARGV[3] .. id)
   if owner then redis.call('ZREM', ARGV[4] .. owner, id) end
   redis.call('ZREM', KEYS[1], id)
+  redis.call('PUBLISH', ARGV[5], id)
 end
 return #ids
 """
@@ -107,6 +114,9 @@ class RedisTaskStore:
     namespace, one sorted set of every id by expiry (the sweep's index), and the bytes held
     (a size per id that outlives the record's own expiry, a sum per owner and a total, kept
     by the same scripts that write and delete records: :meth:`usage` reads two counters).
+    Every write publishes the task's id on the channel ``prefix`` + ``"-changed"`` (colon
+    stripped), which :meth:`watch` subscribes to: listeners in every process learn of it at
+    once.
 
     ``client`` is a synchronous ``redis.Redis``; build it with :meth:`from_url`, which sets
     short timeouts. Only ids of the form the server issues (32 hex digits) reach Redis: any
@@ -128,7 +138,12 @@ class RedisTaskStore:
         self._meta = prefix.rstrip(":") + "-meta"
         self._bytes = prefix.rstrip(":") + "-bytes"
         self._total = prefix.rstrip(":") + "-bytes-total"
+        #: The pub/sub channel each write publishes its task id on.
+        self.channel = prefix.rstrip(":") + "-changed"
         self._errors = _redis_errors()
+        self._feed = ChangeFeed(
+            "RedisTaskStore changes", lambda: _RedisFollower(client, self.channel, self._errors)
+        )
         self._create = client.register_script(_CREATE)
         self._replace = client.register_script(_REPLACE)
         self._delete = client.register_script(_DELETE)
@@ -143,7 +158,8 @@ class RedisTaskStore:
         return cls(_redis_client(url, timeout, "RedisTaskStore"), prefix=prefix)
 
     def close(self) -> None:
-        """Close the client's connections."""
+        """Stop the change subscription and close the client's connections."""
+        self._feed.close()
         self._redis.close()
 
     @contextlib.contextmanager
@@ -165,7 +181,10 @@ class RedisTaskStore:
         expires = expires_at(task)
         score = "inf" if expires is None else repr(expires)
         keys = [self._prefix + task.task_id, self._owners + owner, self._expiry, *self._metering]
-        args = [task.task_id, task.revision, dumps(task), owner, expiry, score, task.size]
+        args = [
+            *(task.task_id, task.revision, dumps(task), owner, expiry, score, task.size),
+            self.channel,
+        ]
         with self._guarded():
             return int(self._create(keys=keys, args=args)) == 1
 
@@ -177,12 +196,31 @@ class RedisTaskStore:
             raw = self._redis.hget(self._prefix + task_id, "rec")
         return None if raw is None else loads(raw)
 
+    def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
+        """The records under ``task_ids``, in order: one pipelined round trip for all the
+        well-formed ids (a malformed one is None without asking)."""
+        asked = [i for i in dict.fromkeys(task_ids) if TASK_ID.fullmatch(i)]
+        found: dict[str, Any] = {}
+        if asked:
+            pipe = self._redis.pipeline(transaction=False)
+            for task_id in asked:
+                pipe.hget(self._prefix + task_id, "rec")
+            with self._guarded():
+                found = dict(zip(asked, pipe.execute(), strict=True))
+        return [None if (raw := found.get(i)) is None else loads(raw) for i in task_ids]
+
+    def watch(self, changed: TaskChanged) -> Callable[[], None]:
+        """Call ``changed(task_id)`` (in the subscriber's thread) for each write any process
+        makes, as Redis delivers it; ``changed(None)`` after the subscription was lost and
+        made again (writes meanwhile were missed)."""
+        return self._feed.watch(changed)
+
     def replace(self, task: Task, revision: int) -> bool:
         """Write the record if its stored revision is ``revision`` (one script)."""
         if not TASK_ID.fullmatch(task.task_id):
             return False
         keys = [self._prefix + task.task_id, *self._metering]
-        args = [revision, task.revision, dumps(task), task.task_id, task.size]
+        args = [revision, task.revision, dumps(task), task.task_id, task.size, self.channel]
         with self._guarded():
             return int(self._replace(keys=keys, args=args)) == 1
 
@@ -193,7 +231,7 @@ class RedisTaskStore:
         with self._guarded():
             self._delete(
                 keys=[self._prefix + task_id, self._expiry, *self._metering],
-                args=[task_id, self._owners],
+                args=[task_id, self._owners, self.channel],
             )
 
     def count(self, owner: str | None, now: float) -> int:
@@ -225,9 +263,41 @@ class RedisTaskStore:
             return int(
                 self._sweep(
                     keys=[self._expiry, *self._metering],
-                    args=[repr(now), limit, self._prefix, self._owners],
+                    args=[repr(now), limit, self._prefix, self._owners, self.channel],
                 )
             )
+
+
+class _RedisFollower(Follower):
+    """A subscription to the change channel, confirmed before this returns (so no write
+    after it is missed); :meth:`poll` waits up to half a second for published ids."""
+
+    def __init__(self, client: Any, channel: str, errors: tuple[type[BaseException], ...]) -> None:
+        self._errors = errors
+        self._pubsub = client.pubsub()
+        try:
+            self._pubsub.subscribe(channel)
+            confirmed = self._pubsub.get_message(timeout=2.0)
+        except BaseException:
+            self.close()
+            raise
+        if confirmed is None or confirmed.get("type") != "subscribe":
+            self.close()
+            raise TaskStoreError("The task store (Redis) did not confirm the subscription")
+
+    def poll(self) -> list[str]:
+        ids: list[str] = []
+        message = self._pubsub.get_message(timeout=0.5)
+        while message is not None and len(ids) < 1000:  # what arrived meanwhile, at once
+            if message.get("type") == "message":
+                data = message["data"]
+                ids.append(data.decode() if isinstance(data, bytes) else str(data))
+            message = self._pubsub.get_message(timeout=0.0)
+        return ids
+
+    def close(self) -> None:
+        with contextlib.suppress(*self._errors):
+            self._pubsub.close()
 
 
 class RedisReplayGuard:

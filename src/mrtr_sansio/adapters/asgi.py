@@ -24,6 +24,10 @@
   it is header-checked exactly as outside a session; a modern body sent inside a session with a
   legacy or no version header fails those checks in the core.
 * Mounted under a prefix, the app honours ``scope["root_path"]``.
+* A streamed response whose client reads too slowly is dropped: once more than
+  ``stream_queue_bytes`` (default :data:`STREAM_QUEUE_BYTES`) of its messages wait to be
+  written, its request is cancelled and the response ends without them (the connection is
+  closed). A ``subscriptions/listen`` stream whose reader stalls ends this way.
 
 Runs under any ASGI server, on asyncio (uvicorn) or trio (hypercorn), through ``anyio``.
 """
@@ -98,6 +102,9 @@ _HEADERS = HeaderReader(
 #: request and holds nothing of it serves the next one instead of a new one being built.
 #: Beyond this many idle at once (after a burst), a finished connection is dropped.
 IDLE_CONNECTIONS = 64
+#: Bytes of messages one streamed response may have waiting for its client to read them
+#: (``McpHttpApp(stream_queue_bytes=...)``); past it the client is dropped as too slow.
+STREAM_QUEUE_BYTES = 1024 * 1024
 _CLOSE = (b"connection", b"close")
 _JSON = (b"content-type", b"application/json")
 _SSE_HEADERS = [
@@ -116,21 +123,44 @@ class _Exchange:
 
     Its queue receives the outgoing items related to the request and the (replayed)
     :class:`RequestReceived` events the handler must run for, in order. (A modern request
-    answered in one go needs none: its handler's output is read off the connection.)
+    answered in one go needs none: its handler's output is read off the connection.) The
+    messages queued are bounded in bytes (``limit``): one more and the exchange is
+    ``dropped`` (nothing more is queued) and ``scope``, the streaming's, is cancelled.
     """
 
-    __slots__ = ("receive", "request_id", "send")
+    __slots__ = ("dropped", "limit", "queued", "receive", "request_id", "scope", "send")
 
     send: MemoryObjectSendStream[Any]
     receive: MemoryObjectReceiveStream[Any]
 
-    def __init__(self, request_id: Any) -> None:
+    def __init__(self, request_id: Any, limit: float = math.inf) -> None:
         self.request_id = request_id
         self.send, self.receive = anyio.create_memory_object_stream[Any](math.inf)
+        self.limit = limit
+        self.queued = 0  # bytes of the messages queued and not yet taken
+        self.dropped = False
+        self.scope: anyio.CancelScope | None = None
 
     def put(self, item: Any) -> None:
-        """Queue an item for whoever answers this request."""
+        """Queue an item for whoever answers this request (dropped past the limit)."""
+        if self.dropped:
+            return
+        if isinstance(item, Outgoing):
+            size = len(item.data)
+            if self.queued + size > self.limit:
+                self.dropped = True
+                if self.scope is not None:
+                    self.scope.cancel()
+                return
+            self.queued += size
         self.send.send_nowait(item)
+
+    async def take(self) -> Any:
+        """The next item queued, waiting for it."""
+        item = await self.receive.receive()
+        if isinstance(item, Outgoing):
+            self.queued -= len(item.data)
+        return item
 
     def close(self) -> None:
         self.send.close()
@@ -225,7 +255,8 @@ class McpHttpApp:
     server's lifespan runs, in a pool of the app's own, so a run holds no HTTP connection
     (without a lifespan, each run goes on in the POST that created it, after its response).
     Calls that reach a blocking task store or replay guard run in worker threads; a store
-    fault is answered -32603 with its message, never a 500.
+    fault is answered -32603 with its message, never a 500. A streamed response drops a
+    client that leaves more than ``stream_queue_bytes`` unread (:data:`STREAM_QUEUE_BYTES`).
     """
 
     def __init__(
@@ -238,7 +269,13 @@ class McpHttpApp:
         legacy: bool = True,
         principal: Callable[[Scope], str | None] | None = None,
         task_runs: TaskRunOptions | None = None,
+        stream_queue_bytes: int = STREAM_QUEUE_BYTES,
     ) -> None:
+        if type(stream_queue_bytes) is not int or stream_queue_bytes <= 0:
+            raise ValueError(
+                f"stream_queue_bytes: must be a positive int, got {stream_queue_bytes!r}"
+            )
+        self.stream_queue_bytes = stream_queue_bytes
         self.handler = handler
         self.config = config if config is not None else ServerConfig()
         if not legacy:
@@ -473,7 +510,7 @@ class McpHttpApp:
         extra_headers: list[tuple[bytes, bytes]],
     ) -> None:
         """Answer a request whose response may be streamed (see :meth:`_serve_streaming`)."""
-        exchange = _Exchange(event.request_id)
+        exchange = _Exchange(event.request_id, self.stream_queue_bytes)
         peer.exchanges[event.request_id] = exchange
         try:
             await self._serve_streaming(peer, exchange, event, receive, send, extra_headers)
@@ -538,6 +575,7 @@ class McpHttpApp:
         answered = False
         gone = anyio.Event()
         async with anyio.create_task_group() as tg:
+            exchange.scope = tg.cancel_scope
             tg.start_soon(_watch_disconnect, receive, gone, tg)
             tg.start_soon(self._run_handler, peer, event)
             while True:
@@ -565,7 +603,17 @@ class McpHttpApp:
                     answered = True
                     break
             tg.cancel_scope.cancel()
-        if gone.is_set():
+        if exchange.dropped and not answered:
+            # Its client does not read: it gets nothing more (a write would wait for it too).
+            log.warning(
+                "%s %r: the client left over %d bytes unread; dropped",
+                event.method,
+                event.request_id,
+                exchange.limit,
+            )
+            peer.conn.cancel(event.request_id, "The HTTP client reads too slowly")
+            peer.flush()
+        elif gone.is_set():
             peer.conn.cancel(event.request_id, "The HTTP client disconnected")
             peer.flush()
         elif not answered:  # cancelled: end the HTTP response without a JSON-RPC answer
@@ -580,9 +628,9 @@ class McpHttpApp:
         conn = peer.conn
         deadline = conn.next_deadline()
         if deadline is None:
-            return await exchange.receive.receive()
+            return await exchange.take()
         with anyio.move_on_after(max(0.0, deadline - conn.config.clock())):
-            return await exchange.receive.receive()
+            return await exchange.take()
         conn.handle_timer(conn.config.clock())
         peer.flush()
         return None

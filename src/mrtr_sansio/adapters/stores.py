@@ -14,6 +14,11 @@ one Lua script, so it is atomic; records expire in Redis a minute after their TT
 :class:`SqliteReplayGuard` and :class:`RedisReplayGuard` make a sealed ``requestState``
 single-use across every process sharing the file or the Redis.
 
+Both task stores are :class:`~mrtr_sansio.tasks.BatchTaskStore` (one query or round trip for
+many ids) and :class:`~mrtr_sansio.tasks.WatchableTaskStore`: a ``subscriptions/listen`` stream
+learns of a write by any process sharing the store (SQLite: a change feed read every
+``watch_interval`` seconds by one thread; Redis: a pub/sub channel the write scripts publish on).
+
 Every call of these classes blocks (disk or network): the server adapters run them in worker
 threads, never on the event loop (they say so with ``blocking = True``). A fault (a lock held
 too long, Redis unreachable or too slow, a corrupt record) raises
@@ -27,12 +32,13 @@ import os
 import sqlite3
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
-from mrtr_sansio.tasks import Task, TaskStoreError
+from mrtr_sansio.tasks import Task, TaskChanged, TaskStoreError
 
 from ._records import dumps, expires_at, loads
 from ._redis_stores import RedisReplayGuard, RedisTaskStore
+from ._store_watch import ChangeFeed, Follower
 
 __all__ = ["RedisReplayGuard", "RedisTaskStore", "SqliteReplayGuard", "SqliteTaskStore"]
 
@@ -43,7 +49,8 @@ CREATE TABLE IF NOT EXISTS mrtr_tasks (
     revision INTEGER NOT NULL,
     record TEXT NOT NULL,
     expires_at REAL,
-    size INTEGER NOT NULL DEFAULT 0
+    size INTEGER NOT NULL DEFAULT 0,
+    seq INTEGER
 )
 """
 _INDEXES = (
@@ -51,7 +58,12 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_expiry ON mrtr_tasks(expires_at) "
     "WHERE expires_at IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS mrtr_tasks_owner_size ON mrtr_tasks(owner, size)",
+    "CREATE INDEX IF NOT EXISTS mrtr_tasks_seq ON mrtr_tasks(seq)",
 )
+#: The change feed's stamp: one more than the latest, on each row written (indexed).
+_NEXT_SEQ = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM mrtr_tasks)"
+#: Ids a batched read asks SQLite for at once (below every build's variable limit).
+_BATCH = 500
 _GUARD_SCHEMA = """
 CREATE TABLE IF NOT EXISTS mrtr_redeemed (token_id BLOB PRIMARY KEY, expires REAL NOT NULL)
 """
@@ -113,8 +125,10 @@ class SqliteTaskStore:
     ``timeout`` is how long a call waits for another process's write to finish, in seconds,
     before it raises :class:`TaskStoreError` (the request that needed it gets -32603). A
     missing directory or a file that is not a database raises at once, naming the path. The
-    live count and the sweep use an index on each record's expiry (files written by an
-    earlier version gain the column when opened). :meth:`close` it when done.
+    live count and the sweep use an index on each record's expiry, the change feed one on a
+    sequence number stamped on each write (files written by an earlier version gain the
+    columns when opened). While anything watches it (:meth:`watch`), one thread reads the
+    feed every ``watch_interval`` seconds. :meth:`close` it when done.
     """
 
     #: Every call does disk IO: adapters run them in worker threads.
@@ -122,9 +136,13 @@ class SqliteTaskStore:
     #: Records outlive the process: task leases are on by default (``TaskSettings``).
     durable = True
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 1.0) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, timeout: float = 1.0, watch_interval: float = 0.1
+    ) -> None:
         self._file = _SqliteFile(path, timeout, "task store")
         self.path = self._file.path
+        self._watch_interval = watch_interval
+        self._feed = ChangeFeed("SqliteTaskStore changes", self._follower)
         try:
             with self._file.guarded() as db:
                 db.execute(_SCHEMA)
@@ -135,7 +153,8 @@ class SqliteTaskStore:
             raise ValueError(f"task store: cannot set up {self.path}: {exc}") from None
 
     def close(self) -> None:
-        """Close the database connection."""
+        """Stop the change feed and close the database connection."""
+        self._feed.close()
         self._file.close()
 
     def create(self, task: Task) -> bool:
@@ -143,7 +162,8 @@ class SqliteTaskStore:
         with self._file.guarded() as db:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO mrtr_tasks "
-                "(task_id, owner, revision, record, expires_at, size) VALUES (?, ?, ?, ?, ?, ?)",
+                "(task_id, owner, revision, record, expires_at, size, seq) "
+                f"VALUES (?, ?, ?, ?, ?, ?, {_NEXT_SEQ})",
                 (
                     task.task_id,
                     task.owner,
@@ -163,12 +183,34 @@ class SqliteTaskStore:
             ).fetchone()
         return None if row is None else loads(row[0])
 
+    def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
+        """The records under ``task_ids``, in order (one ``SELECT ... IN`` per 500 ids)."""
+        found: dict[str, str] = {}
+        for start in range(0, len(task_ids), _BATCH):
+            chunk = list(task_ids[start : start + _BATCH])
+            marks = ",".join("?" * len(chunk))
+            with self._file.guarded() as db:
+                rows = db.execute(
+                    f"SELECT task_id, record FROM mrtr_tasks WHERE task_id IN ({marks})", chunk
+                ).fetchall()
+            found.update(rows)
+        return [None if (raw := found.get(i)) is None else loads(raw) for i in task_ids]
+
+    def watch(self, changed: TaskChanged) -> Callable[[], None]:
+        """Call ``changed(task_id)`` (in the feed's thread) after each write by any process on
+        the file, within ``watch_interval`` seconds; deletions only for this process's (an
+        expired task another process deletes is seen at the listener's next resync)."""
+        return self._feed.watch(changed)
+
+    def _follower(self) -> Follower:
+        return _SqliteFollower(self._file, self._watch_interval)
+
     def replace(self, task: Task, revision: int) -> bool:
         """Update the record if its stored revision is ``revision`` (one ``UPDATE``)."""
         with self._file.guarded() as db:
             cursor = db.execute(
-                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, size = ? "
-                "WHERE task_id = ? AND revision = ?",
+                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, size = ?, "
+                f"seq = {_NEXT_SEQ} WHERE task_id = ? AND revision = ?",
                 (task.revision, dumps(task), expires_at(task), task.size, task.task_id, revision),
             )
         return cursor.rowcount == 1
@@ -176,7 +218,9 @@ class SqliteTaskStore:
     def delete(self, task_id: str) -> None:
         """Delete the record, if any."""
         with self._file.guarded() as db:
-            db.execute("DELETE FROM mrtr_tasks WHERE task_id = ?", (task_id,))
+            cursor = db.execute("DELETE FROM mrtr_tasks WHERE task_id = ?", (task_id,))
+        if cursor.rowcount:
+            self._feed.tell(task_id)
 
     def count(self, owner: str | None, now: float) -> int:
         """Live records whose owner is ``owner`` (one indexed ``COUNT``)."""
@@ -212,8 +256,12 @@ class SqliteTaskStore:
 
 
 def _migrate(db: sqlite3.Connection) -> None:
-    """Add and fill ``expires_at`` and ``size`` in a file written before the columns existed."""
+    """Add the columns a file written by an earlier version lacks: ``seq`` (the change feed's
+    stamp, empty for rows not written since), ``expires_at`` and ``size`` (filled from each
+    record)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(mrtr_tasks)")}
+    if "seq" not in columns:
+        db.execute("ALTER TABLE mrtr_tasks ADD COLUMN seq INTEGER")
     missing = [
         c
         for c in ("expires_at REAL", "size INTEGER NOT NULL DEFAULT 0")
@@ -236,6 +284,31 @@ def _migrate(db: sqlite3.Connection) -> None:
     except BaseException:
         db.execute("ROLLBACK")
         raise
+
+
+class _SqliteFollower(Follower):
+    """The SQLite change feed from now on: rows stamped after the latest stamp seen."""
+
+    def __init__(self, file: _SqliteFile, interval: float) -> None:
+        self._file = file
+        self._interval = interval
+        self._wait = threading.Event()  # never set: a sleep that is not time.sleep's
+        with file.guarded() as db:
+            (self._last,) = db.execute("SELECT COALESCE(MAX(seq), 0) FROM mrtr_tasks").fetchone()
+
+    def poll(self) -> list[str]:
+        self._wait.wait(self._interval)
+        with self._file.guarded() as db:
+            rows = db.execute(
+                "SELECT task_id, seq FROM mrtr_tasks WHERE seq > ? ORDER BY seq LIMIT 1000",
+                (self._last,),
+            ).fetchall()
+        if rows:
+            self._last = rows[-1][1]
+        return [task_id for task_id, _ in rows]
+
+    def close(self) -> None:
+        """Nothing to let go of: the feed reads through the store's connection."""
 
 
 class SqliteReplayGuard:

@@ -16,7 +16,15 @@ from __future__ import annotations
 
 from ._machine import EXPIRED, NOT_FOUND, TASK_METHOD, TaskLimitError, TaskMachine
 from ._settings import TaskSettings
-from ._store import InMemoryTaskStore, MeteredTaskStore, TaskStore, TaskStoreError
+from ._store import (
+    BatchTaskStore,
+    InMemoryTaskStore,
+    MeteredTaskStore,
+    TaskChanged,
+    TaskStore,
+    TaskStoreError,
+    WatchableTaskStore,
+)
 from ._table import TASK, TaskStatus, TaskTrigger
 from ._values import (
     EXTENSION,
@@ -34,11 +42,13 @@ __all__ = [
     "NOT_FOUND",
     "TASK",
     "TASK_METHOD",
+    "BatchTaskStore",
     "InMemoryTaskStore",
     "MeteredTaskStore",
     "RunAsTask",
     "Task",
     "TaskCancelled",
+    "TaskChanged",
     "TaskLimitError",
     "TaskMachine",
     "TaskSettings",
@@ -48,5 +58,6 @@ __all__ = [
     "TaskStoreError",
     "TaskSupport",
     "TaskTrigger",
+    "WatchableTaskStore",
     "iso_time",
 ]

@@ -118,6 +118,11 @@ class TaskSettings:
     #: to 16 times this.
     settle_backoff: float = attrs.field(default=0.5, validator=positive_number)
 
+    #: Distinct task ids one ``subscriptions/listen`` stream may watch (``taskIds``, once
+    #: duplicates are dropped): more are refused with -32602 naming the limit. The default is
+    #: ``max_tasks``'s: a principal can never have more live tasks to watch.
+    max_listen_task_ids: int = attrs.field(default=256, validator=positive)
+
     def support(self, tool: Any) -> TaskSupport:
         """Whether the tool named ``tool`` may run as a task."""
         if type(tool) is not str:

@@ -10,16 +10,30 @@ A store may also say how many bytes it holds (:class:`MeteredTaskStore`), so tha
 bounds them per principal and server-wide, and may declare ``durable = True`` (a class
 attribute: records outlive the process), which turns task leases on by default
 (``TaskSettings.lease_seconds``).
+
+Two more optional abilities serve ``subscriptions/listen`` streams: reading many records in
+one call (:class:`BatchTaskStore`) and telling subscribers that a record was written
+(:class:`WatchableTaskStore`), so that a stream re-reads only the task that changed instead
+of every watched task on a timer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
 from ._values import Task
 
-__all__ = ["GuardedStore", "InMemoryTaskStore", "MeteredTaskStore", "TaskStore", "TaskStoreError"]
+__all__ = [
+    "BatchTaskStore",
+    "GuardedStore",
+    "InMemoryTaskStore",
+    "MeteredTaskStore",
+    "TaskChanged",
+    "TaskStore",
+    "TaskStoreError",
+    "WatchableTaskStore",
+]
 
 _T = TypeVar("_T")
 
@@ -67,14 +81,65 @@ class MeteredTaskStore(TaskStore, Protocol):
         (expired records count until they are swept or deleted)."""
 
 
+@runtime_checkable
+class BatchTaskStore(TaskStore, Protocol):
+    """A :class:`TaskStore` that reads many records in one call (one round trip or query)."""
+
+    def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
+        """The record for each of ``task_ids``, in order (None for an absent one)."""
+
+
+#: What a watcher is called with: the id of a task whose record was written (created,
+#: replaced or deleted), or None for "any record may have changed" (notifications were
+#: missed, e.g. while a connection to the store was being re-established).
+TaskChanged = Callable[[str | None], None]
+
+
+@runtime_checkable
+class WatchableTaskStore(TaskStore, Protocol):
+    """A :class:`TaskStore` that tells subscribers when a record is written, by this process
+    or (for a shared store) by another one sharing it."""
+
+    def watch(self, changed: TaskChanged) -> Callable[[], None]:
+        """Call ``changed`` after each record write from now on, from any thread (it must
+        be quick and must not call the store); returns the function that stops it."""
+
+
+class _Watchers:
+    """The subscribers of a store that notifies in-process (a store's private part)."""
+
+    __slots__ = ("_callbacks", "_next")
+
+    def __init__(self) -> None:
+        self._callbacks: dict[int, TaskChanged] = {}
+        self._next = 0
+
+    def add(self, changed: TaskChanged) -> Callable[[], None]:
+        key = self._next
+        self._next += 1
+        self._callbacks[key] = changed
+
+        def stop() -> None:
+            self._callbacks.pop(key, None)
+
+        return stop
+
+    def tell(self, task_id: str | None) -> None:
+        for changed in list(self._callbacks.values()):
+            changed(task_id)
+
+
 class InMemoryTaskStore:
     """A :class:`TaskStore` in a dict: one process, gone with it (the default, and for tests).
-    It is a :class:`MeteredTaskStore`: it keeps the bytes of each owner's records as it goes."""
+    It is a :class:`MeteredTaskStore` (it keeps the bytes of each owner's records as it goes),
+    a :class:`BatchTaskStore` and a :class:`WatchableTaskStore` (subscribers are called on
+    each write, in the writer's thread)."""
 
     durable = False
 
     def __init__(self) -> None:
         self._tasks: dict[str, Task] = {}
+        self._watchers = _Watchers()
         self._owner_bytes: dict[str | None, int] = {}
         self._bytes = 0
 
@@ -100,7 +165,17 @@ class InMemoryTaskStore:
             return False
         self._tasks[task.task_id] = task
         self._account(task, 1)
+        self._watchers.tell(task.task_id)
         return True
+
+    def watch(self, changed: TaskChanged) -> Callable[[], None]:
+        """Call ``changed(task_id)`` after each write; returns the function that stops it."""
+        return self._watchers.add(changed)
+
+    def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
+        """The records under ``task_ids``, in order."""
+        tasks = self._tasks
+        return [tasks.get(task_id) for task_id in task_ids]
 
     def get(self, task_id: str) -> Task | None:
         """The record under ``task_id``, or None."""
@@ -114,6 +189,7 @@ class InMemoryTaskStore:
         self._tasks[task.task_id] = task
         self._account(current, -1)
         self._account(task, 1)
+        self._watchers.tell(task.task_id)
         return True
 
     def delete(self, task_id: str) -> None:
@@ -121,6 +197,7 @@ class InMemoryTaskStore:
         task = self._tasks.pop(task_id, None)
         if task is not None:
             self._account(task, -1)
+            self._watchers.tell(task_id)
 
     def count(self, owner: str | None, now: float) -> int:
         """Live records whose owner is ``owner`` (a scan of this process's dict)."""
@@ -131,6 +208,7 @@ class InMemoryTaskStore:
         gone = [t.task_id for t in self._tasks.values() if t.expired(now)][:limit]
         for task_id in gone:
             self._account(self._tasks.pop(task_id), -1)
+            self._watchers.tell(task_id)
         return len(gone)
 
 
@@ -158,6 +236,16 @@ class GuardedStore:
 
     def get(self, task_id: str) -> Task | None:
         return self._call("read the task", lambda: self._store.get(task_id))
+
+    def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
+        """One call for a :class:`BatchTaskStore`, one :meth:`get` per id otherwise."""
+        store = self._store
+        if isinstance(store, BatchTaskStore):
+            found = self._call("read the tasks", lambda: store.get_many(task_ids))
+            if len(found) != len(task_ids):
+                raise TaskStoreError("The task store could not read the tasks (wrong count)")
+            return found
+        return [self.get(task_id) for task_id in task_ids]
 
     def replace(self, task: Task, revision: int) -> bool:
         return self._call("update the task", lambda: self._store.replace(task, revision))
