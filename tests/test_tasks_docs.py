@@ -32,7 +32,6 @@ def test_the_guide_states_every_limit_with_its_real_default() -> None:
     text = GUIDE.read_text(encoding="utf-8")
     settings = TaskSettings()
     fields = [f.name for f in attrs.fields(TaskSettings) if f.name not in ("store", "tools")]
-    assert len(fields) == 12, fields  # a new limit gets a row in the guide
     for field in fields:
         assert f"| `{field}` | `{getattr(settings, field)}` |" in text, field
     runs = TaskRunOptions()
