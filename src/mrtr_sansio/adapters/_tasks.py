@@ -36,9 +36,10 @@ from mrtr_sansio._validators import positive
 from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskStoreError
 
 from ._common import Handler, HandlerResult, RequestContext, call_handler
+from ._lease import SERVER_STOPPED
 from ._loop import answer
 
-__all__ = ["StoreCalls", "TaskRunOptions", "TaskRunner", "blocking_stores"]
+__all__ = ["SERVER_STOPPED", "StoreCalls", "TaskRunOptions", "TaskRunner", "blocking_stores"]
 
 log = logging.getLogger("mrtr_sansio.adapters.tasks")
 T = TypeVar("T")
@@ -58,8 +59,6 @@ class TaskRunOptions:
 
 #: The -32603 message of a task refused because the pool is full.
 POOL_FULL = "Too many tasks are running on this server; try again later"
-#: The -32603 message of a task whose run the server's shutdown ended.
-SERVER_STOPPED = "The server stopped before the task finished"
 #: How long a shutdown waits for the stopped runs to record their failure.
 STOP_TIMEOUT = 5.0
 
@@ -197,12 +196,18 @@ class TaskRunner:
         run them one after the other here."""
         while runs:
             event = runs.pop(0)
-            self.active += 1
-            group = self._group
-            if group is not None:
-                group.start_soon(self._run, event, name=f"task {event.task_id}")
+            if self._group is not None:
+                self.start(event)
             else:
+                self.active += 1
                 await self._run(event)
+
+    def start(self, event: RequestReceived) -> None:
+        """Start the run ``event`` in the attached group (there must be one)."""
+        group = self._group
+        assert group is not None, "TaskRunner.start needs a group (attach)"
+        self.active += 1
+        group.start_soon(self._run, event, name=f"task {event.task_id}")
 
     async def _run(self, event: RequestReceived) -> None:
         try:
