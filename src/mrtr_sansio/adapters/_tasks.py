@@ -33,7 +33,7 @@ from anyio.lowlevel import RunVar
 
 from mrtr_sansio import JsonRpcError, RequestReceived, ServerConfig, ServerConnection
 from mrtr_sansio._validators import positive
-from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskStoreError
+from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask
 
 from ._common import Handler, HandlerResult, RequestContext, call_handler
 from ._lease import SERVER_STOPPED
@@ -264,7 +264,7 @@ class TaskRunner:
             await anyio.sleep(self._renew_every)
             try:
                 alive = await self._calls(conn.renew_task, task_id)
-            except TaskStoreError as exc:
+            except Exception as exc:  # a store of yours may raise anything: never end the pool
                 log.warning("task %s: lease not renewed: %s", task_id, exc)
                 continue
             if not alive:
