@@ -13,15 +13,20 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+from task_stream_server import config
 from test_tasks_http import body
 
+from mrtr_sansio import RequestReceived
+from mrtr_sansio.adapters._lease import LeaseThread
 from mrtr_sansio.adapters._tasks import SERVER_STOPPED
 
 SERVER = Path(__file__).with_name("task_stream_server.py")
@@ -164,3 +169,16 @@ def test_the_end_of_input_fails_the_tasks_running_at_once(adapter: str, tmp_path
     assert task["status"] == "failed", task
     assert time.monotonic() - ended < LEASE
     assert task["error"]["message"] == SERVER_STOPPED, task
+
+
+def test_without_leases_nothing_renews(tmp_path: Path) -> None:
+    cfg = config(str(tmp_path / "tasks.db"), 1.0)
+    assert cfg.tasks is not None
+    settings = attrs.evolve(cfg.tasks, lease_seconds=None)
+    request = RequestReceived("t1", "tools/call", {}, task_id="t1")  # a task's run
+    lease = LeaseThread.of(attrs.evolve(cfg, tasks=settings), request, pytest.fail)
+    assert lease is not None
+    assert lease.every is None
+    before = threading.active_count()
+    with lease.running():
+        assert threading.active_count() == before  # no renewal thread

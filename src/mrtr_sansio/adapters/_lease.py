@@ -9,16 +9,12 @@ task store (whose calls are safe from any thread); it renews every third of
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 from collections.abc import Callable, Iterator
 
 from mrtr_sansio import RequestReceived, ServerConfig, ServerConnection
-from mrtr_sansio.tasks import TaskStoreError
 
 __all__ = ["SERVER_STOPPED", "LeaseThread"]
-
-log = logging.getLogger("mrtr_sansio.adapters.tasks")
 
 #: The -32603 message of a task whose run the server's shutdown (or end of input) ended.
 SERVER_STOPPED = "The server stopped before the task finished"
@@ -63,12 +59,8 @@ class LeaseThread:
             thread.join()
 
     def _renew(self, conn: ServerConnection, every: float) -> None:
+        # A store fault is no reason to stop: renew_task says True, and the next one retries.
         while not self._done.wait(every):
-            try:
-                alive = conn.renew_task(self._task_id)
-            except TaskStoreError as exc:  # retried at the next renewal
-                log.warning("task %s: lease not renewed: %s", self._task_id, exc)
-                continue
-            if not alive:  # cancelled, failed or gone
+            if not conn.renew_task(self._task_id):  # cancelled, failed or gone
                 self._on_stop()
                 return

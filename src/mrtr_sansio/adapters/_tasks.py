@@ -154,11 +154,6 @@ class TaskRunner:
         self._group = group
         self._stopping = False
 
-    @property
-    def attached(self) -> bool:
-        """Whether runs go on in a task group of their own rather than in their caller."""
-        return self._group is not None
-
     async def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """End every run going on (waiting ones too), failing its task, and detach: later
         runs go on in their caller. Returns once they have recorded it (at most
