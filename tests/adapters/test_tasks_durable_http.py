@@ -18,9 +18,9 @@ import anyio
 import pytest
 from fixtures import Everything, server_config
 from http_harness import Client
-from test_tasks_http import answer, body, call
+from test_tasks_http import answer, body, call, get, until
 
-from mrtr_sansio.adapters._tasks import TaskRunOptions
+from mrtr_sansio.adapters._tasks import SERVER_STOPPED, TaskRunOptions
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
 
@@ -131,3 +131,68 @@ def test_task_run_options_refuse_nonsense() -> None:
         TaskRunOptions(max_running=0)
     with pytest.raises(ValueError, match="store_threads"):
         TaskRunOptions(store_threads=1.5)  # type: ignore[arg-type]
+
+
+async def test_a_lifespan_cancelled_without_shutdown_leaves_runs_to_their_posts() -> None:
+    """However the lifespan ends, a later run never goes to its closed task group (which would
+    fail, or hang the test waiting for it): it goes on in its POST, as with no lifespan."""
+    app = McpHttpApp(Everything().handle, server_config())
+    started = anyio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if not started.is_set():
+            return {"type": "lifespan.startup"}
+        await anyio.sleep_forever()  # the server never says shutdown
+        raise AssertionError  # pragma: no cover
+
+    async def send(message: Any) -> None:
+        assert message["type"] == "lifespan.startup.complete"
+        started.set()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(app, {"type": "lifespan"}, receive, send)
+            await started.wait()
+            tg.cancel_scope.cancel()  # the lifespan ends without a shutdown
+        async with anyio.create_task_group() as tg:
+            client = Client(app, tg)
+            created = (await call(client, 1, "slow_compute", {"seconds": 0.05}))["result"]
+            final = await until(client, created["taskId"], "completed")
+            tg.cancel_scope.cancel()
+    assert final["result"]["content"][0]["text"] == "Computed  in 0.05s."
+
+
+async def test_a_lifespan_shutdown_fails_the_runs_going_on(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "tasks.db")
+    app = McpHttpApp(Everything().handle, server_config(task_store=store, task_lease=30))
+    messages: anyio.Event = anyio.Event()
+    sent: list[str] = []
+
+    async def receive() -> dict[str, Any]:
+        if not sent:
+            return {"type": "lifespan.startup"}
+        await messages.wait()
+        return {"type": "lifespan.shutdown"}
+
+    async def send(message: Any) -> None:
+        sent.append(message["type"])
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(app, {"type": "lifespan"}, receive, send)
+                while not sent:
+                    await anyio.sleep(0.01)
+                client = Client(app, tg)
+                created = (await call(client, 1, "slow_compute", {"seconds": 60}))["result"]
+                assert (await get(client, created["taskId"]))["status"] == "working"
+                messages.set()  # shut down: the minute-long run stops now
+                while len(sent) < 2:
+                    await anyio.sleep(0.01)
+                task = await get(client, created["taskId"])
+                tg.cancel_scope.cancel()
+    finally:
+        store.close()
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert task["status"] == "failed"
+    assert task["error"]["message"] == SERVER_STOPPED

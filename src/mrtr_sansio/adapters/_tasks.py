@@ -1,19 +1,22 @@
-"""The ASGI app's task run policy, and store calls kept off the event loop.
+"""The task run policy of the async server adapters, and store calls kept off the event loop.
 
 * :class:`StoreCalls`: the connection calls that may reach a task store or a replay guard
   (feeding a message, answering, settling a task, renewing a lease) run on the event loop
   when every store is in memory, and in a worker thread (at most
   :attr:`TaskRunOptions.store_threads` at once) when one blocks (SQLite, Redis, a store of
   yours): the loop goes on serving everything else meanwhile.
-* :class:`TaskRunner`: task runs go on in one pool per app, after the response of the
-  request that created or resumed them, each on a connection of its own: at most
+* :class:`TaskRunner`: task runs go on in one pool per app (ASGI) or per served stream
+  (anyio), each on a connection of its own, in the task group it is attached to (the ASGI
+  lifespan's, the stream server's), or one after the other in the caller of
+  :meth:`TaskRunner.run_all` when attached to none: at most
   :attr:`TaskRunOptions.max_running` at once. A ``tools/call`` whose handler answers
   ``RunAsTask`` while the pool is full (running plus waiting) is answered -32603 ("Too many
   tasks are running") and no task is made; a run that continues a task (after
   ``tasks/update``, or a state-only round) waits for a slot. With
   ``TaskSettings.lease_seconds`` set, every run (waiting ones too) renews its lease every
   third of it, and stops when the task is no longer running (cancelled, possibly by another
-  process).
+  process). :meth:`TaskRunner.stop` (server shutdown) ends every run and fails its task
+  ("The server stopped before the task finished"), whatever the store.
 """
 
 from __future__ import annotations
@@ -25,16 +28,18 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 import attrs
+from anyio.abc import TaskGroup
 from anyio.lowlevel import RunVar
 
 from mrtr_sansio import JsonRpcError, RequestReceived, ServerConfig, ServerConnection
 from mrtr_sansio._validators import positive
-from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask, TaskStoreError
+from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask
 
 from ._common import Handler, HandlerResult, RequestContext, call_handler
+from ._lease import SERVER_STOPPED
 from ._loop import answer
 
-__all__ = ["StoreCalls", "TaskRunOptions", "TaskRunner", "blocking_stores"]
+__all__ = ["SERVER_STOPPED", "StoreCalls", "TaskRunOptions", "TaskRunner", "blocking_stores"]
 
 log = logging.getLogger("mrtr_sansio.adapters.tasks")
 T = TypeVar("T")
@@ -54,6 +59,8 @@ class TaskRunOptions:
 
 #: The -32603 message of a task refused because the pool is full.
 POOL_FULL = "Too many tasks are running on this server; try again later"
+#: How long a shutdown waits for the stopped runs to record their failure.
+STOP_TIMEOUT = 5.0
 
 
 def blocking_stores(config: ServerConfig) -> bool:
@@ -136,9 +143,30 @@ class TaskRunner:
         self._scopes: dict[str, anyio.CancelScope] = {}
         #: Runs started and not finished (waiting for a slot included).
         self.active = 0
+        self._group: TaskGroup | None = None
+        self._stopping = False
         settings = config.tasks
         lease = None if settings is None else settings.lease_seconds
         self._renew_every = None if lease is None else lease / 3
+
+    def attach(self, group: TaskGroup | None) -> None:
+        """Run tasks in ``group`` from now on (None: in the caller of :meth:`run_all`)."""
+        self._group = group
+        self._stopping = False
+
+    async def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """End every run going on (waiting ones too), failing its task, and detach: later
+        runs go on in their caller. Returns once they have recorded it (at most
+        ``timeout`` seconds: a run whose store does not answer by then is left to its
+        lease)."""
+        self._stopping = True
+        self._group = None
+        for scope in list(self._scopes.values()):
+            scope.cancel()
+        with anyio.move_on_after(timeout):
+            while self.active:
+                await anyio.sleep(0.01)
+        self._stopping = False
 
     @property
     def full(self) -> bool:
@@ -159,13 +187,30 @@ class TaskRunner:
             scope.cancel()
 
     async def run_all(self, runs: list[RequestReceived]) -> None:
-        """Run ``runs`` one after the other."""
+        """Start ``runs`` in the attached group (returns at once), or, attached to none,
+        run them one after the other here."""
         while runs:
             event = runs.pop(0)
-            self.active += 1
-            await self._run(event)
+            if self._group is not None:
+                self.start(event)
+            else:
+                self.active += 1
+                await self._run(event)
+
+    def start(self, event: RequestReceived) -> None:
+        """Start the run ``event`` in the attached group (there must be one)."""
+        group = self._group
+        assert group is not None, "TaskRunner.start needs a group (attach)"
+        self.active += 1
+        group.start_soon(self._run, event, name=f"task {event.task_id}")
 
     async def _run(self, event: RequestReceived) -> None:
+        try:
+            await self._run_once(event)
+        finally:
+            self.active -= 1
+
+    async def _run_once(self, event: RequestReceived) -> None:
         task_id = event.task_id
         assert task_id is not None
         conn = ServerConnection(self._config)  # the run's own: nothing else touches it
@@ -185,16 +230,24 @@ class TaskRunner:
         finally:
             if self._scopes.get(task_id) is scope:
                 del self._scopes[task_id]
-            self.active -= 1
         if scope.cancelled_caught:
+            if self._stopping:  # the server's shutdown: the task fails, now
+                with anyio.move_on_after(STOP_TIMEOUT, shield=True):
+                    await self._settle(conn, event, JsonRpcError.internal(SERVER_STOPPED))
             return
-        try:
-            await self._calls(answer, conn, event, result)  # settles the task
-        except Exception:  # the store failed: never let it end the app's task group
-            log.exception("task %s: its outcome could not be stored", task_id)
+        if not await self._settle(conn, event, result):
             return
         again = [e for e in conn.events() if type(e) is RequestReceived and e.task_id]
         await self.run_all(again)  # a state-only round: the next run
+
+    async def _settle(self, conn: ServerConnection, event: RequestReceived, result: Any) -> bool:
+        """Store the run's outcome; False (logged) when the store failed."""
+        try:
+            await self._calls(answer, conn, event, result)  # settles the task
+        except Exception:  # the store failed: never let it end the app's task group
+            log.exception("task %s: its outcome could not be stored", event.task_id)
+            return False
+        return True
 
     async def _keep_lease(
         self, conn: ServerConnection, task_id: str, run: anyio.CancelScope
@@ -206,7 +259,7 @@ class TaskRunner:
             await anyio.sleep(self._renew_every)
             try:
                 alive = await self._calls(conn.renew_task, task_id)
-            except TaskStoreError as exc:
+            except Exception as exc:  # a store of yours may raise anything: never end the pool
                 log.warning("task %s: lease not renewed: %s", task_id, exc)
                 continue
             if not alive:

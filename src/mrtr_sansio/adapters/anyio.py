@@ -9,6 +9,10 @@ before taking more input, which is the backpressure. When the input ends every h
 cancelled, what was already answered is written, and :func:`serve` returns with its task group
 closed: no task is left behind. A broken output ends it too.
 
+With the tasks extension, task runs go on in a bounded pool per stream (``task_runs``), each
+on a connection of its own renewing its lease; at the end of input they stop and their tasks
+fail. When a store blocks (SQLite, Redis), feeding and answering run in a worker thread.
+
 ::
 
     from mrtr_sansio.adapters.anyio import serve_stdio
@@ -59,8 +63,9 @@ from mrtr_sansio import (
 
 from ._anyio_parts import GONE, StdioStream, Timer, Writer, receive
 from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase, ClientOptions, InputCallback
-from ._common import Handler, RequestContext, call_handler
-from ._loop import ClientDriver, StreamServer
+from ._common import Handler, HandlerResult, RequestContext, call_handler
+from ._loop import ClientDriver, StreamServer, answer
+from ._tasks import StoreCalls, TaskRunner, TaskRunOptions
 
 __all__ = ["Client", "StdioStream", "serve", "serve_stdio", "serve_tcp"]
 
@@ -71,23 +76,27 @@ async def serve(
     stream: anyio.abc.ByteStream,
     *,
     principal: str | None = None,
+    task_runs: TaskRunOptions | None = None,
 ) -> None:
     """Serve one stream until its input ends; the caller keeps (and closes) ``stream``.
 
-    ``principal`` is the authenticated caller, bound into sealed request state.
+    ``principal`` is the authenticated caller, bound into sealed request state; ``task_runs``
+    bounds the task runs of this stream (see the module docstring).
     """
     conn = ServerConnection(config, principal=principal)
-    await _Server(handler, conn, stream).run()
+    await _Server(handler, conn, stream, task_runs).run()
 
 
-async def serve_stdio(handler: Handler, config: ServerConfig | None = None) -> None:
+async def serve_stdio(
+    handler: Handler, config: ServerConfig | None = None, *, task_runs: TaskRunOptions | None = None
+) -> None:
     """Serve this process's stdin/stdout until stdin ends (see :class:`StdioStream` for what
     they may be). While serving, ``sys.stdout`` is redirected to stderr so that a stray
     ``print`` cannot corrupt the protocol stream."""
     sys.stdout.flush()
     async with StdioStream(sys.stdin.fileno(), sys.stdout.fileno()) as stream:
         with contextlib.redirect_stdout(sys.stderr):
-            await serve(handler, config, stream)
+            await serve(handler, config, stream, task_runs=task_runs)
 
 
 async def serve_tcp(
@@ -99,6 +108,7 @@ async def serve_tcp(
     task_status: anyio.abc.TaskStatus[MultiListener[anyio.abc.SocketStream]] = (
         anyio.TASK_STATUS_IGNORED
     ),
+    task_runs: TaskRunOptions | None = None,
 ) -> None:
     """Listen on ``host:port`` until cancelled, serving each connection on its own; cancelling
     closes every connection and its handlers.
@@ -109,7 +119,7 @@ async def serve_tcp(
 
     async def client(stream: anyio.abc.SocketStream) -> None:
         async with stream:
-            await serve(handler, config, stream)
+            await serve(handler, config, stream, task_runs=task_runs)
 
     listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
     async with listener:
@@ -124,10 +134,24 @@ class _Server:
     """One stream's tasks: the reader (which starts handlers), the writer, and the timer."""
 
     def __init__(
-        self, handler: Handler, conn: ServerConnection, stream: anyio.abc.ByteStream
+        self,
+        handler: Handler,
+        conn: ServerConnection,
+        stream: anyio.abc.ByteStream,
+        task_runs: TaskRunOptions | None = None,
     ) -> None:
         self._handler = handler
         self._conn = conn
+        # Task runs and store calls: only with the tasks extension (else nothing changes).
+        self._runner: TaskRunner | None = None
+        self._calls: StoreCalls | None = None
+        config = conn.config
+        if config.tasks is not None:
+            runs = task_runs if task_runs is not None else TaskRunOptions()
+            calls = StoreCalls(config, runs.store_threads)
+            self._runner = TaskRunner(handler, config, runs, calls)
+            if calls.blocking:
+                self._calls = calls.serialized()
         self._stream = stream
         self._driver = StreamServer(conn, self._start, self._cancel)
         self._handlers: anyio.abc.TaskGroup | None = None
@@ -144,9 +168,17 @@ class _Server:
             services.cancel_scope.cancel()
 
     async def _serve_requests(self) -> None:
+        runner = self._runner
         async with anyio.create_task_group() as handlers:
             self._handlers = handlers
-            await self._read_loop()
+            if runner is not None:
+                runner.attach(handlers)
+            if self._calls is None:
+                await self._read_loop()
+            else:
+                await self._read_loop_off_loop(self._calls)
+            if runner is not None:
+                await runner.stop()  # the input ended: the runs' tasks fail, now
             handlers.cancel_scope.cancel()
         self._writer.close()  # let the writer finish what was answered, then stop
 
@@ -159,10 +191,26 @@ class _Server:
                 return
             await self._writer.sent()
 
+    async def _read_loop_off_loop(self, calls: StoreCalls) -> None:
+        """:meth:`_read_loop`, feeding each message in a worker thread (a store blocks)."""
+        driver = self._driver
+        conn = self._conn
+        while True:
+            data = await receive(self._stream)
+            await calls.one_at_a_time(conn.receive_data, data)
+            driver.route()  # on the loop: it starts handlers
+            self._flush()
+            if driver.closed:
+                return
+            await self._writer.sent()
+
     # --- handlers ---------------------------------------------------------------------------
 
     def _start(self, request: RequestReceived) -> None:
         assert self._handlers is not None
+        if request.task_id is not None and self._runner is not None:
+            self._runner.start(request)  # a task's run: in the pool, on its own connection
+            return
         scope = self._scopes[request.request_id] = anyio.CancelScope()
         self._handlers.start_soon(self._run_handler, request, scope, name=request.method)
 
@@ -170,6 +218,8 @@ class _Server:
         scope = self._scopes.pop(request_id, None)
         if scope is not None:
             scope.cancel()
+        elif self._runner is not None and type(request_id) is str:
+            self._runner.cancel(request_id)  # a task's run (tasks/cancel)
 
     async def _run_handler(self, request: RequestReceived, scope: anyio.CancelScope) -> None:
         if scope.cancel_called:  # cancelled before it could start: never run it
@@ -178,11 +228,24 @@ class _Server:
             with scope:
                 ctx = RequestContext(self._conn, request, self._flush, self._sleep)
                 result = await call_handler(self._handler, ctx)
-                self._driver.answer(request, result)
+                if self._runner is None:
+                    self._driver.answer(request, result)
+                else:
+                    await self._answer(request, self._runner.admit(result))
                 self._flush()
         finally:
             if self._scopes.get(request.request_id) is scope:
                 del self._scopes[request.request_id]
+
+    async def _answer(self, request: RequestReceived, result: HandlerResult) -> None:
+        """Answer ``request`` (a new task refused while the pool is full), in a worker thread
+        when a store blocks."""
+        calls = self._calls
+        if calls is None:
+            self._driver.answer(request, result)
+            return
+        await calls.one_at_a_time(answer, self._conn, request, result)
+        self._driver.route()
 
     async def _sleep(self, seconds: float) -> None:
         await self._writer.sent()

@@ -252,8 +252,13 @@ class McpHttpApp:
     task that runs while the server's lifespan does (and checked on every request anyway).
 
     Tasks (``config.tasks``) run as ``task_runs`` says (:class:`TaskRunOptions`): while the
-    server's lifespan runs, in a pool of the app's own, so a run holds no HTTP connection
-    (without a lifespan, each run goes on in the POST that created it, after its response).
+    server's lifespan runs, in a pool of the app's own, owned by the lifespan, so a run holds
+    no HTTP connection and no concurrency slot of the server (the POST that created it
+    returns with its response). Without a lifespan (an ASGI server that does not run the
+    lifespan protocol, or started with it off, or the app called directly), each run goes on
+    in the POST that created it, after its response, holding that request's slot. At
+    lifespan shutdown the runs going on are stopped and their tasks fail ("The server
+    stopped before the task finished"), in a durable store too.
     Calls that reach a blocking task store or replay guard run in worker threads; a store
     fault is answered -32603 with its message, never a 500. A streamed response drops a
     client that leaves more than ``stream_queue_bytes`` unread (:data:`STREAM_QUEUE_BYTES`).
@@ -311,18 +316,29 @@ class McpHttpApp:
             await self._lifespan(receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as tg:
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    tg.start_soon(self._sweep_sessions)
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    tg.cancel_scope.cancel()
-                    for peer in self._sessions.values():
-                        self._end_session(peer)
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+        """Startup: sweep idle sessions, and run tasks in this group (a POST hands its runs
+        over and returns). Shutdown: end the runs (their tasks fail, see
+        :meth:`TaskRunner.stop`), then the sessions. However the lifespan ends (cancelled
+        by the server, say, without a shutdown), the runner is detached first, so a later
+        run never goes to a closed group: it goes on in its POST."""
+        runner = self._runner
+        try:
+            async with anyio.create_task_group() as tg:
+                while True:
+                    message = await receive()
+                    if message["type"] == "lifespan.startup":
+                        tg.start_soon(self._sweep_sessions)
+                        runner.attach(tg)
+                        await send({"type": "lifespan.startup.complete"})
+                    elif message["type"] == "lifespan.shutdown":
+                        await runner.stop()
+                        tg.cancel_scope.cancel()
+                        for peer in self._sessions.values():
+                            self._end_session(peer)
+                        await send({"type": "lifespan.shutdown.complete"})
+                        return
+        finally:
+            runner.attach(None)
 
     async def _sweep_sessions(self) -> None:
         """End idle sessions when they expire, so an abandoned one releases its connection
@@ -647,7 +663,8 @@ class McpHttpApp:
 
     async def _start_tasks(self, peer: _Peer) -> None:
         """After the response: stop the runs the client cancelled, then start the runs this
-        POST created or resumed (their outcome goes to the task store, not to this client)."""
+        POST created or resumed (their outcome goes to the task store, not to this client):
+        handed to the lifespan's pool (this returns at once), or run here without one."""
         for cancelled in peer.task_cancels:
             self._runner.cancel(cancelled)
         peer.task_cancels.clear()

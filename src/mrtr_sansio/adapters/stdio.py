@@ -28,6 +28,7 @@ only checked between messages and ``ctx.sleep`` is a plain sleep.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
 import subprocess
@@ -45,6 +46,7 @@ from mrtr_sansio import (
     Call,
     ClientConfig,
     InputNeeded,
+    JsonRpcError,
     RequestReceived,
     ServerConfig,
     ServerConnection,
@@ -65,6 +67,7 @@ from ._common import (
     BlockingRequestContext,
     call_blocking_handler,
 )
+from ._lease import SERVER_STOPPED, LeaseThread
 from ._loop import StreamServer, TimedDriver
 
 __all__ = ["Client", "HandlerCancelled", "serve"]
@@ -156,6 +159,7 @@ class _Server:
         self._pending: dict[str | int, RequestReceived] = {}  # arrival order
         self._current: str | int | None = None  # id of the request whose handler runs
         self._current_cancelled = False
+        self._recheck = math.inf  # ctx.sleep's longest wait (a task's run: its lease's renewal)
         self._broken = False  # the output failed: the client is gone
 
     def run(self) -> None:
@@ -185,14 +189,23 @@ class _Server:
             self._current = request.request_id
             self._current_cancelled = False
             ctx = BlockingRequestContext(self._conn, request, self._flush, self._sleep)
+            lease = LeaseThread.of(self._conn.config, request, self._stop_current)
+            self._recheck = lease.every if lease and lease.every else math.inf
             try:
-                result = call_blocking_handler(self._handler, ctx)
+                with lease.running() if lease else contextlib.nullcontext():
+                    result = call_blocking_handler(self._handler, ctx)
             except HandlerCancelled:
+                if lease and not self._current_cancelled:  # input ended: the task fails
+                    driver.answer(request, JsonRpcError.internal(SERVER_STOPPED))
                 continue
             finally:
                 self._current = None
             driver.answer(request, result)
             self._flush()
+
+    def _stop_current(self) -> None:
+        """The running task is no longer running (its lease said so): ``ctx.sleep`` raises."""
+        self._current_cancelled = True
 
     def _sleep(self, seconds: float) -> None:
         """``ctx.sleep``: wait, still reading input and keeping time; raise if cancelled."""
@@ -206,7 +219,7 @@ class _Server:
             if not _CAN_SELECT:
                 time.sleep(left)
                 return
-            self._wait(left)
+            self._wait(min(left, self._recheck))
 
     # --- input, output and time -------------------------------------------------------------
 
