@@ -57,7 +57,7 @@ from mrtr_sansio import (
     ServerConnection,
 )
 
-from ._anyio_parts import GONE, StdioStream, Timer, Writer, receive
+from ._anyio_parts import GONE, Runner, StdioStream, Timer, Writer, receive
 from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase, ClientOptions, InputCallback
 from ._common import Handler, RequestContext, call_handler
 from ._loop import ClientDriver, StreamServer
@@ -130,7 +130,7 @@ class _Server:
         self._conn = conn
         self._stream = stream
         self._driver = StreamServer(conn, self._start, self._cancel)
-        self._handlers: anyio.abc.TaskGroup | None = None
+        self._handlers: Runner | None = None
         self._scopes: dict[str | int, anyio.CancelScope] = {}  # request id -> its handler's
         self._writer = Writer(stream, conn.data_to_send)
         self._timer = Timer(self._driver, self._flush)
@@ -145,7 +145,7 @@ class _Server:
 
     async def _serve_requests(self) -> None:
         async with anyio.create_task_group() as handlers:
-            self._handlers = handlers
+            self._handlers = Runner(handlers)
             await self._read_loop()
             handlers.cancel_scope.cancel()
         self._writer.close()  # let the writer finish what was answered, then stop
@@ -164,7 +164,7 @@ class _Server:
     def _start(self, request: RequestReceived) -> None:
         assert self._handlers is not None
         scope = self._scopes[request.request_id] = anyio.CancelScope()
-        self._handlers.start_soon(self._run_handler, request, scope, name=request.method)
+        self._handlers.start(self._run_handler, request, scope)
 
     def _cancel(self, request_id: str | int) -> None:
         scope = self._scopes.pop(request_id, None)
