@@ -193,13 +193,25 @@ def test_writer_writes_at_once_and_leaves_the_rest_to_its_task(backend: str) -> 
             writer.wake()  # the task has ``big``: this waits behind it
             expected = bytes(filler) + big + b"after\n"
             received = bytearray()
+            waited: list[int] = []
+
+            async def wait_for_the_send(n: int) -> None:
+                await writer.sent()
+                waited.append(n)
+
             async with anyio.create_task_group() as group:
                 group.start_soon(writer.run)
+                await anyio.wait_all_tasks_blocked()  # the writer waits for the full pipe
+                group.start_soon(wait_for_the_send, 1)
+                group.start_soon(wait_for_the_send, 2)
+                await anyio.wait_all_tasks_blocked()
+                assert waited == []  # backpressure: both wait for the send in progress
                 while len(received) < len(expected):
                     await anyio.wait_readable(out_r)
                     received += os.read(out_r, 1 << 16)
                 writer.close()
             assert bytes(received) == expected
+            assert sorted(waited) == [1, 2]
             await stream.send_eof()
             with pytest.raises(anyio.ClosedResourceError):
                 stream.send_nowait(b"late\n")

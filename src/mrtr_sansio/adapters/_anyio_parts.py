@@ -65,21 +65,16 @@ class StdioStream(anyio.abc.ByteStream):
 
     async def send(self, item: bytes) -> None:
         """Write all of ``item``; ``BrokenResourceError`` when the reader is gone."""
-        fd = self._fds[1]
         view = memoryview(item)
         while view:
-            self._check_open()
-            if self._eof_sent:
-                raise anyio.ClosedResourceError
-            try:
-                view = view[os.write(fd, view) :]
-            except BlockingIOError:
-                await anyio.wait_writable(fd)
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
+            written = self.send_nowait(view)
+            if written:
+                view = view[written:]
+            else:
+                await anyio.wait_writable(self._fds[1])
         await anyio.lowlevel.checkpoint()
 
-    def send_nowait(self, item: bytes) -> int:
+    def send_nowait(self, item: bytes | memoryview) -> int:
         """Write what the descriptor takes of ``item`` now, without waiting: the number of bytes
         written (0 when it would block); raises as :meth:`send` does."""
         self._check_open()
