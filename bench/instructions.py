@@ -29,6 +29,8 @@ start-up and imports cancelled out. Paths (bytes in to bytes out, as in ``compar
   bench's handler) on an asyncio loop, and in the same loop a driver that writes 64 first legs
   at once, reads their answers, writes the 64 retries and reads theirs (a regular expression
   per answer, counted with the server). Each call is one such batch, counted as 64 exchanges.
+  ``stdio-asyncio-sealed``: the same with the state sealed as shipped (the default
+  per-process key).
 
     python bench/instructions.py [PATH ...] [--small N] [--large M]
 
@@ -57,9 +59,10 @@ PATHS = (
     "asgi-example",
     "asgi-floor",
     "stdio-asyncio",
+    "stdio-asyncio-sealed",
 )
 #: Exchanges per call of a path's exchange (1 unless said here).
-PER_CALL = {"stdio-asyncio": 64}
+PER_CALL = {"stdio-asyncio": 64, "stdio-asyncio-sealed": 64}
 
 
 def _exchange(path: str) -> Callable[[], None]:
@@ -89,8 +92,8 @@ def _exchange(path: str) -> Callable[[], None]:
         return _asgi_exchange()
     if path in ("asgi-example", "asgi-floor"):
         return _e2e_exchange(path)
-    if path == "stdio-asyncio":
-        return _stdio_exchange(PER_CALL[path])
+    if path.startswith("stdio-asyncio"):
+        return _stdio_exchange(PER_CALL[path], sealed=path.endswith("-sealed"))
     engine, sent = server_exchange.make_engine(m.config.OrjsonCodec())
     if path == "prebuilt-orjson":
         return engine
@@ -179,9 +182,9 @@ def _e2e_exchange(path: str) -> Callable[[], None]:
     return exchange
 
 
-def _stdio_exchange(batch: int) -> Callable[[], None]:
+def _stdio_exchange(batch: int, sealed: bool) -> Callable[[], None]:
     """One pipelined batch of ``stdio_e2e.py``'s exchange through the async stdio adapter, its
-    driver in the same asyncio loop."""
+    driver in the same asyncio loop; ``sealed``: the state sealed as shipped."""
     import asyncio
     import logging
 
@@ -200,7 +203,7 @@ def _stdio_exchange(batch: int) -> Callable[[], None]:
     loop = asyncio.new_event_loop()
     server = StdioStream(from_driver, to_driver)
     driver = StdioStream(from_server, to_server)
-    serving = loop.create_task(serve(handler, stdio_e2e._config(), server))
+    serving = loop.create_task(serve(handler, stdio_e2e._config(sealed), server))
     legs = stdio_e2e.Legs()
     done = stdio_e2e.EXPECTED.encode()
     state = stdio_e2e._STATE

@@ -47,6 +47,7 @@ def test_compare_sdk() -> None:
         "asgi-example",
         "asgi-floor",
         "stdio-asyncio",
+        "stdio-asyncio-sealed",
     ],
 )
 def test_instructions_paths_run(path: str) -> None:
