@@ -111,10 +111,12 @@ class Writer:
     gives, and waits for :meth:`wake` when there is nothing. :meth:`sent` waits for the send in
     progress, which is how readers apply backpressure.
 
-    On a stream that can write without waiting (:meth:`StdioStream.send_nowait`), :meth:`wake`
-    writes what is pending at once while no send is in progress, as an asyncio transport does:
-    an answer leaves when it is made, not when the writer task next runs; only what the
-    descriptor does not take (or a failure, which the task raises) is left to the task."""
+    On a stream that can write without waiting (:meth:`StdioStream.send_nowait`), the first
+    :meth:`wake` since the task last ran writes what is pending at once (no send in progress):
+    a lone answer leaves when it is made, not when the writer task next runs. Answers made
+    after it, before the task runs (a batch of handlers that answered at once), go out together
+    in the task's next send, one write for them all; so does what the descriptor did not take
+    (and a failure, which the task raises)."""
 
     __slots__ = (
         "_busy",
@@ -124,6 +126,7 @@ class Writer:
         "_send_now",
         "_stream",
         "_wakeup",
+        "_woken",
         "closing",
     )
 
@@ -132,6 +135,7 @@ class Writer:
         self._pending = pending
         self._send_now: Callable[[bytes], int] | None = getattr(stream, "send_nowait", None)
         self._rest = b""  # taken from pending() by wake() and not written yet: the task's
+        self._woken = False  # woken since the task last looked at what is pending
         self._wakeup = anyio.Event()
         self._busy = False  # a send is in progress
         self._idle: anyio.Event | None = None  # made by the first waiter of that send
@@ -141,17 +145,15 @@ class Writer:
     def wake(self) -> None:
         """There may be something to send."""
         send_now = self._send_now
-        if send_now is not None and not self._busy and not self._rest:
+        if send_now is not None and not (self._woken or self._busy or self._rest):
             data = self._pending()
-            if not data:
-                return
-            try:
-                written = send_now(data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                written = 0  # the task's send raises it where a failure belongs
-            if written == len(data):
-                return
-            self._rest = data[written:]
+            if data:
+                try:
+                    written = send_now(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    written = 0  # the task's send raises it where a failure belongs
+                self._rest = data[written:]
+        self._woken = True  # until the task runs: what comes next waits for it
         self._wakeup.set()
 
     def close(self) -> None:
@@ -169,6 +171,7 @@ class Writer:
     async def run(self) -> None:
         """Send until closed and drained; a broken stream raises out of here."""
         while True:
+            self._woken = False
             data, self._rest = self._rest or self._pending(), b""
             if not data:
                 if self.closing:
