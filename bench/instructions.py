@@ -24,6 +24,13 @@ start-up and imports cancelled out. Paths (bytes in to bytes out, as in ``compar
 * ``asgi-floor``: ``http_e2e.py``'s bare ASGI floor app driven the same way. ``asgi-example``
   minus ``asgi-floor`` is our share of an exchange over HTTP, without the server's own work
   (which is the same for both) and without the load of the machine.
+* ``stdio-asyncio``: ``stdio_e2e.py --pipeline 64`` in one process: the async adapter
+  (``mrtr_sansio.adapters.anyio.serve`` on a ``StdioStream`` over two pipes, unsealed, the
+  bench's handler) on an asyncio loop, and in the same loop a driver that writes 64 first legs
+  at once, reads their answers, writes the 64 retries and reads theirs (a regular expression
+  per answer, counted with the server). Each call is one such batch, counted as 64 exchanges.
+  ``stdio-asyncio-sealed``: the same with the state sealed as shipped (the default
+  per-process key).
 
     python bench/instructions.py [PATH ...] [--small N] [--large M]
 
@@ -51,7 +58,11 @@ PATHS = (
     "asgi-orjson",
     "asgi-example",
     "asgi-floor",
+    "stdio-asyncio",
+    "stdio-asyncio-sealed",
 )
+#: Exchanges per call of a path's exchange (1 unless said here).
+PER_CALL = {"stdio-asyncio": 64, "stdio-asyncio-sealed": 64}
 
 
 def _exchange(path: str) -> Callable[[], None]:
@@ -81,6 +92,8 @@ def _exchange(path: str) -> Callable[[], None]:
         return _asgi_exchange()
     if path in ("asgi-example", "asgi-floor"):
         return _e2e_exchange(path)
+    if path.startswith("stdio-asyncio"):
+        return _stdio_exchange(PER_CALL[path], sealed=path.endswith("-sealed"))
     engine, sent = server_exchange.make_engine(m.config.OrjsonCodec())
     if path == "prebuilt-orjson":
         return engine
@@ -169,13 +182,66 @@ def _e2e_exchange(path: str) -> Callable[[], None]:
     return exchange
 
 
+def _stdio_exchange(batch: int, sealed: bool) -> Callable[[], None]:
+    """One pipelined batch of ``stdio_e2e.py``'s exchange through the async stdio adapter, its
+    driver in the same asyncio loop; ``sealed``: the state sealed as shipped."""
+    import asyncio
+    import logging
+
+    import stdio_e2e
+
+    from mrtr_sansio.adapters.anyio import StdioStream, serve
+
+    logging.getLogger("mrtr_sansio").setLevel(logging.ERROR)
+    to_server, from_driver = os.pipe()[::-1]
+    from_server, to_driver = os.pipe()
+    blocking = stdio_e2e._handler()
+
+    async def handler(request: Any, ctx: Any) -> Any:
+        return blocking(request, ctx)
+
+    loop = asyncio.new_event_loop()
+    server = StdioStream(from_driver, to_driver)
+    driver = StdioStream(from_server, to_server)
+    serving = loop.create_task(serve(handler, stdio_e2e._config(sealed), server))
+    legs = stdio_e2e.Legs()
+    done = stdio_e2e.EXPECTED.encode()
+    state = stdio_e2e._STATE
+    next_id = 0
+
+    async def answers() -> list[bytes]:
+        buffer = b""
+        while buffer.count(b"\n") < batch:
+            buffer += await driver.receive()
+        return buffer.splitlines()
+
+    async def one_batch() -> None:
+        nonlocal next_id
+        first = next_id + 1
+        next_id += 2 * batch
+        await driver.send(b"".join([legs.first(rid) for rid in range(first, first + batch)]))
+        tokens = [state.search(line) for line in await answers()]
+        retries = [legs.retry(first + batch + i, t.group(1)) for i, t in enumerate(tokens) if t]
+        await driver.send(b"".join(retries))
+        finished = sum(done in line for line in await answers())
+        if len(retries) != batch or finished != batch:
+            raise RuntimeError(f"{batch - finished} of {batch} exchanges failed")
+
+    def exchange() -> None:
+        loop.run_until_complete(one_batch())
+        assert not serving.done(), "the server stopped"
+
+    return exchange
+
+
 def _child(path: str, count: int) -> None:
     exchange = _exchange(path)
-    for _ in range(300):
+    per_call = PER_CALL.get(path, 1)
+    for _ in range(300 // per_call or 1):
         exchange()
     gc.collect()
     gc.disable()
-    for _ in range(count):
+    for _ in range(count // per_call):
         exchange()
 
 
@@ -219,7 +285,9 @@ def main() -> None:
     for path in args.paths or PATHS:
         small = _instructions(path, args.small)
         large = _instructions(path, args.large)
-        print(f"{path:18s} {(large - small) / (args.large - args.small):10,.0f}", flush=True)
+        per_call = PER_CALL.get(path, 1)
+        exchanges = (args.large // per_call - args.small // per_call) * per_call
+        print(f"{path:18s} {(large - small) / exchanges:10,.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,16 @@ def test_compare_sdk() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["engine-orjson", "engine", "prebuilt-orjson", "floor-orjson", "asgi-example", "asgi-floor"],
+    [
+        "engine-orjson",
+        "engine",
+        "prebuilt-orjson",
+        "floor-orjson",
+        "asgi-example",
+        "asgi-floor",
+        "stdio-asyncio",
+        "stdio-asyncio-sealed",
+    ],
 )
 def test_instructions_paths_run(path: str) -> None:
     """Each path of bench/instructions.py runs (as its callgrind child does, without valgrind)."""
@@ -141,3 +150,16 @@ def test_stdio_e2e() -> None:
     lines = _run("stdio_e2e.py", "--quick")
     assert "errors: 0" in lines, lines
     assert re.fullmatch(r"ratio ours/sdk: stdio=(\d+\.\d\d|skipped)", lines[-1]), lines[-1]
+
+
+def test_stdio_e2e_pipelined() -> None:
+    """Pipelined, the stdio bench drives the blocking and the async adapters (asyncio and trio,
+    sealed and not) without an error and prints their ratios."""
+    argv = ["--quick", "--pipeline", "8", "--servers", "ours,asyncio,asyncio-sealed,trio"]
+    lines = _run("stdio_e2e.py", *argv)
+    assert "errors: 0" in lines, lines
+    ratios = (
+        r"ratios: asyncio-sealed/asyncio=\d+\.\d\d asyncio/ours=\d+\.\d\d trio/asyncio=\d+\.\d\d"
+    )
+    assert re.fullmatch(ratios, lines[-2]), lines[-2]
+    assert re.fullmatch(r"ratio ours/sdk: stdio=skipped", lines[-1]), lines[-1]

@@ -85,6 +85,7 @@ NOT_RUN = {
         "docs/performance.md",
         "python bench/stdio_e2e.py             # about a minute; --quick for a smoke run",
     ),
+    ("docs/performance.md", "npm install --prefix bench/ts        # once, for the ts row"),
     (
         "docs/performance.md",
         "python bench/instructions.py      # needs valgrind; about a minute per path",

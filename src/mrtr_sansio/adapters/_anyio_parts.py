@@ -1,12 +1,16 @@
 """The anyio pieces under the async adapter (:mod:`mrtr_sansio.adapters.anyio`): a byte stream on
-any pair of file descriptors, the one task that writes a stream, and a driver's timer."""
+any pair of file descriptors, the one task that writes a stream, a driver's timer, and the
+runner that starts handlers without a task each."""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 import os
-from collections.abc import Callable
+import types
+from collections import deque
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 import anyio
@@ -16,7 +20,7 @@ import anyio.lowlevel
 from ._common import READ_SIZE
 from ._loop import TimedDriver
 
-__all__ = ["GONE", "StdioStream", "Timer", "Writer", "receive"]
+__all__ = ["GONE", "Runner", "StdioStream", "Timer", "Writer", "receive"]
 
 #: What ends a stream's input or output for us: the peer closed, reset or went away.
 GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
@@ -61,19 +65,27 @@ class StdioStream(anyio.abc.ByteStream):
 
     async def send(self, item: bytes) -> None:
         """Write all of ``item``; ``BrokenResourceError`` when the reader is gone."""
-        fd = self._fds[1]
         view = memoryview(item)
         while view:
-            self._check_open()
-            if self._eof_sent:
-                raise anyio.ClosedResourceError
-            try:
-                view = view[os.write(fd, view) :]
-            except BlockingIOError:
-                await anyio.wait_writable(fd)
-            except OSError as exc:
-                raise anyio.BrokenResourceError from exc
+            written = self.send_nowait(view)
+            if written:
+                view = view[written:]
+            else:
+                await anyio.wait_writable(self._fds[1])
         await anyio.lowlevel.checkpoint()
+
+    def send_nowait(self, item: bytes | memoryview) -> int:
+        """Write what the descriptor takes of ``item`` now, without waiting: the number of bytes
+        written (0 when it would block); raises as :meth:`send` does."""
+        self._check_open()
+        if self._eof_sent:
+            raise anyio.ClosedResourceError
+        try:
+            return os.write(self._fds[1], item)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise anyio.BrokenResourceError from exc
 
     async def send_eof(self) -> None:
         """No more output: later sends fail (the descriptor itself stays open)."""
@@ -97,13 +109,33 @@ class StdioStream(anyio.abc.ByteStream):
 class Writer:
     """The one task that owns a stream's sending side (:meth:`run`): it sends what ``pending()``
     gives, and waits for :meth:`wake` when there is nothing. :meth:`sent` waits for the send in
-    progress, which is how readers apply backpressure."""
+    progress, which is how readers apply backpressure.
 
-    __slots__ = ("_busy", "_idle", "_pending", "_stream", "_wakeup", "closing")
+    On a stream that can write without waiting (:meth:`StdioStream.send_nowait`), the first
+    :meth:`wake` since the task last ran writes what is pending at once (no send in progress):
+    a lone answer leaves when it is made, not when the writer task next runs. Answers made
+    after it, before the task runs (a batch of handlers that answered at once), go out together
+    in the task's next send, one write for them all; so does what the descriptor did not take
+    (and a failure, which the task raises)."""
+
+    __slots__ = (
+        "_busy",
+        "_idle",
+        "_pending",
+        "_rest",
+        "_send_now",
+        "_stream",
+        "_wakeup",
+        "_woken",
+        "closing",
+    )
 
     def __init__(self, stream: anyio.abc.ByteSendStream, pending: Callable[[], bytes]) -> None:
         self._stream = stream
         self._pending = pending
+        self._send_now: Callable[[bytes], int] | None = getattr(stream, "send_nowait", None)
+        self._rest = b""  # taken from pending() by wake() and not written yet: the task's
+        self._woken = False  # woken since the task last looked at what is pending
         self._wakeup = anyio.Event()
         self._busy = False  # a send is in progress
         self._idle: anyio.Event | None = None  # made by the first waiter of that send
@@ -112,6 +144,16 @@ class Writer:
 
     def wake(self) -> None:
         """There may be something to send."""
+        send_now = self._send_now
+        if send_now is not None and not (self._woken or self._busy or self._rest):
+            data = self._pending()
+            if data:
+                try:
+                    written = send_now(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    written = 0  # the task's send raises it where a failure belongs
+                self._rest = data[written:]
+        self._woken = True  # until the task runs: what comes next waits for it
         self._wakeup.set()
 
     def close(self) -> None:
@@ -129,7 +171,8 @@ class Writer:
     async def run(self) -> None:
         """Send until closed and drained; a broken stream raises out of here."""
         while True:
-            data = self._pending()
+            self._woken = False
+            data, self._rest = self._rest or self._pending(), b""
             if not data:
                 if self.closing:
                     return
@@ -185,3 +228,76 @@ async def receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
         return await stream.receive(READ_SIZE)
     except GONE:
         return b""
+
+
+class Runner:
+    """Runs coroutines in a task group without a task for each one that never waits.
+
+    :meth:`start` queues a coroutine function and its arguments; one runner task at a time takes
+    them in order and runs each in a copy of the context it was queued in, as a task of its own
+    would. A coroutine that finishes without waiting (a handler that answers at once) costs no
+    task; one that waits keeps the runner task to itself until it ends, and a new runner task
+    takes over the queue. So a slow handler never holds up another, and each waiting handler
+    still runs in a task of the group (cancel scopes, ``anyio.current_task``), at the cost of
+    a task start only for handlers that wait.
+    """
+
+    __slots__ = ("_group", "_queue", "_running")
+
+    def __init__(self, group: anyio.abc.TaskGroup) -> None:
+        self._group = group
+        self._queue: deque[
+            tuple[contextvars.Context, Callable[..., Coroutine[Any, Any, object]], tuple[Any, ...]]
+        ] = deque()
+        self._running = False  # a runner task is started and has not handed the queue over
+
+    def start(self, func: Callable[..., Coroutine[Any, Any, object]], *args: Any) -> None:
+        """Run ``func(*args)`` soon (in the order started)."""
+        self._queue.append((contextvars.copy_context(), func, args))
+        if not self._running:
+            self._running = True
+            self._group.start_soon(self._run)
+
+    async def _run(self) -> None:
+        queue = self._queue
+        while queue:
+            context, func, args = queue.popleft()
+            coro: Coroutine[Any, Any, object] = context.run(func, *args)
+            try:
+                step = context.run(coro.send, None)
+            except StopIteration:
+                continue
+            except BaseException:
+                self._hand_over()
+                raise
+            self._hand_over()  # this one waits: the others go on in another task
+            await _resume(context, coro, step)
+            return
+        self._running = False
+
+    def _hand_over(self) -> None:
+        if self._queue:
+            self._group.start_soon(self._run)
+        else:
+            self._running = False
+
+
+@types.coroutine
+def _resume(
+    context: contextvars.Context, coro: Coroutine[Any, Any, object], step: Any
+) -> Generator[Any, Any, None]:
+    """Go on with ``coro`` from its first wait (``step``, what it yielded to the event loop) in
+    the calling task, each step in ``context``: what ``await coro`` would have done."""
+    while True:
+        try:
+            sent = yield step
+        except BaseException as exc:  # thrown into the task (a cancellation): pass it on
+            try:
+                step = context.run(coro.throw, exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                step = context.run(coro.send, sent)
+            except StopIteration:
+                return

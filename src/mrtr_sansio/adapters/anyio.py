@@ -61,7 +61,7 @@ from mrtr_sansio import (
     ServerConnection,
 )
 
-from ._anyio_parts import GONE, StdioStream, Timer, Writer, receive
+from ._anyio_parts import GONE, Runner, StdioStream, Timer, Writer, receive
 from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase, ClientOptions, InputCallback
 from ._common import Handler, HandlerResult, RequestContext, call_handler
 from ._loop import ClientDriver, StreamServer, answer
@@ -154,7 +154,7 @@ class _Server:
                 self._calls = calls.serialized()
         self._stream = stream
         self._driver = StreamServer(conn, self._start, self._cancel)
-        self._handlers: anyio.abc.TaskGroup | None = None
+        self._handlers: Runner | None = None
         self._scopes: dict[str | int, anyio.CancelScope] = {}  # request id -> its handler's
         self._writer = Writer(stream, conn.data_to_send)
         self._timer = Timer(self._driver, self._flush)
@@ -170,7 +170,7 @@ class _Server:
     async def _serve_requests(self) -> None:
         runner = self._runner
         async with anyio.create_task_group() as handlers:
-            self._handlers = handlers
+            self._handlers = Runner(handlers)
             if runner is not None:
                 runner.attach(handlers)
             if self._calls is None:
@@ -212,7 +212,7 @@ class _Server:
             self._runner.start(request)  # a task's run: in the pool, on its own connection
             return
         scope = self._scopes[request.request_id] = anyio.CancelScope()
-        self._handlers.start_soon(self._run_handler, request, scope, name=request.method)
+        self._handlers.start(self._run_handler, request, scope)
 
     def _cancel(self, request_id: str | int) -> None:
         scope = self._scopes.pop(request_id, None)
