@@ -63,3 +63,8 @@ __all__ = [
     "strategies",
     "tool",
 ]
+
+from mrtr_sansio._public import publish_errors  # after __all__, which it reads
+
+publish_errors(globals(), __name__)
+del publish_errors
