@@ -363,3 +363,14 @@ def test_a_stdio_server_does_not_warn_about_its_per_process_key(
         assert peer.recv() == result(2, text("Hello, Ada!"))
     assert [r.getMessage() for r in caplog.records] == []
     assert _common._announced == []
+
+
+def test_a_legacy_client_that_skips_initialize_is_told_to_initialize() -> None:
+    probe = Probe()
+    with session(probe) as peer:
+        peer.send(legacy_call(1, "greet"))
+        reply = peer.recv()
+        assert reply["error"]["code"] == ErrorCode.INVALID_PARAMS
+        assert reply["error"]["message"].startswith("Not initialized: send initialize first")
+        open_legacy(peer)  # the client does as told and is served
+    assert probe.calls == []
