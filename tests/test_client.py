@@ -473,10 +473,32 @@ def test_round_cap() -> None:
         rid = retry["id"]
     last = input_required({"k": FORM}, "s4")
     reply(conn, rid, last)
-    assert conn.events() == [RoundsExhausted(call, 3, last)]
+    assert conn.events() == [RoundsExhausted(call, 3, last, ("k",))]
     assert sent(conn) == []
     assert conn.next_deadline() is None
     assert not conn.cancel(call)
+
+
+def test_round_cap_names_only_the_keys_asked_again() -> None:
+    """A key answered and asked again is named; a new key asked at the cap is not "again"."""
+    conn = client(max_rounds=1)
+    call = start(conn)
+    reply(conn, 0, input_required({"k": FORM}, "s1"))
+    (event,) = needed(conn)
+    conn.fulfil(event, ACCEPT)
+    rid = one(conn)["id"]
+    last = input_required({"k": FORM, "j": FORM}, "s2")
+    reply(conn, rid, last)
+    assert conn.events() == [RoundsExhausted(call, 1, last, ("k",))]
+    conn = client(max_rounds=1)
+    call = start(conn)
+    reply(conn, 0, input_required({"k": FORM}, "s1"))
+    (event,) = needed(conn)
+    conn.fulfil(event, ACCEPT)
+    rid = one(conn)["id"]
+    last = input_required({"j": FORM}, "s2")
+    reply(conn, rid, last)
+    assert conn.events() == [RoundsExhausted(call, 1, last, ())]
 
 
 def test_round_cap_counts_state_only_rounds() -> None:
@@ -493,7 +515,7 @@ def test_round_cap_counts_state_only_rounds() -> None:
     conn.fulfil(event, ROOTS_ANSWER)
     one(conn)
     reply(conn, 2, input_required(state="busy"))
-    assert conn.events() == [RoundsExhausted(call, 2, input_required(state="busy"))]
+    assert conn.events() == [RoundsExhausted(call, 2, input_required(state="busy"), ())]
     assert conn.next_deadline() is None
 
 

@@ -155,7 +155,8 @@ def test_replies_to_pre_decoded_messages_never_fail_to_encode() -> None:
             "jsonrpc": "2.0",
             "error": {
                 "code": -32602,
-                "message": "Missing required _meta "
+                "message": "Not initialized: send initialize first (protocol 2025-11-25), "
+                "or give every request the 2026-07-28 _meta envelope "
                 "(io.modelcontextprotocol/protocolVersion, clientCapabilities)",
             },
         },

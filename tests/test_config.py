@@ -179,6 +179,8 @@ def test_sample_takes_any_sequence() -> None:
     messages: tuple[dict[str, Any], ...] = (
         {"role": "user", "content": {"type": "text", "text": "hi"}},
     )
-    for asked in (sample(messages, 10), sample("hi", 10)):
+    # An ordinary list of dicts, as inferred by mypy --strict (invariant list[...] would refuse it).
+    as_list = [{"role": "user", "content": {"type": "text", "text": "hi"}}]
+    for asked in (sample(messages, 10), sample("hi", 10), sample(as_list, 10)):
         assert asked.params is not None
         assert asked.params["messages"] == list(messages)

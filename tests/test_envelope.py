@@ -274,11 +274,19 @@ def test_legacy_methods_with_an_envelope_are_method_not_found(
     [
         (
             None,
-            "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)",
+            (
+                "Not initialized: send initialize first (protocol 2025-11-25), or give every"
+                " request the 2026-07-28 _meta envelope"
+                " (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
+            ),
         ),
         (
             {},
-            "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)",
+            (
+                "Not initialized: send initialize first (protocol 2025-11-25), or give every"
+                " request the 2026-07-28 _meta envelope"
+                " (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
+            ),
         ),
         ({"_meta": {}}, f"Missing required _meta field {PROTOCOL_VERSION}"),
         ({"_meta": {"progressToken": 1}}, f"Missing required _meta field {PROTOCOL_VERSION}"),
@@ -298,6 +306,13 @@ def test_no_envelope_and_no_session_is_invalid_params(
     assert only(events(conn)) == InvalidMessage(
         JsonRpcError(ErrorCode.INVALID_PARAMS, message), 3, True
     )
+
+
+def test_a_modern_only_server_asks_only_for_the_envelope() -> None:
+    modern_only = ServerConnection(ServerConfig(legacy_versions=()))
+    feed(modern_only, legacy_request(1, "tools/call", {"name": "x"}))
+    message = "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
+    assert sent(modern_only) == [error(ErrorCode.INVALID_PARAMS, message, 1)]
 
 
 def test_modern_only_server_refuses_initialize(conn: ServerConnection) -> None:

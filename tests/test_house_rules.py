@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "sealing._replay",
                 "_mcp.subscriptions",
                 "_extras",
+                "_public",
                 "observe",  # the observer protocol and its facts: values, attrs only
             }
         ),

@@ -291,7 +291,11 @@ def test_no_envelope_over_http_is_invalid_params(conn: ServerConnection) -> None
     assert sent(conn) == [
         error(
             ErrorCode.INVALID_PARAMS,
-            "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)",
+            (
+                "Not initialized: send initialize first (protocol 2025-11-25), or give every"
+                " request the 2026-07-28 _meta envelope"
+                " (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
+            ),
             1,
         )
     ]

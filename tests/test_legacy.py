@@ -283,8 +283,9 @@ def test_legacy_request_before_initialize_is_invalid_params(method: str) -> None
             "id": 1,
             "error": {
                 "code": -32602,
-                "message": "Missing required _meta (io.modelcontextprotocol/protocolVersion, "
-                "clientCapabilities)",
+                "message": "Not initialized: send initialize first (protocol 2025-11-25), or "
+                "give every request the 2026-07-28 _meta envelope "
+                "(io.modelcontextprotocol/protocolVersion, clientCapabilities)",
             },
         }
     ]

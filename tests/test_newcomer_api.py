@@ -23,6 +23,7 @@ from helpers import (
 )
 from mrtr_sansio import (
     UNSEALED,
+    Call,
     ClientConfig,
     InputRequiredResult,
     LocalProtocolError,
@@ -417,3 +418,19 @@ def test_the_adapters_take_log_level_and_progress() -> None:
 
     config, _ = client_config(None, {"log_level": "error", "progress": True})
     assert (config.log_level, config.progress) == ("error", True)
+
+
+def test_rounds_exhausted_names_what_the_server_still_asked() -> None:
+    from mrtr_sansio.adapters import RoundsExhaustedError
+
+    call = Call(1, "tools/call", {})
+    ask = {"method": "roots/list", "params": {}}
+    new_keys = RoundsExhaustedError(call, 2, {"inputRequests": {"j": ask, "k": ask}})
+    assert (
+        str(new_keys)
+        == "tools/call still needed input after 2 rounds: the server still asked for 'j', 'k'"
+    )
+    assert new_keys.asked_again == ()
+    assert str(RoundsExhaustedError(call, 2, {"requestState": "s"})) == (
+        "tools/call still needed input after 2 rounds"
+    )

@@ -175,3 +175,46 @@ def test_the_tree_needs_no_more_migration() -> None:
         if MIGRATE.migrate(p.read_text("utf-8"), p) != p.read_text("utf-8")
     ]
     assert stale == []
+
+
+#: The public modules whose exported errors a user meets in tracebacks and the API reference.
+PUBLIC_MODULES = [
+    "mrtr_sansio",
+    "mrtr_sansio.errors",
+    "mrtr_sansio.events",
+    "mrtr_sansio.config",
+    "mrtr_sansio.protocol",
+    "mrtr_sansio.tasks",
+    "mrtr_sansio.sealing",
+    "mrtr_sansio.http",
+    "mrtr_sansio.observe",
+    "mrtr_sansio.adapters",
+    "mrtr_sansio.adapters.stdio",
+    "mrtr_sansio.adapters.anyio",
+    "mrtr_sansio.adapters.asyncio",
+    "mrtr_sansio.adapters.trio",
+    "mrtr_sansio.adapters.asgi",
+    "mrtr_sansio.adapters.http",
+    "mrtr_sansio.adapters.stores",
+    "mrtr_sansio.adapters.serve",
+    "mrtr_sansio.otel",
+    "mrtr_sansio.testing",
+]
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_public_errors_name_their_public_module(name: str) -> None:
+    module = importlib.import_module(name)
+    errors = 0
+    for attr in module.__all__:
+        value = getattr(module, attr)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            errors += 1
+            home = value.__module__
+            assert "._" not in home, f"{name}.{attr}: {home}"
+            assert getattr(importlib.import_module(home), value.__qualname__) is value
+    if name == "mrtr_sansio.adapters":
+        assert errors >= 6
+        assert str(module.ConnectionClosedError) == (
+            "<class 'mrtr_sansio.adapters.ConnectionClosedError'>"
+        )

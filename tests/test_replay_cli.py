@@ -6,11 +6,14 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mrtr_sansio.testing import cli
+from helpers import correct_server
+from mrtr_sansio.testing import Server, SpecViolationError, cli, prompt, tool
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = str(ROOT / "examples")
@@ -23,6 +26,23 @@ def test_the_entry_point_is_in_the_installed_metadata() -> None:
     dist = found.dist
     assert dist is not None
     assert dist.metadata["Name"] == "mrtr-sansio"
+
+
+def test_the_command_without_the_testing_extra_says_so_in_one_line() -> None:
+    """The installed script, run where hypothesis cannot be imported: one line naming the
+    extra on stderr, status 2, no traceback."""
+    script = Path(sys.executable).with_name("mrtr-check")
+    assert script.exists(), f"{script} is not installed (pip install -e '.[testing]')"
+    code = (
+        "import runpy, sys; sys.modules['hypothesis'] = None; "
+        f"sys.argv = [{str(script)!r}, 'server', 'http://127.0.0.1:9/mcp']; "
+        f"runpy.run_path({str(script)!r}, run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "mrtr-check needs hypothesis: pip install 'mrtr-sansio[testing]'\n"
 
 
 def test_the_installed_command_runs() -> None:
@@ -154,3 +174,57 @@ def test_server_checks_a_handler_in_process(capsys: pytest.CaptureFixture[str]) 
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith("Checking helpers:model_handler, in process: 1 operations")
+
+
+def two_bugs() -> Server:
+    """A server of our own that breaks two rules: the plain tool ``echo`` asks for input
+    (mrtr-operation), and ``prompts/get`` results, its first ``input_required`` included,
+    carry no ``resultType`` (result-type). Each breaks on an operation's first call, so
+    hypothesis meets both."""
+    inner = correct_server()
+
+    def broken(request: dict[str, Any]) -> Mapping[str, Any] | None:
+        response = inner(request)
+        if response is None or "result" not in response:
+            return response
+        if request["method"] == "tools/call":
+            state = {"resultType": "input_required", "requestState": "again"}
+            return {**response, "result": state}
+        if request["method"] == "prompts/get":  # its first answer already breaks the rule
+            response["result"].pop("resultType", None)
+        return response
+
+    return broken
+
+
+def test_server_reports_each_of_several_failures(capsys: pytest.CaptureFixture[str]) -> None:
+    # (this order, derandomized, finds both: hypothesis tries the first operation first)
+    ops = [prompt("intro", mrtr=True), tool("echo", {"text": "hi"}, mrtr=False)]
+    argv = ["server", "--examples", "30", "--steps", "6", "--no-tamper-check"]
+    assert cli.main(argv, default_server=two_bugs, default_operations=ops) == 1
+    out = capsys.readouterr().out
+    assert "Traceback" not in out
+    assert ": 2 distinct failures\n" in out
+    reports = out.split("\n--- failure ")[1:]
+    assert [r.split("\n", 1)[0] for r in reports] == ["1 of 2", "2 of 2"]
+    rules = sorted(r.split("\n", 2)[1].split("]", 1)[0] for r in reports)
+    assert rules == ["[mrtr-operation", "[result-type"]
+    for report in reports:
+        assert "\n  rule: " in report
+        assert "\n  request:  " in report
+        assert "\n  response: " in report
+
+
+def test_only_groups_made_of_violations_are_reports() -> None:
+    class GroupError(Exception):  # the shape of an exception group, on Python 3.10 too
+        def __init__(self, *parts: BaseException) -> None:
+            super().__init__("group")
+            self.exceptions = parts
+
+    one = SpecViolationError("jsonrpc", "no id")
+    two = SpecViolationError("result-type", "no resultType")
+    assert cli.violations(GroupError(one, GroupError(two))) == [one, two]
+    assert cli.violations(one) == [one]
+    assert cli.violations(GroupError(one, ValueError("bug"))) == []
+    assert cli.violations(GroupError()) == []
+    assert cli.violations(ValueError("bug")) == []

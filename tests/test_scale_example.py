@@ -340,7 +340,13 @@ async def test_what_is_not_a_clean_protocol_error_is_a_problem() -> None:
         ),
         (completes_with("Booked elsewhere."), "unexpected result ['Booked elsewhere.']"),
         (refused, "could not connect to http://x/mcp: is the server running? (refused)"),
-        (answers_with(200, result=ASK_DATES), "tools/call still needed input after 10 rounds"),
+        (
+            answers_with(200, result=ASK_DATES),
+            (
+                "tools/call still needed input after 10 rounds: the server asked again for"
+                " 'dates'; the answer given did not satisfy it"
+            ),
+        ),
     ]
     async with httpx.AsyncClient(transport=canned) as http:
         for respond, problem in cases:

@@ -100,3 +100,8 @@ __all__ = [
     "list_roots",
     "sample",
 ]
+
+from mrtr_sansio._public import publish_errors  # after __all__, which it reads
+
+publish_errors(globals(), __name__)
+del publish_errors

@@ -295,11 +295,14 @@ class RoundsExhausted(Event):
     Server (legacy shim): ``call`` is the original :class:`RequestReceived`. Client: ``call`` is
     the :class:`Call`. ``last_result`` is the last ``input_required`` result, as wire JSON (a
     legacy client: the server request that would have started one round too many).
+    ``asked_again`` (client, modern wire): the ``inputRequests`` keys of the last result that
+    the client had just answered, the answers that did not satisfy the server.
     """
 
     call: Any
     rounds: int
     last_result: Mapping[str, Any]
+    asked_again: tuple[str, ...] = ()
 
 
 @attrs.frozen

@@ -425,6 +425,13 @@ async def test_legacy_request_without_session_is_refused(client: Client) -> None
     response = await client.send(listing, {"mcp-protocol-version": "2025-11-25"})
     assert response.status == 400
     assert response.json()["error"]["code"] == -32602
+    told = "Not initialized: send initialize first (protocol 2025-11-25)"
+    assert response.json()["error"]["message"].startswith(told)
+    # A tools/call with neither a session nor _meta (nor the version header) is told the same.
+    calling = {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo"}}
+    response = await client.send(calling)
+    assert response.status == 400
+    assert response.json()["error"]["message"].startswith(told)
 
 
 async def test_modern_only_app_refuses_initialize_and_delete(fixture: Fixture) -> None:

@@ -286,8 +286,17 @@ def test_round_cap_is_surfaced(lib: Lib, era: EraName) -> None:
             assert len(legs) == 4
             check_retries(session.wire, legs)
             assert exhausted.value.last_result == session.wire.answer_to(legs[-1])["result"]
+            assert exhausted.value.asked_again == ("again",)
+            assert str(exhausted.value) == (
+                "tools/call still needed input after 3 rounds: the server asked again for"
+                " 'again'; the answer given did not satisfy it"
+            )
         else:
             assert exhausted.value.last_result["method"] == "elicitation/create"
+            assert str(exhausted.value) == (
+                "tools/call still needed input after 3 rounds:"
+                " the server still sent elicitation/create"
+            )
 
     run(lib, era, body, answers, max_rounds=3)
 

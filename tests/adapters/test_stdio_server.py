@@ -343,3 +343,34 @@ def test_defaults_to_process_stdio_and_guards_stdout(monkeypatch: pytest.MonkeyP
     peer.recv_eof()
     peer.close()
     assert fake_err.getvalue() == "stray output\n"
+
+
+def test_a_stdio_server_does_not_warn_about_its_per_process_key(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process per client: the default per-process requestState key is right for stdio, so
+    nothing is printed into the client's terminal (HTTP warns: test_newcomer_api)."""
+    from mrtr_sansio.adapters import _common
+
+    monkeypatch.setattr(_common, "_announced", [])
+    config = ServerConfig(server_info=SERVER, capabilities={"tools": {}})
+    assert config.seals_with_process_key
+    probe = Probe()
+    with caplog.at_level(logging.WARNING, logger="mrtr_sansio"), session(probe, config) as peer:
+        peer.send(modern_call(1, "greet"))
+        state = peer.recv()["result"]["requestState"]
+        peer.send(modern_call(2, "greet", inputResponses={"name": ADA}, requestState=state))
+        assert peer.recv() == result(2, text("Hello, Ada!"))
+    assert [r.getMessage() for r in caplog.records] == []
+    assert _common._announced == []
+
+
+def test_a_legacy_client_that_skips_initialize_is_told_to_initialize() -> None:
+    probe = Probe()
+    with session(probe) as peer:
+        peer.send(legacy_call(1, "greet"))
+        reply = peer.recv()
+        assert reply["error"]["code"] == ErrorCode.INVALID_PARAMS
+        assert reply["error"]["message"].startswith("Not initialized: send initialize first")
+        open_legacy(peer)  # the client does as told and is served
+    assert probe.calls == []

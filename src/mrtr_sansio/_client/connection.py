@@ -880,7 +880,8 @@ class ClientConnection(Connection):
             self._fail_invalid(st, str(exc))
             return
         if st.round >= self.config.max_rounds:
-            self._end(st, RoundsExhausted(st.call, st.round, result), _ROUND_CAP)
+            again = tuple(key for key, _, _ in requests if key in st.answers)
+            self._end(st, RoundsExhausted(st.call, st.round, result, again), _ROUND_CAP)
             return
         st.round += 1
         st.state = state

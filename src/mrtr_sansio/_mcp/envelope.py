@@ -120,6 +120,14 @@ def log_allowed(params: Mapping[str, Any] | None, request: Any, session: Any) ->
     return LOG_LEVEL_RANK[level] >= LOG_LEVEL_RANK[wanted]
 
 
+#: The -32602 message for a request with neither a session nor ``_meta``, on a server that
+#: speaks both wires: a legacy client that skipped the handshake is told to initialize.
+NOT_INITIALIZED = (
+    "Not initialized: send initialize first (protocol 2025-11-25), or give every request the "
+    "2026-07-28 _meta envelope (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
+)
+
+
 def missing_meta_message(meta: Any) -> str:
     """The -32602 message for a request without the modern envelope (or without its version)."""
     if meta is None:

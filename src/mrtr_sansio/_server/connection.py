@@ -43,6 +43,7 @@ from mrtr_sansio._mcp.envelope import (
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
+    NOT_INITIALIZED,
     PROTOCOL_VERSION,
     SERVER_INFO,
     envelope_error,
@@ -629,6 +630,8 @@ class ServerConnection(Connection):
                 ),
                 rid,
             )
+        elif meta is None and self.config.legacy_versions:  # likely a legacy client
+            raise invalid(rid, NOT_INITIALIZED)
         else:
             raise invalid(rid, missing_meta_message(meta))
 

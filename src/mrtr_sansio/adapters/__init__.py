@@ -97,3 +97,8 @@ __all__ = [
     "call_handler",
     "client_config",
 ]
+
+from mrtr_sansio._public import publish_errors  # after __all__, which it reads
+
+publish_errors(globals(), __name__)
+del publish_errors

@@ -67,13 +67,31 @@ class HandshakeFailedError(CallFailedError):
 class RoundsExhaustedError(ClientError):
     """The server still asked for input after ``ClientConfig.max_rounds`` rounds; the call was
     ended. ``last_result`` is the last ``input_required`` result (legacy: the server request
-    that would have started one round too many)."""
+    that would have started one round too many). ``asked_again``: the ``inputRequests`` keys
+    the server asked again right after the client answered them; the message names them, or
+    the keys (legacy: the request method) still asked."""
 
-    def __init__(self, call: Call, rounds: int, last_result: Mapping[str, Any]) -> None:
-        super().__init__(f"{call.method} still needed input after {rounds} rounds")
+    def __init__(
+        self,
+        call: Call,
+        rounds: int,
+        last_result: Mapping[str, Any],
+        asked_again: tuple[str, ...] = (),
+    ) -> None:
+        message = f"{call.method} still needed input after {rounds} rounds"
+        asked = last_result.get("inputRequests")
+        if asked_again:
+            keys = ", ".join(repr(k) for k in asked_again)
+            message += f": the server asked again for {keys}; the answer given did not satisfy it"
+        elif isinstance(asked, Mapping) and asked:
+            message += f": the server still asked for {', '.join(repr(k) for k in asked)}"
+        elif isinstance(last_result.get("method"), str):
+            message += f": the server still sent {last_result['method']}"
+        super().__init__(message)
         self.call = call
         self.rounds = rounds
         self.last_result = last_result
+        self.asked_again = asked_again
 
 
 class InputRejectedError(ClientError):

@@ -208,7 +208,9 @@ _announced: list[bool] = []
 
 def announce_state_key(config: ServerConfig) -> None:
     """Log once per process, at WARNING, that ``requestState`` is sealed with the default
-    per-process key: right for one process, wrong for several instances or restarts."""
+    per-process key: right for one process, wrong for several instances or restarts. Only
+    servers that several processes could share call it (HTTP); a stream server (stdio) is one
+    process per client, where the per-process key is right, and stays quiet."""
     if config.seals_with_process_key and not _announced:
         _announced.append(True)
         log.warning(

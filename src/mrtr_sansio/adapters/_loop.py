@@ -58,7 +58,7 @@ from ._client_options import (
     call_hook,
     client_config,
 )
-from ._common import HandlerResult, announce_state_key, log
+from ._common import HandlerResult, log
 
 __all__ = ["ClientDriver", "StreamServer", "TimedDriver", "answer", "settle_task"]
 
@@ -164,7 +164,8 @@ class StreamServer(TimedDriver[ServerConnection]):
         super().__init__(conn)
         self._start = start
         self._cancel = cancel
-        announce_state_key(conn.config)
+        # No announce_state_key: a stream server (stdio) is one process per client, where the
+        # per-process requestState key is the right default.
 
     def receive(self, data: bytes) -> None:
         """Feed bytes read from the peer (``b""`` at the end of input) and route the events."""
@@ -387,7 +388,9 @@ class ClientDriver(TimedDriver[ClientConnection]):
                 self._settle(event.call, self._failure(event))
             elif kind is RoundsExhausted:
                 assert isinstance(event, RoundsExhausted)
-                exhausted = RoundsExhaustedError(event.call, event.rounds, event.last_result)
+                exhausted = RoundsExhaustedError(
+                    event.call, event.rounds, event.last_result, event.asked_again
+                )
                 self._settle(event.call, exhausted)
             elif kind is InputWithdrawn:
                 assert isinstance(event, InputWithdrawn)

@@ -362,3 +362,9 @@ class HttpClient(HttpWire, AsyncClientBase):
             if timed.cancelled_caught:
                 driver.fire_timer()
                 self._flush(driver)
+
+
+from mrtr_sansio._public import publish_errors  # noqa: E402  (once every name is defined)
+
+publish_errors(globals(), __name__)
+del publish_errors

@@ -37,3 +37,8 @@ __all__ = [
     "UnsealedState",
     "process_state_protector",
 ]
+
+from mrtr_sansio._public import publish_errors  # after __all__, which it reads
+
+publish_errors(globals(), __name__)
+del publish_errors

@@ -61,3 +61,8 @@ __all__ = [
     "WatchableTaskStore",
     "iso_time",
 ]
+
+from mrtr_sansio._public import publish_errors  # after __all__, which it reads
+
+publish_errors(globals(), __name__)
+del publish_errors

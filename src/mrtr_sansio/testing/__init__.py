@@ -14,11 +14,20 @@
 Never imported by ``import mrtr_sansio``.
 """
 
+import sys
+from pathlib import Path
+
 from mrtr_sansio._extras import raise_missing_extra
 
 try:
     import hypothesis  # noqa: F401  (every strategy and the model below are built on it)
 except ModuleNotFoundError as exc:
+    if Path(sys.argv[0]).name.startswith("mrtr-check"):  # the console script: one line, no
+        try:  # traceback (it imports this package before its main() can run)
+            raise_missing_extra(exc, "mrtr-check", "testing")
+        except ModuleNotFoundError as missing:
+            print(missing, file=sys.stderr)
+            raise SystemExit(2) from None
     raise_missing_extra(exc, __name__, "testing")
 
 from . import strategies
@@ -54,3 +63,8 @@ __all__ = [
     "strategies",
     "tool",
 ]
+
+from mrtr_sansio._public import publish_errors  # after __all__, which it reads
+
+publish_errors(globals(), __name__)
+del publish_errors

@@ -37,7 +37,14 @@ from ._replay_report import ReplayViolationError, plural, wrap
 from ._replay_run import Runner, resolve
 from .http import http_endpoint
 
-__all__ = ["CONFORMANCE_OPERATIONS", "discover", "main", "parse_operation", "server_command"]
+__all__ = [
+    "CONFORMANCE_OPERATIONS",
+    "discover",
+    "main",
+    "parse_operation",
+    "server_command",
+    "violations",
+]
 
 #: What ``server`` drives by default: the official conformance suite's MRTR fixtures.
 CONFORMANCE_OPERATIONS = (
@@ -192,11 +199,38 @@ def server_command(
     started = time.monotonic()
     try:
         check_server(server, config, settings=run)
-    except SpecViolationError as error:
-        print(f"\nFAILED after {time.monotonic() - started:.1f} s\n{error}")
+    except Exception as error:
+        found = violations(error)
+        if not found:
+            raise
+        took = f"FAILED after {time.monotonic() - started:.1f} s"
+        if len(found) == 1:
+            print(f"\n{took}\n{found[0]}")
+        else:  # hypothesis found distinct failures: each one's report, not a group traceback
+            print(f"\n{took}: {len(found)} distinct failures")
+            for n, each in enumerate(found, 1):
+                print(f"\n--- failure {n} of {len(found)}\n{each}")
         return 1
     print(f"OK in {time.monotonic() - started:.1f} s: no rule broken ({len(CHECKS)} checked)")
     return 0
+
+
+def violations(error: BaseException) -> list[SpecViolationError]:
+    """The spec violations ``error`` is: itself, or every leaf of an exception group (what
+    hypothesis raises when it finds several distinct failures); empty when any part of it is
+    something else (a bug to show as a traceback, not a report)."""
+    if isinstance(error, SpecViolationError):
+        return [error]
+    parts = getattr(error, "exceptions", None)  # BaseExceptionGroup (3.11+ or the backport)
+    if not isinstance(parts, tuple) or not parts:
+        return []
+    found: list[SpecViolationError] = []
+    for part in parts:
+        leaves = violations(part)
+        if not leaves:
+            return []
+        found += leaves
+    return found
 
 
 def discover(runner: Runner) -> list[Operation]:
