@@ -14,20 +14,14 @@
 Never imported by ``import mrtr_sansio``.
 """
 
-import sys
-from pathlib import Path
-
 from mrtr_sansio._extras import raise_missing_extra
 
 try:
     import hypothesis  # noqa: F401  (every strategy and the model below are built on it)
 except ModuleNotFoundError as exc:
-    if Path(sys.argv[0]).name.startswith("mrtr-check"):  # the console script: one line, no
-        try:  # traceback (it imports this package before its main() can run)
-            raise_missing_extra(exc, "mrtr-check", "testing")
-        except ModuleNotFoundError as missing:
-            print(missing, file=sys.stderr)
-            raise SystemExit(2) from None
+    from ._command_hint import exit_if_the_command
+
+    exit_if_the_command(exc)  # the mrtr-check script: one line and status 2, no traceback
     raise_missing_extra(exc, __name__, "testing")
 
 from . import strategies
