@@ -24,6 +24,15 @@ start-up and imports cancelled out. Paths (bytes in to bytes out, as in ``compar
 * ``asgi-floor``: ``http_e2e.py``'s bare ASGI floor app driven the same way. ``asgi-example``
   minus ``asgi-floor`` is our share of an exchange over HTTP, without the server's own work
   (which is the same for both) and without the load of the machine.
+* ``asgi-necessary``: ``http_e2e.py``'s necessary-work floor app driven the same way (orjson,
+  the envelope, method and tool checks, the state sealed with HMAC-SHA256 on leg 1 and verified
+  on leg 2): what any MRTR server must do for the exchange.
+* ``sealing``: the sealing alone in one exchange, as the example app does it: the ``seal`` of
+  leg 1's state and the ``unseal`` of the echoed token, through the example's protector (the
+  process key, HMAC-SHA256) with the bindings the server builds for that tool call;
+* ``sealing-necessary``: the necessary-work floor's HMAC seal and verification of the same
+  state (a small JSON payload with an expiry, base64url). ``sealing`` / ``sealing-necessary``
+  is what sealing costs against the HMAC work it needs.
 
     python bench/instructions.py [PATH ...] [--small N] [--large M]
 
@@ -51,6 +60,9 @@ PATHS = (
     "asgi-orjson",
     "asgi-example",
     "asgi-floor",
+    "asgi-necessary",
+    "sealing",
+    "sealing-necessary",
 )
 
 
@@ -79,8 +91,10 @@ def _exchange(path: str) -> Callable[[], None]:
         return exchange
     if path == "asgi-orjson":
         return _asgi_exchange()
-    if path in ("asgi-example", "asgi-floor"):
+    if path in ("asgi-example", "asgi-floor", "asgi-necessary"):
         return _e2e_exchange(path)
+    if path in ("sealing", "sealing-necessary"):
+        return _sealing_exchange(path)
     engine, sent = server_exchange.make_engine(m.config.OrjsonCodec())
     if path == "prebuilt-orjson":
         return engine
@@ -123,14 +137,15 @@ def _asgi_exchange() -> Callable[[], None]:
 
 
 def _e2e_exchange(path: str) -> Callable[[], None]:
-    """``http_e2e.py``'s exchange on its ``ours`` or ``floor`` app, called in process; neither
-    suspends with the whole body at hand, so each POST runs to its end in one step."""
-    import logging
-
+    """``http_e2e.py``'s exchange on its ``ours``, ``floor`` or ``necessary`` app, called in
+    process; none suspends with the whole body at hand, so each POST runs to its end in one step."""
     import http_e2e
 
-    logging.getLogger("mrtr_sansio").setLevel(logging.ERROR)  # build_app warns of its key
-    app = http_e2e.ours() if path == "asgi-example" else http_e2e.floor()
+    apps = {
+        "asgi-example": _e2e_app,
+        "asgi-floor": http_e2e.floor,
+    }
+    app = apps.get(path, http_e2e.necessary)()
     first = http_e2e._compact(http_e2e.request_1(1)).encode()
     head, tail = http_e2e._compact(http_e2e.request_2(2, "@")).encode().split(b"@")
     headers = [(k.lower().encode(), v.encode()) for k, v in http_e2e.HEADERS.items()]
@@ -167,6 +182,46 @@ def _e2e_exchange(path: str) -> Callable[[], None]:
             raise RuntimeError(f"leg 2 answered {done[:200]!r}")
 
     return exchange
+
+
+def _sealing_exchange(path: str) -> Callable[[], None]:
+    """The state of ``http_e2e.py``'s tool sealed for leg 1 and unsealed on leg 2: through the
+    example app's protector with the server's bindings, or as the necessary-work floor does."""
+    import http_e2e
+
+    now = 1_800_000_000.0
+    if path == "sealing-necessary":
+        key, seal, open_ = http_e2e.NECESSARY_KEY, http_e2e.necessary_seal, http_e2e.necessary_open
+
+        def necessary() -> None:
+            if open_(key, seal(key, http_e2e.STATE, now), now + 1.0) != http_e2e.STATE:
+                raise RuntimeError("the necessary floor did not unseal its state")
+
+        return necessary
+    import mrtr_sansio as m
+
+    protector = _e2e_app().config.request_state
+    binding = m.sealing.StateBinding
+
+    def exchange() -> None:
+        # A binding per leg, as the server builds one per request (the same arguments value).
+        asked = binding("tools/call", http_e2e.TOOL, {}, None)
+        token = protector.seal(http_e2e.STATE, asked, 1, now)
+        retry = binding("tools/call", http_e2e.TOOL, {}, None)
+        if protector.unseal(token, retry, now + 1.0).state != http_e2e.STATE:
+            raise RuntimeError("the protector did not unseal its state")
+
+    return exchange
+
+
+def _e2e_app() -> Any:
+    """The example server's app as ``http_e2e.py`` builds it (its key warning silenced)."""
+    import logging
+
+    import http_e2e
+
+    logging.getLogger("mrtr_sansio").setLevel(logging.ERROR)  # build_app warns of its key
+    return http_e2e.ours()
 
 
 def _child(path: str, count: int) -> None:
