@@ -15,6 +15,12 @@ packages are missing is printed as skipped), one worker, access log off:
   with a fixed state of the sealed token's length for a request without ``inputResponses``,
   the result otherwise) encoded with ``json.dumps``: the least any JSON-over-HTTP server does
   on that uvicorn.
+* **necessary**: the necessary-work floor, the bare app's IO around only what an MRTR server
+  must do per POST: parse the body with orjson; check the ``_meta`` envelope (the protocol
+  version key, the client capabilities), the method and the tool name; on leg 1 answer
+  ``input_required`` with the elicitation and a ``requestState`` sealed with HMAC-SHA256 (a
+  small JSON payload of the state and an expiry, base64url); on leg 2 verify the echoed state's
+  HMAC and expiry and answer the result; encode with orjson.
 * **ours**: ``build_app()`` of ``examples/http/server.py`` (the fixtures, both eras on one URL,
   HMAC-sealed state with a key of the process), as that script builds it.
 * **sdk** (when the official SDK, package ``mcp`` of the ``bench`` extra, is installed): its
@@ -44,15 +50,18 @@ stopped at the end, on error and on Ctrl-C too. Loopback only.
 
 ``--quick`` (the smoke test): 1 round of 1 s per server, 2 connections, no warm-up.
 
-Last line: ``ratio ours/floor: httptools=<x.xx> h11=<y.yy>`` (``skipped`` for a configuration
-that could not run).
+Last lines: ``ratio ours/necessary: httptools=<x.xx> h11=<y.yy>`` (our shipped, sealed app
+against the necessary-work floor), then ``ratio ours/floor: httptools=<x.xx> h11=<y.yy>``
+(against the bare app; ``skipped`` for a configuration that could not run).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import ctypes
+import hmac
 import http.client
 import importlib.util
 import json
@@ -69,6 +78,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+try:
+    import orjson
+except ImportError:  # the necessary-work row needs it (the bench extra); it is skipped
+    orjson = None  # type: ignore[assignment]
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "http" / "server.py"
@@ -189,6 +203,101 @@ async def _floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
 def floor() -> Any:
     """uvicorn factory: the floor app."""
     return _floor
+
+
+# --- the necessary-work floor: what any MRTR server must do per POST, and nothing else ---------
+
+#: The necessary app's HMAC key (per process, like the example server's default).
+NECESSARY_KEY = os.urandom(32)
+NECESSARY_TTL = 600.0
+_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+_NECESSARY_META = {
+    "io.modelcontextprotocol/serverInfo": {"name": "mrtr-necessary", "version": "0.0.0"}
+}
+_NECESSARY_DONE = {**FLOOR_DONE, "_meta": _NECESSARY_META}
+
+
+def necessary_seal(key: bytes, state: str, now: float) -> str:
+    """HMAC-SHA256 over a small JSON payload (the state and an expiry), as base64url."""
+    payload = orjson.dumps({"s": state, "e": now + NECESSARY_TTL})
+    raw = payload + hmac.digest(key, payload, "sha256")
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def necessary_open(key: bytes, token: str, now: float) -> str | None:
+    """The state in ``token`` when its HMAC and its expiry check out, else None."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:
+        return None
+    payload, tag = raw[:-32], raw[-32:]
+    if len(raw) <= 32 or not hmac.compare_digest(hmac.digest(key, payload, "sha256"), tag):
+        return None
+    claims = orjson.loads(payload)
+    if not now < claims["e"]:
+        return None
+    state: str = claims["s"]
+    return state
+
+
+def _necessary_error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def necessary_answer(body: bytes, now: float) -> bytes:
+    """One POST's answer, doing only what an MRTR server must: parse, check the envelope, the
+    method and the tool, seal the state (leg 1) or verify it (leg 2), encode."""
+    request = orjson.loads(body)
+    request_id = request.get("id")
+    params = request.get("params")
+    meta = params.get("_meta") if type(params) is dict else None
+    if (
+        type(meta) is not dict
+        or meta.get(_VERSION_KEY) != "2026-07-28"
+        or type(meta.get(_CAPABILITIES_KEY)) is not dict
+    ):
+        answer = _necessary_error(request_id, -32602, "missing or unsupported _meta envelope")
+    elif request.get("method") != "tools/call" or params.get("name") != TOOL:
+        answer = _necessary_error(request_id, -32602, "unknown tool")
+    elif "inputResponses" not in params:
+        if "elicitation" not in meta[_CAPABILITIES_KEY]:
+            answer = _necessary_error(request_id, -32602, "the client cannot elicit")
+        else:
+            ask = {**FLOOR_ASK, "_meta": _NECESSARY_META}
+            ask["requestState"] = necessary_seal(NECESSARY_KEY, STATE, now)
+            answer = {"jsonrpc": "2.0", "id": request_id, "result": ask}
+    else:
+        token = params.get("requestState")
+        state = necessary_open(NECESSARY_KEY, token, now) if type(token) is str else None
+        confirm = params["inputResponses"].get("confirm")
+        if state != STATE or type(confirm) is not dict or confirm.get("action") != "accept":
+            answer = _necessary_error(request_id, -32602, "Invalid or expired requestState")
+        else:
+            answer = {"jsonrpc": "2.0", "id": request_id, "result": _NECESSARY_DONE}
+    return orjson.dumps(answer)
+
+
+async def _necessary(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The necessary-work floor as an ASGI app: the bare floor's IO, the MRTR server's work."""
+    if scope["type"] == "lifespan":
+        await _lifespan(receive, send)
+        return
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body = necessary_answer(b"".join(chunks), time.time())
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def necessary() -> Any:
+    """uvicorn factory: the necessary-work floor app."""
+    return _necessary
 
 
 def ours() -> Any:
@@ -515,7 +624,8 @@ def plan(configs: list[str], with_sdk: bool) -> tuple[list[Server], dict[str, st
     """The servers to start, and the configurations skipped (with why)."""
     servers: list[Server] = []
     skipped: dict[str, str] = {}
-    apps = ["floor", "ours", *(["sdk"] if with_sdk else [])]
+    necessary_row = ["necessary"] if orjson is not None else []
+    apps = ["floor", *necessary_row, "ours", *(["sdk"] if with_sdk else [])]
     loop_options = _example_takes_loop_options()
     for config in configs:
         http, loop, modules = CONFIGS[config]
@@ -586,8 +696,16 @@ def report(servers: list[Server], skipped: dict[str, str], configs: list[str]) -
             print(f"    first error: {first}")
     for config, why in skipped.items():
         print(f"{config:20s} skipped: {why}")
-    parts, sdk_parts, cpu_parts = [], [], []
+    parts, sdk_parts, cpu_parts, necessary_parts, floor_parts = [], [], [], [], []
     for config in configs:
+        necessary_rate = medians.get((config, "necessary"))
+        ours_sealed, bare = medians.get((config, "ours")), medians.get((config, "floor"))
+        if necessary_rate and ours_sealed is not None:
+            necessary_parts.append(f"{config}={ours_sealed / necessary_rate:.2f}")
+        else:
+            necessary_parts.append(f"{config}=skipped")
+        if bare and necessary_rate is not None:
+            floor_parts.append(f"{config}={necessary_rate / bare:.2f}")
         floor_cpu, ours_cpu = cpus.get((config, "floor")), cpus.get((config, "ours"))
         if floor_cpu and ours_cpu:
             cpu_parts.append(f"{config}={floor_cpu / ours_cpu:.2f}")
@@ -602,6 +720,9 @@ def report(servers: list[Server], skipped: dict[str, str], configs: list[str]) -
     print(f"errors: {errors}")
     if sdk_parts:
         print(f"ratio ours/sdk: {' '.join(sdk_parts)}")
+    if floor_parts:  # what the necessary work costs against the bare app
+        print(f"ratio necessary/floor: {' '.join(floor_parts)}")
+    print(f"ratio ours/necessary: {' '.join(necessary_parts)}")
     if cpu_parts:  # the same ratio from server CPU per exchange (floor's / ours)
         print(f"cpu ratio floor/ours: {' '.join(cpu_parts)}")
     print(f"ratio ours/floor: {' '.join(parts)}")

@@ -31,6 +31,15 @@ start-up and imports cancelled out. Paths (bytes in to bytes out, as in ``compar
   per answer, counted with the server). Each call is one such batch, counted as 64 exchanges.
   ``stdio-asyncio-sealed``: the same with the state sealed as shipped (the default
   per-process key).
+* ``asgi-necessary``: ``http_e2e.py``'s necessary-work floor app driven the same way (orjson,
+  the envelope, method and tool checks, the state sealed with HMAC-SHA256 on leg 1 and verified
+  on leg 2): what any MRTR server must do for the exchange.
+* ``sealing``: the sealing alone in one exchange, as the example app does it: the ``seal`` of
+  leg 1's state and the ``unseal`` of the echoed token, through the example's protector (the
+  process key, HMAC-SHA256) with the bindings the server builds for that tool call;
+* ``sealing-necessary``: the necessary-work floor's HMAC seal and verification of the same
+  state (a small JSON payload with an expiry, base64url). ``sealing`` / ``sealing-necessary``
+  is what sealing costs against the HMAC work it needs.
 
     python bench/instructions.py [PATH ...] [--small N] [--large M]
 
@@ -60,6 +69,9 @@ PATHS = (
     "asgi-floor",
     "stdio-asyncio",
     "stdio-asyncio-sealed",
+    "asgi-necessary",
+    "sealing",
+    "sealing-necessary",
 )
 #: Exchanges per call of a path's exchange (1 unless said here).
 PER_CALL = {"stdio-asyncio": 64, "stdio-asyncio-sealed": 64}
@@ -90,10 +102,12 @@ def _exchange(path: str) -> Callable[[], None]:
         return exchange
     if path == "asgi-orjson":
         return _asgi_exchange()
-    if path in ("asgi-example", "asgi-floor"):
+    if path in ("asgi-example", "asgi-floor", "asgi-necessary"):
         return _e2e_exchange(path)
     if path.startswith("stdio-asyncio"):
         return _stdio_exchange(PER_CALL[path], sealed=path.endswith("-sealed"))
+    if path in ("sealing", "sealing-necessary"):
+        return _sealing_exchange(path)
     engine, sent = server_exchange.make_engine(m.config.OrjsonCodec())
     if path == "prebuilt-orjson":
         return engine
@@ -136,14 +150,15 @@ def _asgi_exchange() -> Callable[[], None]:
 
 
 def _e2e_exchange(path: str) -> Callable[[], None]:
-    """``http_e2e.py``'s exchange on its ``ours`` or ``floor`` app, called in process; neither
-    suspends with the whole body at hand, so each POST runs to its end in one step."""
-    import logging
-
+    """``http_e2e.py``'s exchange on its ``ours``, ``floor`` or ``necessary`` app, called in
+    process; none suspends with the whole body at hand, so each POST runs to its end in one step."""
     import http_e2e
 
-    logging.getLogger("mrtr_sansio").setLevel(logging.ERROR)  # build_app warns of its key
-    app = http_e2e.ours() if path == "asgi-example" else http_e2e.floor()
+    apps = {
+        "asgi-example": _e2e_app,
+        "asgi-floor": http_e2e.floor,
+    }
+    app = apps.get(path, http_e2e.necessary)()
     first = http_e2e._compact(http_e2e.request_1(1)).encode()
     head, tail = http_e2e._compact(http_e2e.request_2(2, "@")).encode().split(b"@")
     headers = [(k.lower().encode(), v.encode()) for k, v in http_e2e.HEADERS.items()]
@@ -232,6 +247,46 @@ def _stdio_exchange(batch: int, sealed: bool) -> Callable[[], None]:
         assert not serving.done(), "the server stopped"
 
     return exchange
+
+
+def _sealing_exchange(path: str) -> Callable[[], None]:
+    """The state of ``http_e2e.py``'s tool sealed for leg 1 and unsealed on leg 2: through the
+    example app's protector with the server's bindings, or as the necessary-work floor does."""
+    import http_e2e
+
+    now = 1_800_000_000.0
+    if path == "sealing-necessary":
+        key, seal, open_ = http_e2e.NECESSARY_KEY, http_e2e.necessary_seal, http_e2e.necessary_open
+
+        def necessary() -> None:
+            if open_(key, seal(key, http_e2e.STATE, now), now + 1.0) != http_e2e.STATE:
+                raise RuntimeError("the necessary floor did not unseal its state")
+
+        return necessary
+    import mrtr_sansio as m
+
+    protector = _e2e_app().config.request_state
+    binding = m.sealing.StateBinding
+
+    def exchange() -> None:
+        # A binding per leg, as the server builds one per request (the same arguments value).
+        asked = binding("tools/call", http_e2e.TOOL, {}, None)
+        token = protector.seal(http_e2e.STATE, asked, 1, now)
+        retry = binding("tools/call", http_e2e.TOOL, {}, None)
+        if protector.unseal(token, retry, now + 1.0).state != http_e2e.STATE:
+            raise RuntimeError("the protector did not unseal its state")
+
+    return exchange
+
+
+def _e2e_app() -> Any:
+    """The example server's app as ``http_e2e.py`` builds it (its key warning silenced)."""
+    import logging
+
+    import http_e2e
+
+    logging.getLogger("mrtr_sansio").setLevel(logging.ERROR)  # build_app warns of its key
+    return http_e2e.ours()
 
 
 def _child(path: str, count: int) -> None:

@@ -3,11 +3,14 @@ not checked here: they come from a quiet machine, see docs/performance.md)."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,6 +51,9 @@ def test_compare_sdk() -> None:
         "asgi-floor",
         "stdio-asyncio",
         "stdio-asyncio-sealed",
+        "asgi-necessary",
+        "sealing",
+        "sealing-necessary",
     ],
 )
 def test_instructions_paths_run(path: str) -> None:
@@ -99,6 +105,10 @@ def test_http_e2e() -> None:
     assert "errors: 0" in lines, done.stdout
     ratio = r"ratio ours/floor: httptools=(\d+\.\d\d|skipped) h11=\d+\.\d\d"
     assert re.fullmatch(ratio, lines[-1]), lines[-1]
+    # The necessary-work floor ran (a real exchange per iteration, no error) and is compared.
+    assert re.search(r"^h11 +necessary +[1-9]\d* .* 0$", done.stdout, re.M), done.stdout
+    necessary = r"ratio ours/necessary: httptools=(\d+\.\d\d|skipped) h11=\d+\.\d\d"
+    assert any(re.fullmatch(necessary, line) for line in lines), done.stdout
     if sys.platform == "linux":  # server CPU per exchange, read from /proc
         cpu = r"cpu ratio floor/ours: (httptools=\d+\.\d\d )?h11=\d+\.\d\d"
         assert re.fullmatch(cpu, lines[-2]), lines[-2]
@@ -163,3 +173,47 @@ def test_stdio_e2e_pipelined() -> None:
     )
     assert re.fullmatch(ratios, lines[-2]), lines[-2]
     assert re.fullmatch(r"ratio ours/sdk: stdio=skipped", lines[-1]), lines[-1]
+
+
+def test_http_e2e_necessary_floor_checks_what_a_server_must() -> None:
+    """The necessary-work floor answers the exchange, and refuses a tampered, expired or
+    unbound state and a request without the envelope: the work it stands for is done."""
+    pytest.importorskip("orjson", reason="orjson is not installed (the bench extra)")
+    spec = importlib.util.spec_from_file_location("http_e2e_floor", BENCH / "http_e2e.py")
+    assert spec is not None
+    assert spec.loader is not None
+    bench: Any = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        del sys.modules[spec.name]
+    now = 1_800_000_000.0
+
+    def post(msg: dict[str, Any], at: float = now) -> dict[str, Any]:
+        answer: dict[str, Any] = json.loads(bench.necessary_answer(json.dumps(msg).encode(), at))
+        return answer
+
+    asked = post(bench.request_1(1))["result"]
+    assert asked["resultType"] == "input_required"
+    assert set(asked["inputRequests"]) == {"confirm"}
+    token = asked["requestState"]
+    done = post(bench.request_2(2, token))["result"]
+    assert done["content"] == [{"type": "text", "text": bench.EXPECTED}]
+    tampered = token[:-2] + ("AA" if token[-2:] != "AA" else "BA")
+    for msg, at in [
+        (bench.request_2(3, tampered), now),
+        (bench.request_2(4, token), now + bench.NECESSARY_TTL + 1),
+        (bench.request_2(5, "not-base64!"), now),
+        (bench.request_2(6, "QQ"), now),
+    ]:
+        assert post(msg, at)["error"]["message"] == "Invalid or expired requestState"
+    bare = bench.request_1(7)
+    del bare["params"]["_meta"]
+    assert "envelope" in post(bare)["error"]["message"]
+    other = bench.request_1(8)
+    other["params"]["name"] = "another_tool"
+    assert post(other)["error"]["message"] == "unknown tool"
+    blind = bench.request_1(9)
+    blind["params"]["_meta"] = {**blind["params"]["_meta"], bench._CAPABILITIES_KEY: {}}
+    assert post(blind)["error"]["message"] == "the client cannot elicit"
