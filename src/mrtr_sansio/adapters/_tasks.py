@@ -65,17 +65,17 @@ STOP_TIMEOUT = 5.0
 
 
 def blocking_stores(config: ServerConfig) -> bool:
-    """Whether a call of ``config``'s connections may block on IO: a task store other than the
-    in-memory one (unless it says ``blocking = False``), or a replay guard that says
-    ``blocking = True``."""
+    """Whether a call of ``config``'s connections may block on IO: a task store that says
+    ``blocking = True``, or one that says nothing and is not the in-memory one (a subclass of
+    it that sets ``blocking = True`` blocks), or a replay guard that says ``blocking = True``."""
     tasks = config.tasks
     store = None if tasks is None else tasks.store
-    if (
-        store is not None
-        and not isinstance(store, InMemoryTaskStore)
-        and getattr(store, "blocking", True)
-    ):
-        return True
+    if store is not None:
+        said = getattr(store, "blocking", None)
+        if said is None:
+            said = not isinstance(store, InMemoryTaskStore)
+        if said:
+            return True
     guard = getattr(config.request_state, "replay_guard", None)
     return bool(getattr(guard, "blocking", False))
 
