@@ -89,6 +89,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_client.server_requests",
                 "_client.http",
                 "tasks._bounds",
+                "tasks._outcomes",
                 "tasks._machine",
                 "tasks._client",
                 "tasks._server",
