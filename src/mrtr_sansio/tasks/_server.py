@@ -9,7 +9,8 @@ from collections.abc import Mapping, MutableSequence
 from typing import Any
 
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
-from mrtr_sansio._events import Event, declares_tasks
+from mrtr_sansio._events import Event
+from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import invalid
 
 from ._machine import TaskLimitError, TaskMachine
