@@ -49,7 +49,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_mcp.methods",
                 "_mcp.values",
                 "_mcp.envelope",
-                "_server.session",
+                "_mcp.session",
                 "_server.registry",
                 "sealing._state",
                 "sealing._swap",
@@ -89,6 +89,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_client.server_requests",
                 "_client.http",
                 "tasks._bounds",
+                "tasks._outcomes",
                 "tasks._machine",
                 "tasks._client",
                 "tasks._server",
@@ -327,6 +328,52 @@ def test_the_checks_see_a_cycle_an_upward_import_and_a_reach_in() -> None:
     assert _is_private("_out")
     assert not _is_private("__init__")
     assert not _is_private("_replace")
+
+
+def private_imports() -> list[str]:
+    """Every ``from <package module> import _name``: a name another module uses is shared, and
+    a shared name has a home that says so (no leading underscore)."""
+    found: list[str] = []
+    for module, (path, package) in sorted(MODULES.items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and any(_targets(module, package, node)):
+                found.extend(
+                    f"mrtr_sansio.{module}:{node.lineno}: {alias.name}"
+                    for alias in node.names
+                    if _is_private(alias.name)
+                )
+    return found
+
+
+#: The role packages: only the front door, the adapters and the testing kit import them
+#: from outside (the vocabulary, the task machine and the wire know neither role).
+ROLES = ("_server", "_client")
+
+
+def role_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a role package's module from a module below the front door that is
+    not in that package, as text (the server and the client never import each other)."""
+    front = next(i for i, (name, _) in enumerate(LAYERS) if name == "front door")
+    bad = []
+    for module, targets in sorted(graph.items()):
+        home = module.split(".", maxsplit=1)[0]
+        for target in sorted(targets):
+            role = target.split(".", maxsplit=1)[0]
+            if role in ROLES and role != home and _layer(module) < front:
+                bad.append(f"mrtr_sansio.{module} imports mrtr_sansio.{target}")
+    return bad
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    assert private_imports() == []
+
+
+def test_only_the_front_door_and_above_import_a_role() -> None:
+    assert role_imports(import_graph()) == []
+    assert role_imports({"_events": {"_server.session"}, "tasks._client": {"_client.checks"}}) == [
+        "mrtr_sansio._events imports mrtr_sansio._server.session",
+        "mrtr_sansio.tasks._client imports mrtr_sansio._client.checks",
+    ]
 
 
 def test_every_module_is_placed_in_a_layer() -> None:

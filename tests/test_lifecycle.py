@@ -72,11 +72,11 @@ from mrtr_sansio._lifecycle import (
     CallPhase,
     CallTrigger,
     Lifecycle,
+    Member,
     RequestPhase,
     RequestTrigger,
     ShimPhase,
     ShimTrigger,
-    _Member,
     modern_trigger,
 )
 
@@ -134,12 +134,12 @@ def test_moves_are_the_table_by_trigger() -> None:
 # --- the Lifecycle class --------------------------------------------------------------------
 
 
-class _S(_Member):
+class _S(Member):
     A = "start"
     B = "end"
 
 
-class _T(_Member):
+class _T(Member):
     GO = "go"
     STAY = "stay"
 

@@ -1,10 +1,11 @@
 """Every public name is documented, and the API reference renders every one of them.
 
-Public names are those in ``__all__`` of ``mrtr_sansio``, ``mrtr_sansio.adapters`` and each
-adapter module (and of ``mrtr_sansio.testing`` when it exists). A class or a function needs a
-docstring of its own; so does every public method and property of a public class, including
-those it inherits from the package's private bases. A constant or a type alias needs the
-``#:`` comment above its assignment, which the API reference shows as its docstring.
+Public names are those in ``__all__`` of ``mrtr_sansio``, ``mrtr_sansio.adapters``,
+``mrtr_sansio.otel`` and each adapter module (and of ``mrtr_sansio.testing`` when it exists).
+A class or a function needs a docstring of its own; so does every public method and property
+of a public class, including those it inherits from the package's private bases. A constant or
+a type alias needs the ``#:`` comment above its assignment, which the API reference shows as
+its docstring.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ NAMESPACES = [
     "mrtr_sansio.adapters.http",
     "mrtr_sansio.adapters.stores",
     "mrtr_sansio.tasks",
+    "mrtr_sansio.otel",
     "mrtr_sansio.testing",
 ]
 #: Names whose documentation is the package's own (``__version__`` is a version string).

@@ -21,7 +21,7 @@ from ._events import (
     InvalidMessage,
     Outgoing,
     OutgoingError,
-    _Sentinel,
+    Sentinel,
 )
 from ._wire.bounds import JsonBoundsError, bounded_loads, check_value
 from ._wire.codec import JsonCodec
@@ -176,7 +176,7 @@ class Connection:
 
     # --- output -----------------------------------------------------------------------------
 
-    def next_event(self) -> Event | Literal[_Sentinel.NEED_DATA]:
+    def next_event(self) -> Event | Literal[Sentinel.NEED_DATA]:
         """The next event, or :data:`NEED_DATA` when nothing more can happen without input."""
         events = self._events
         return events.popleft() if events else NEED_DATA

@@ -2,7 +2,8 @@
 
 A :class:`LocalProtocolError` means *our* application used the API wrongly or asked for something
 the protocol forbids; a :class:`RemoteProtocolError` means the peer sent something invalid and
-carries what is needed to answer it on the wire.
+carries what is needed to answer it on the wire. :class:`InvalidResponseError` is the client's
+finding that a server's response breaks a rule (the client parts and the task reader raise it).
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from typing import Any
 
 import attrs
 
+from ._mcp.capabilities import capability_paths
+
 __all__ = [
     "ErrorCode",
+    "InvalidResponseError",
     "JsonRpcError",
     "LocalProtocolError",
     "ProtocolError",
@@ -103,7 +107,7 @@ class JsonRpcError:
     ) -> JsonRpcError:
         """-32021 naming the client capabilities the request needs (modern wire only)."""
         if message is None:
-            names = ", ".join(_capability_paths(required)) or "a client capability"
+            names = ", ".join(capability_paths(required)) or "a client capability"
             message = f"Missing required client capability: {names}"
         return cls(
             ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -119,18 +123,6 @@ class JsonRpcError:
             "Unsupported protocol version",
             {"supported": list(supported), "requested": requested},
         )
-
-
-def _capability_paths(caps: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Dotted leaf names of a capabilities object, e.g. ``["elicitation.url", "roots"]``."""
-    out: list[str] = []
-    for key, value in caps.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            out.extend(_capability_paths(value, path + "."))
-        else:
-            out.append(path)
-    return out
 
 
 def _plain(value: Any) -> Any:
@@ -164,3 +156,7 @@ class RemoteProtocolError(ProtocolError):
     def code(self) -> int:
         """The JSON-RPC error code."""
         return self.error.code
+
+
+class InvalidResponseError(Exception):
+    """The server's response breaks a rule; the message says which, for logs (never for users)."""

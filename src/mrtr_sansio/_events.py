@@ -18,20 +18,11 @@ from typing import Any, Literal
 import attrs
 
 from ._errors import ErrorCode, JsonRpcError
+from ._mcp.capabilities import declares_tasks
 from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
 from ._mcp.methods import TASK_METHOD
+from ._mcp.session import LegacySession
 from ._mcp.values import NO_RESPONSES, InputResponses
-from ._server.session import LegacySession
-
-#: The tasks extension's identifier (SEP-2663).
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-
-
-def declares_tasks(capabilities: Any) -> bool:
-    """Whether client capabilities carry ``extensions["io.modelcontextprotocol/tasks"]``."""
-    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
-    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
-
 
 __all__ = [
     "NEED_DATA",
@@ -59,12 +50,13 @@ __all__ = [
     "RequestReceived",
     "RequestStateRejected",
     "RoundsExhausted",
+    "Sentinel",
     "SessionInitialized",
     "UnexpectedResponse",
 ]
 
 
-class _Sentinel(enum.Enum):
+class Sentinel(enum.Enum):
     NEED_DATA = "NEED_DATA"
 
     def __repr__(self) -> str:
@@ -72,7 +64,7 @@ class _Sentinel(enum.Enum):
 
 
 #: Returned by ``next_event()`` when nothing more can happen until more data arrives.
-NEED_DATA: Literal[_Sentinel.NEED_DATA] = _Sentinel.NEED_DATA
+NEED_DATA: Literal[Sentinel.NEED_DATA] = Sentinel.NEED_DATA
 
 
 class Event:

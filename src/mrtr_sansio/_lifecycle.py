@@ -35,6 +35,7 @@ __all__ = [
     "CallPhase",
     "CallTrigger",
     "Lifecycle",
+    "Member",
     "RequestPhase",
     "RequestTrigger",
     "ShimPhase",
@@ -43,14 +44,14 @@ __all__ = [
 ]
 
 
-class _Member(enum.Enum):
+class Member(enum.Enum):
     """An enum whose members hash by identity, as the tables' keys."""
 
     __hash__ = object.__hash__
 
 
-S = TypeVar("S", bound=_Member)
-T = TypeVar("T", bound=_Member)
+S = TypeVar("S", bound=Member)
+T = TypeVar("T", bound=Member)
 
 
 class _Moves(dict[Any, Any]):
@@ -196,7 +197,7 @@ class Lifecycle(Generic[S, T]):
 # --- the modern server request ----------------------------------------------------------------
 
 
-class RequestPhase(_Member):
+class RequestPhase(Member):
     """Where a modern request stands on the server (no object holds it: see the module)."""
 
     RECEIVED = "received"
@@ -206,7 +207,7 @@ class RequestPhase(_Member):
     CANCELLED = "cancelled"
 
 
-class RequestTrigger(_Member):
+class RequestTrigger(Member):
     """What ends a modern request, as the connection emits it."""
 
     RESULT = "result sent"
@@ -271,7 +272,7 @@ def modern_trigger(item: Any) -> RequestTrigger | None:
 # --- the legacy shim run ----------------------------------------------------------------------
 
 
-class ShimPhase(_Member):
+class ShimPhase(Member):
     """Where a legacy request stands once its handler asked for input (a shim *run*)."""
 
     RUNNING = "handler running"
@@ -283,7 +284,7 @@ class ShimPhase(_Member):
     CANCELLED = "cancelled, nothing sent"
 
 
-class ShimTrigger(_Member):
+class ShimTrigger(Member):
     """What moves a shim run."""
 
     LEGS_SENT = "input_required, legs sent"
@@ -336,7 +337,7 @@ LEGACY_SHIM: Lifecycle[ShimPhase, ShimTrigger] = Lifecycle(
 # --- the client call --------------------------------------------------------------------------
 
 
-class CallPhase(_Member):
+class CallPhase(Member):
     """Where one client call stands, across all its rounds."""
 
     SENDING = "call() made"
@@ -353,7 +354,7 @@ class CallPhase(_Member):
     CANCELLED = "cancelled"
 
 
-class CallTrigger(_Member):
+class CallTrigger(Member):
     """What moves a client call."""
 
     SENT = "request sent"

@@ -21,8 +21,8 @@ from ._mcp.envelope import (
     Era,
     modern_envelope,
 )
+from ._mcp.session import LegacySession
 from ._mcp.values import EMBEDDABLE_METHODS, MRTR_METHODS
-from ._server.session import LegacySession
 
 __all__ = [
     "CLIENT_CAPABILITIES",

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._config import Limits
-from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, _capability_paths
+from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError, LocalProtocolError
 from mrtr_sansio._mcp.capabilities import (
     ELICIT,
     ROOTS,
     SAMPLE,
+    capability_paths,
     grants,
     missing_capabilities,
     needs_of,
@@ -25,7 +26,6 @@ from mrtr_sansio._mcp.capabilities import (
 from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
 
 __all__ = [
-    "InvalidResponseError",
     "check_answer",
     "check_server_request",
     "read_input_required",
@@ -37,10 +37,6 @@ Embedded = tuple[str, str, Mapping[str, Any]]
 
 _ELICIT_ACTIONS = ("accept", "decline", "cancel")
 _ROLES = ("user", "assistant")
-
-
-class InvalidResponseError(Exception):
-    """The server's response breaks a rule; the message says which, for logs (never for users)."""
 
 
 class _Absent:
@@ -136,7 +132,7 @@ def read_input_required(
             missing = missing_capabilities(required_capabilities(method, params), declared)
             raise InvalidResponseError(
                 f"inputRequests[{key!r}] needs client capabilities this client did not declare: "
-                + ", ".join(_capability_paths(missing))
+                + ", ".join(capability_paths(missing))
             )
         out.append((key, method, params if params is not None else {}))
     return out, state
@@ -156,7 +152,7 @@ def check_server_request(
     missing = missing_capabilities(required_capabilities(method, params), declared)
     if not missing:
         return None
-    names = ", ".join(_capability_paths(missing))
+    names = ", ".join(capability_paths(missing))
     if method == ROOTS:
         return JsonRpcError(
             ErrorCode.METHOD_NOT_FOUND, "Method not found: roots/list (roots not declared)"

@@ -19,7 +19,13 @@ from typing import Any
 
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._connection import Connection
-from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._errors import (
+    ErrorCode,
+    InvalidResponseError,
+    JsonRpcError,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
 from mrtr_sansio._events import (
     Call,
     CallCompleted,
@@ -37,9 +43,9 @@ from mrtr_sansio._events import (
     OutgoingResult,
     RoundsExhausted,
     UnexpectedResponse,
-    declares_tasks,
 )
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
+from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
@@ -77,7 +83,7 @@ from mrtr_sansio.tasks._machine import TASK_METHOD
 from mrtr_sansio.tasks._table import TaskStatus
 from mrtr_sansio.tasks._values import TaskStarted
 
-from .checks import InvalidResponseError, check_answer, read_input_required
+from .checks import check_answer, read_input_required
 from .era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
 from .server_requests import Accept, Refuse, Reply, ServerRequests

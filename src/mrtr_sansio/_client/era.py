@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from mrtr_sansio._config import ClientConfig
-from mrtr_sansio._errors import ErrorCode, JsonRpcError
+from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError
 from mrtr_sansio._mcp.envelope import (
     LEGACY_VERSIONS,
     MODERN_VERSIONS,
@@ -31,8 +31,6 @@ from mrtr_sansio._mcp.envelope import (
     modern_envelope,
 )
 from mrtr_sansio._wire.jsonrpc import request_message
-
-from .checks import InvalidResponseError
 
 __all__ = [
     "Failed",

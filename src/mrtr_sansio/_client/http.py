@@ -15,7 +15,7 @@ from typing import Any
 from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
 from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
 from mrtr_sansio.http._facts import NAME_FIELDS, encode_header_value
-from mrtr_sansio.http._param_headers import _header_text
+from mrtr_sansio.http._param_headers import header_text
 
 __all__ = ["request_headers"]
 
@@ -55,7 +55,7 @@ def _mirror(arguments: Any, mirrored: Mapping[str, tuple[str, ...]]) -> dict[str
         value = arguments
         for step in path:
             value = value.get(step) if isinstance(value, Mapping) else None
-        text = _header_text(value)
+        text = header_text(value)
         if text is not None:
             out[f"Mcp-Param-{name}"] = encode_header_value(text)
     return out

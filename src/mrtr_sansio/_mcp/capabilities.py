@@ -20,7 +20,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
+    "TASKS_EXTENSION",
     "Need",
+    "capability_paths",
+    "declares_tasks",
     "grants",
     "merge_capabilities",
     "missing_capabilities",
@@ -135,3 +138,25 @@ def missing_capabilities(
         if lacking:
             missing[name] = lacking
     return missing
+
+
+#: The tasks extension's identifier (SEP-2663).
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def declares_tasks(capabilities: Any) -> bool:
+    """Whether client capabilities carry ``extensions["io.modelcontextprotocol/tasks"]``."""
+    extensions = capabilities.get("extensions") if isinstance(capabilities, Mapping) else None
+    return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+
+
+def capability_paths(caps: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted leaf names of a capabilities object, e.g. ``["elicitation.url", "roots"]``."""
+    out: list[str] = []
+    for key, value in caps.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.extend(capability_paths(value, path + "."))
+        else:
+            out.append(path)
+    return out

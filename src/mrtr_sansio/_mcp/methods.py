@@ -1,10 +1,12 @@
-"""Method facts that several layers read, written once, below everything that reads them.
+"""Two method facts that several layers read, as a leaf that imports nothing.
 
-The value types, the events, the task machine and both roles' HTTP rules ask "which method is
-this fact about?"; each answer lives here, as a leaf, so that no module has to import upwards
-(or restate the literal) to learn it. The table of MRTR methods stays with the values that use
-it (:data:`mrtr_sansio._mcp.values.MRTR_METHODS`), the ``Mcp-Name`` fields with the header rules
-(:data:`mrtr_sansio.http._facts.NAME_FIELDS`).
+The events, the task machine and both roles' HTTP rules ask which method a task may augment
+(:data:`TASK_METHOD`) and which method's arguments are mirrored in headers
+(:data:`PARAM_HEADER_METHOD`); importing them from here spares those modules an upward import.
+This is not yet every method fact: the MRTR methods live with the values
+(:data:`mrtr_sansio._mcp.values.MRTR_METHODS`), the ``Mcp-Name`` fields with the header rules
+(:data:`mrtr_sansio.http._facts.NAME_FIELDS`), the task requests with the tasks part
+(:data:`mrtr_sansio.tasks._server.TASK_REQUESTS`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,6 @@ from mrtr_sansio._errors import (
     JsonRpcError,
     LocalProtocolError,
     RemoteProtocolError,
-    _capability_paths,
 )
 from mrtr_sansio._events import (
     NotificationReceived,
@@ -34,10 +33,9 @@ from mrtr_sansio._events import (
     OutgoingResult,
     RequestCancelled,
     RequestReceived,
-    declares_tasks,
 )
 from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
-from mrtr_sansio._mcp.capabilities import missing_capabilities
+from mrtr_sansio._mcp.capabilities import capability_paths, declares_tasks, missing_capabilities
 from mrtr_sansio._mcp.envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
@@ -52,6 +50,7 @@ from mrtr_sansio._mcp.envelope import (
     missing_meta_message,
 )
 from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
+from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
 from mrtr_sansio._wire.jsonrpc import (
@@ -95,7 +94,6 @@ from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
 from mrtr_sansio.tasks._values import RunAsTask
 
 from . import legacy
-from .session import LegacySession
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from .state import StateGate
 
@@ -805,7 +803,7 @@ class ServerConnection(Connection):
             required = ir.required_capabilities()
             # data carries the full merged set; the message names what is missing.
             missing = missing_capabilities(required, event.client_capabilities)
-            names = ", ".join(_capability_paths(missing))
+            names = ", ".join(capability_paths(missing))
             message = f"Missing required client capability: {names}"
             error = JsonRpcError.missing_capability(required, message)
             self._respond_error(event, error, _MISSING_CAPABILITY)

@@ -19,10 +19,10 @@ from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import RequestReceived, SessionInitialized
 from mrtr_sansio._mcp.envelope import LOG_LEVEL_RANK, invalid, missing_meta_message
+from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.values import MRTR_METHODS
 from mrtr_sansio.http._facts import HttpRequestFacts
 
-from .session import LegacySession
 from .state import MRTR_FIELDS
 
 __all__ = ["check_header", "initialize_result", "on_initialize", "on_request", "session_opened"]

@@ -31,7 +31,7 @@ from typing import Any, Literal
 import attrs
 
 from mrtr_sansio._config import Limits, ServerConfig
-from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, _capability_paths
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import (
     Event,
     FulfilRequest,
@@ -41,7 +41,7 @@ from mrtr_sansio._events import (
     UnexpectedResponse,
 )
 from mrtr_sansio._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
-from mrtr_sansio._mcp.capabilities import ELICIT, missing_capabilities
+from mrtr_sansio._mcp.capabilities import ELICIT, capability_paths, missing_capabilities
 from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio._wire.jsonrpc import is_valid_id, request_message
 
@@ -230,7 +230,7 @@ class LegacyShim:
         if required:
             missing = missing_capabilities(required, event.client_capabilities)
             if missing:
-                names = ", ".join(_capability_paths(missing))
+                names = ", ".join(capability_paths(missing))
                 return self._refuse(
                     run,
                     ShimTrigger.REFUSED,

@@ -22,6 +22,8 @@ list calls, and the typed exceptions below. :class:`ClientDriver` is its IO-free
 
 from typing import TYPE_CHECKING, Any
 
+from mrtr_sansio._public import publish_errors
+
 from ._client_common import (
     AsyncClientBase,
     BlockingClientOptions,
@@ -88,9 +90,7 @@ __all__ = [
     "client_config",
 ]
 
-from mrtr_sansio._public import publish_errors  # after __all__, which it reads
-
-publish_errors(globals(), __name__)
+publish_errors(globals(), __name__)  # after __all__, which it reads
 del publish_errors
 
 

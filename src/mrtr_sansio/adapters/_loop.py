@@ -1,14 +1,19 @@
-"""The IO-free halves of the adapters' loops, and the one path by which a handler's answer
-reaches the connection.
+"""The halves of the adapters' loops that touch no socket, file or clock of their own, and
+the answer path every server adapter shares.
 
 :func:`answer` is how every server adapter (stream, stdio, ASGI) hands a handler's return value
-to its :class:`~mrtr_sansio.ServerConnection`: an answer the connection refuses becomes -32603.
-:class:`StreamServer` is the part of a stream server that does no IO: it feeds bytes to the
-connection, routes the events (start a handler, cancel one), delivers the answers and keeps the
-connection's timer. :class:`ClientDriver` is its client twin: it feeds bytes to the
-:class:`~mrtr_sansio.ClientConnection`, routes its events (start a callback, withdraw one,
-settle a call), turns outcomes into results or typed exceptions, and keeps the timer
-(state-only retry backoff, the era probe's timeout). Each adapter is then a loop moving bytes.
+to its :class:`~mrtr_sansio.ServerConnection`: an answer the connection refuses becomes -32603
+(and is logged). The ASGI adapter adds one step of its own: a fault raised while answering (a
+task store that fails) is answered -32603 there.
+:class:`StreamServer` is the part of a stream server (stdio, anyio streams) that does no IO: it
+feeds bytes to the connection, routes the events (start a handler, cancel one), delivers the
+answers and keeps the connection's timer. :class:`ClientDriver` is its client twin: it feeds
+bytes to the :class:`~mrtr_sansio.ClientConnection`, routes its events (start a callback,
+withdraw one, settle a call), turns outcomes into results or typed exceptions, and keeps the
+timer (state-only retry backoff, the era probe's timeout). Neither reads or writes by itself;
+they log, and call the hooks their adapter gave them (``start``, ``cancel``, ``trace``,
+``on_notification``...), which may. The stream adapters are then loops moving bytes; the ASGI
+adapter routes a session's events itself, and uses :func:`answer` only.
 """
 
 from __future__ import annotations

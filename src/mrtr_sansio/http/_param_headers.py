@@ -18,7 +18,7 @@ from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 
 from ._facts import FIELD_VALUE, HttpRequestFacts, decode_header_value
 
-__all__ = ["check_param_headers", "mirrored_params", "param_headers_for"]
+__all__ = ["check_param_headers", "header_text", "mirrored_params", "param_headers_for"]
 
 ANNOTATION = "x-mcp-header"
 #: RFC 9110 ``token`` (``1*tchar``): what a header name may be made of.
@@ -92,7 +92,7 @@ def param_headers_for(tools: Iterable[Mapping[str, Any]]) -> dict[str, dict[str,
     return out
 
 
-def _header_text(value: Any) -> str | None:
+def header_text(value: Any) -> str | None:
     """How a client writes an argument in a header (None: not a mirrorable value)."""
     if value is True:
         return "true"
@@ -136,7 +136,7 @@ def check_param_headers(
             text = decode_header_value(raw)
         except ValueError:
             raise _mismatch(f"Header {header} has a malformed Base64 value", request_id) from None
-        if text != _header_text(value):
+        if text != header_text(value):
             raise _mismatch(
                 f"Header mismatch: {header} header value does not match body value at "
                 f"arguments.{'.'.join(path)}",

@@ -9,8 +9,7 @@ from typing import Any
 
 import attrs
 
-from mrtr_sansio._client.checks import InvalidResponseError
-from mrtr_sansio._errors import JsonRpcError
+from mrtr_sansio._errors import InvalidResponseError, JsonRpcError
 
 from ._table import TaskStatus
 

@@ -20,13 +20,13 @@ from typing import Any
 
 import attrs
 
-from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mcp.methods import TASK_METHOD
-from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio.observe import Observer, TaskKey, TaskStatusChanged, trace_of
 
-from ._bounds import PAYLOAD, sized, too_big
+from ._bounds import sized, too_big
+from ._outcomes import evolve, fail, lease_expired, lease_until, move, outcome, stamped, terminal
 from ._settings import TaskSettings
 from ._store import GuardedStore, TaskStoreError
 from ._table import TASK, TaskStatus, TaskTrigger
@@ -41,15 +41,6 @@ EXPIRED = "Task has expired"
 #: Attempts of a read-compute-write cycle before giving up (another writer kept winning).
 _CAS_ATTEMPTS = 16
 _MRTR_FIELDS = ("inputResponses", "requestState")
-#: What a terminal task no longer needs (only a run of the handler reads them).
-_RUN_ONLY: dict[str, Any] = {
-    "params": "{}",
-    "state": None,
-    "answers": {},
-    "outstanding": {},
-    "issued": (),
-    "capabilities": {},
-}
 #: A retried write waits ``settle_backoff`` times 2**n, n at most this.
 _MAX_DOUBLINGS = 4
 
@@ -194,8 +185,8 @@ class TaskMachine:
         if task.expired(now):
             self.store.delete(task_id)
             return EXPIRED
-        if task.lease_until is not None and now > task.lease_until and not _terminal(task):
-            failed = self._swap(task_id, lambda t: self._lease_expired(t, now))
+        if task.lease_until is not None and now > task.lease_until and not terminal(task):
+            failed = self._swap(task_id, lambda t: lease_expired(t, now))
             return failed if failed is not None else NOT_FOUND
         return task
 
@@ -222,11 +213,11 @@ class TaskMachine:
             for key, response in taken.items():
                 answers[task.outstanding[key]["key"]] = response
             if outstanding:
-                new = self._move(
+                new = move(
                     task, TaskTrigger.ANSWERED_SOME, outstanding=outstanding, answers=answers
                 )
             else:
-                new = self._move(
+                new = move(
                     task,
                     TaskTrigger.ANSWERED,
                     outstanding={},
@@ -257,10 +248,10 @@ class TaskMachine:
 
         def cancel(task: Task) -> Task:
             changed.clear()
-            if _terminal(task):
+            if terminal(task):
                 return task
             changed.append(True)
-            return self._move(
+            return move(
                 task,
                 TaskTrigger.CANCEL,
                 outstanding={},
@@ -289,17 +280,18 @@ class TaskMachine:
 
         def settle(task: Task) -> Task:
             rerun.clear()
-            if _terminal(task):
+            if terminal(task):
                 return task
             if task.status is not TaskStatus.WORKING:
                 raise LocalProtocolError(f"task {task_id!r} is not running a handler")
-            outcome = self._outcome(task, result)
-            refused = too_big(self.settings, self.store, task, outcome, self._clock())
+            now = self._clock()
+            new = outcome(task, result, self.settings, self._max_input_requests, self._lease(now))
+            refused = too_big(self.settings, self.store, task, new, now)
             if refused is not None:
-                outcome = self._fail(task, JsonRpcError.internal(refused))
-            if outcome.status is TaskStatus.WORKING:
+                new = fail(task, JsonRpcError.internal(refused))
+            if new.status is TaskStatus.WORKING:
                 rerun.append(True)
-            return outcome
+            return new
 
         task = self._swap(task_id, settle)
         return self.run_request(task) if task is not None and rerun else None
@@ -315,7 +307,7 @@ class TaskMachine:
         def renew(task: Task) -> Task:
             if task.status is not TaskStatus.WORKING:
                 return task
-            return _evolve(task, lease_until=self._lease(now))
+            return evolve(task, lease_until=self._lease(now))
 
         try:
             task = self._swap(task_id, renew)
@@ -386,107 +378,6 @@ class TaskMachine:
 
     # --- internals --------------------------------------------------------------------------
 
-    def _outcome(self, task: Task, result: Any) -> Task:
-        if isinstance(result, JsonRpcError):
-            return self._fail(task, result)
-        if isinstance(result, RunAsTask):
-            return self._fail(task, JsonRpcError.internal("A task's run cannot become a task"))
-        if isinstance(result, Mapping) and result.get("resultType") == "input_required":
-            try:
-                result = InputRequiredResult.from_wire(result)
-            except (TypeError, ValueError) as exc:
-                return self._fail(task, JsonRpcError.internal(f"invalid input_required: {exc}"))
-        if isinstance(result, InputRequiredResult):
-            return self._ask(task, result)
-        if isinstance(result, Mapping):
-            # Inlined as the original request's result (CallToolResult): resultType included.
-            out = dict(result)
-            kind = out.setdefault("resultType", "complete")
-            if kind == "task":
-                return self._fail(task, JsonRpcError.internal("A task's run cannot become a task"))
-            return self._move(
-                task, TaskTrigger.RESULT, result=out, answers={}, state=None, lease_until=None
-            )
-        raise TypeError(
-            "result must be a mapping, an InputRequiredResult or a JsonRpcError, not "
-            f"{type(result).__name__}"
-        )
-
-    def _ask(self, task: Task, ir: InputRequiredResult) -> Task:
-        if task.round >= self.settings.max_rounds:
-            return self._fail(
-                task,
-                JsonRpcError.internal(
-                    f"The task still needed input after {self.settings.max_rounds} rounds"
-                ),
-            )
-        requests = ir.input_requests
-        if not requests:  # state only: run again with the new state
-            return self._move(
-                task,
-                TaskTrigger.RERUN,
-                state=ir.request_state,
-                answers={},
-                round=task.round + 1,
-                lease_until=self._lease(self._clock()),
-            )
-        if len(requests) > self._max_input_requests:
-            return self._fail(
-                task,
-                JsonRpcError.internal(
-                    f"input_requests has more than {self._max_input_requests} entries"
-                ),
-            )
-        if not ir.allowed_by(task.capabilities):
-            return self._fail(task, JsonRpcError.missing_capability(ir.required_capabilities()))
-        issued = list(task.issued)
-        outstanding: dict[str, Any] = {}
-        for key, request in requests.items():
-            task_key = _fresh_key(key, issued)
-            issued.append(task_key)
-            outstanding[task_key] = {"key": key, "request": request.to_wire()}
-        return self._move(
-            task,
-            TaskTrigger.ASKED,
-            state=ir.request_state,
-            answers={},
-            outstanding=outstanding,
-            issued=tuple(issued),
-            lease_until=None,
-        )
-
-    def _fail(self, task: Task, error: JsonRpcError) -> Task:
-        return self._move(
-            task,
-            TaskTrigger.ERROR,
-            error=error.to_wire(),
-            status_message=error.message,
-            answers={},
-            state=None,
-            lease_until=None,
-        )
-
-    def _lease_expired(self, task: Task, now: float) -> Task:
-        if _terminal(task) or task.lease_until is None or now <= task.lease_until:
-            return task
-        error = JsonRpcError(ErrorCode.INTERNAL_ERROR, "The worker running this task stopped")
-        return self._move(
-            task,
-            TaskTrigger.LEASE_EXPIRED,
-            error=error.to_wire(),
-            status_message="The worker running this task stopped before it finished",
-            outstanding={},
-            lease_until=None,
-        )
-
-    def _move(self, task: Task, trigger: TaskTrigger, **changes: Any) -> Task:
-        """The next record: the status the table gives (a terminal one drops what only a run
-        needs); :func:`_stamped` gives it a new revision and the update time."""
-        status = TASK.step(task.status, trigger)
-        if status in TASK.terminal:
-            changes = {**changes, **_RUN_ONLY}
-        return _evolve(task, status=status, **changes)
-
     def _observe(self, task: Task, request_id: Any = None) -> None:
         """Tell the observer ``task`` is now in its status (created by ``request_id``, or
         moved)."""
@@ -504,8 +395,7 @@ class TaskMachine:
         )
 
     def _lease(self, now: float) -> float | None:
-        seconds = self.settings.lease_seconds
-        return None if seconds is None else now + seconds
+        return lease_until(self.settings, now)
 
     def _swap(self, task_id: str, change: Callable[[Task], Task]) -> Task | None:
         """Read, change and compare-and-swap ``task_id``; the stored record after it (the
@@ -518,32 +408,9 @@ class TaskMachine:
             new = change(task)
             if new is task:
                 return task
-            new = _stamped(new, self._clock(), task.revision + 1)
+            new = stamped(new, self._clock(), task.revision + 1)
             if store.replace(new, task.revision):
                 if self._observer is not None and new.status is not task.status:
                     self._observe(new)
                 return new
         raise LocalProtocolError(f"task {task_id!r}: the store kept changing under the update")
-
-
-def _evolve(task: Task, **changes: Any) -> Task:
-    new = attrs.evolve(task, **changes)
-    return sized(new) if PAYLOAD.intersection(changes) else new
-
-
-def _stamped(task: Task, now: float, revision: int) -> Task:
-    return attrs.evolve(task, updated_at=max(now, task.created_at), revision=revision)
-
-
-def _terminal(task: Task) -> bool:
-    return task.status in TASK.terminal
-
-
-def _fresh_key(key: str, issued: list[str]) -> str:
-    """``key``, or ``key.N`` with the smallest N >= 2 not issued yet."""
-    if key not in issued:
-        return key
-    n = 2
-    while f"{key}.{n}" in issued:
-        n += 1
-    return f"{key}.{n}"

@@ -1,6 +1,11 @@
 """The server connection's task requests: ``tasks/get``, ``tasks/update``, ``tasks/cancel``
-and the task gates of ``tools/call`` and ``subscriptions/listen`` (pure: values in, a result
-or a :class:`RemoteProtocolError` out; the connection sends it).
+and the task gates of ``tools/call`` and ``subscriptions/listen``.
+
+The gates are pure (values in, a :class:`RemoteProtocolError` or None out).
+:func:`answer_task_request` is not: it reads and writes the task store through the
+:class:`TaskMachine` it is given, and appends the events it causes (a task's next run, a
+cancellation) to the sequence the connection passes in. It never sends: it returns the result
+or raises the error, and the connection answers the wire.
 """
 
 from __future__ import annotations
@@ -9,7 +14,8 @@ from collections.abc import Mapping, MutableSequence
 from typing import Any
 
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
-from mrtr_sansio._events import Event, declares_tasks
+from mrtr_sansio._events import Event
+from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import invalid
 
 from ._machine import TaskLimitError, TaskMachine

@@ -9,12 +9,12 @@ event changes nothing instead of reaching the table.
 
 from __future__ import annotations
 
-from mrtr_sansio._lifecycle import Lifecycle, _Member
+from mrtr_sansio._lifecycle import Lifecycle, Member
 
 __all__ = ["TASK", "TaskStatus", "TaskTrigger"]
 
 
-class TaskStatus(_Member):
+class TaskStatus(Member):
     """A task's ``status`` on the wire."""
 
     WORKING = "working"
@@ -24,7 +24,7 @@ class TaskStatus(_Member):
     CANCELLED = "cancelled"
 
 
-class TaskTrigger(_Member):
+class TaskTrigger(Member):
     """What moves a task."""
 
     ASKED = "the handler asked for input"

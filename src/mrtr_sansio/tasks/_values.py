@@ -17,7 +17,8 @@ from typing import Any
 
 import attrs
 
-from mrtr_sansio._events import TASKS_EXTENSION, Call, Event
+from mrtr_sansio._events import Call, Event
+from mrtr_sansio._mcp.capabilities import TASKS_EXTENSION
 from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES
 
 from ._table import TASK, TaskStatus

@@ -17,6 +17,7 @@ from mrtr_sansio.protocol import (
     missing_capabilities,
     required_capabilities,
 )
+from mrtr_sansio.tasks import EXTENSION as TASKS_EXTENSION
 
 __all__ = ["CHECKS", "SpecViolationError", "check_response", "embedded_problem", "outcome"]
 
@@ -52,7 +53,6 @@ CHECKS: dict[str, str] = {
     "-32600, -32602, -32020, -32021 and -32022 (DIGEST §1.2, §1.5, §3.3)",
 }
 
-_TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 _CORE_RESULT_TYPES = frozenset({"complete", "input_required"})
 
 
@@ -124,7 +124,7 @@ def check_response(
         if not isinstance(kind, str):
             raise fail("result-type", "the result has no resultType")
         if kind not in _CORE_RESULT_TYPES and not (
-            kind == "task" and _TASKS_EXTENSION in (caps.get("extensions") or {})
+            kind == "task" and TASKS_EXTENSION in (caps.get("extensions") or {})
         ):
             raise fail("result-type", f"resultType {kind!r} is not one the client supports")
         if kind == "input_required":

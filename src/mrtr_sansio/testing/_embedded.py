@@ -15,11 +15,11 @@ from mrtr_sansio.protocol import missing_capabilities, required_capabilities
 from ._values import (
     Json,
     Strategy,
-    _names,
-    _not_a_string,
-    _not_an_object,
-    _texts,
+    not_a_string,
+    not_an_object,
     request_states,
+    short_names,
+    short_texts,
 )
 
 __all__ = [
@@ -53,7 +53,7 @@ ROOTS = "roots/list"
 def _string_schema() -> Strategy[dict[str, Any]]:
     plain = st.fixed_dictionaries(
         {"type": st.just("string")},
-        optional={"title": _texts(12), "description": _texts(12)},
+        optional={"title": short_texts(12), "description": short_texts(12)},
     )
     bounded = st.integers(0, 8).flatmap(
         lambda lo: st.fixed_dictionaries(
@@ -85,7 +85,7 @@ def _number_schema() -> Strategy[dict[str, Any]]:
 
 @cache
 def _enum_schema() -> Strategy[dict[str, Any]]:
-    values = st.lists(_names(8), min_size=1, max_size=4, unique=True)
+    values = st.lists(short_names(8), min_size=1, max_size=4, unique=True)
     return st.one_of(
         st.builds(lambda v: {"type": "string", "enum": v}, values),
         st.builds(
@@ -110,7 +110,7 @@ def form_schemas() -> Strategy[dict[str, Any]]:
     prop = st.one_of(
         _string_schema(), _number_schema(), st.just({"type": "boolean"}), _enum_schema()
     )
-    return st.dictionaries(_names(10), prop, max_size=4).flatmap(
+    return st.dictionaries(short_names(10), prop, max_size=4).flatmap(
         lambda props: st.builds(
             lambda required: (
                 {"type": "object", "properties": props, "required": required}
@@ -134,7 +134,7 @@ def elicit_form_requests() -> Strategy[dict[str, Any]]:
                 else {"message": message, "requestedSchema": schema}
             ),
         },
-        _texts(),
+        short_texts(),
         form_schemas(),
         st.booleans(),
     )
@@ -148,8 +148,8 @@ def elicit_url_requests() -> Strategy[dict[str, Any]]:
             "method": ELICIT,
             "params": {"mode": "url", "message": message, "url": f"https://example.com/{path}"},
         },
-        _texts(),
-        _names(),
+        short_texts(),
+        short_names(),
     )
 
 
@@ -159,9 +159,11 @@ def sampling_requests(
     """``sampling/createMessage`` requests; ``tools``/``context`` force tool use or deprecated
     ``includeContext`` values on (True) or off (False), or leave them to chance (None)."""
     message = st.builds(
-        lambda text: {"role": "user", "content": {"type": "text", "text": text}}, _texts()
+        lambda text: {"role": "user", "content": {"type": "text", "text": text}}, short_texts()
     )
-    tool = st.builds(lambda name: {"name": name, "inputSchema": {"type": "object"}}, _names(12))
+    tool = st.builds(
+        lambda name: {"name": name, "inputSchema": {"type": "object"}}, short_names(12)
+    )
 
     def build(
         messages: list[Any],
@@ -190,7 +192,7 @@ def sampling_requests(
         build,
         st.lists(message, min_size=1, max_size=3),
         st.integers(1, 4096),
-        st.none() | _texts(),
+        st.none() | short_texts(),
         st.booleans() if tools is None else st.just(tools),
         st.lists(tool, min_size=1, max_size=2),
         st.none() | st.sampled_from(["auto", "none", "required"]),
@@ -243,7 +245,7 @@ def input_requests(allowed_by: Mapping[str, Any] | None = None) -> Strategy[dict
 @cache
 def input_request_keys() -> Strategy[str]:
     """``inputRequests`` keys: server-chosen, non-empty strings."""
-    return st.one_of(_names(), st.text(min_size=1, max_size=8))
+    return st.one_of(short_names(), st.text(min_size=1, max_size=8))
 
 
 def input_requests_maps(
@@ -259,20 +261,20 @@ def invalid_input_requests() -> Strategy[Json]:
     """Embedded requests that are none of the three kinds: not an object, another method, a
     missing or mistyped ``params``, or a form elicitation without ``requestedSchema``."""
     return st.one_of(
-        _not_an_object(),
+        not_an_object(),
         st.builds(
             lambda m: {"method": m, "params": {}},
             st.sampled_from(["tools/call", "ping", "elicitation/complete", ""]),
         ),
         st.just({"params": {}}),
-        st.builds(lambda p: {"method": ELICIT, "params": p}, _not_an_object()),
-        st.builds(lambda p: {"method": SAMPLE, "params": p}, _not_an_object()),
-        st.builds(lambda msg: {"method": ELICIT, "params": {"message": msg}}, _texts()),
+        st.builds(lambda p: {"method": ELICIT, "params": p}, not_an_object()),
+        st.builds(lambda p: {"method": SAMPLE, "params": p}, not_an_object()),
+        st.builds(lambda msg: {"method": ELICIT, "params": {"message": msg}}, short_texts()),
         st.builds(
-            lambda msg: {"method": ELICIT, "params": {"mode": "url", "message": msg}}, _texts()
+            lambda msg: {"method": ELICIT, "params": {"mode": "url", "message": msg}}, short_texts()
         ),
         st.just({"method": SAMPLE, "params": {"maxTokens": 10}}),
-        st.builds(lambda p: {"method": ROOTS, "params": p}, _not_an_object(null=False)),
+        st.builds(lambda p: {"method": ROOTS, "params": p}, not_an_object(null=False)),
     )
 
 
@@ -282,9 +284,9 @@ def invalid_input_requests() -> Strategy[Json]:
 def _string_for(schema: Mapping[str, Any]) -> Strategy[str]:
     fmt = schema.get("format")
     if fmt == "email":
-        return st.builds(lambda a, b: f"{a}@{b}.example", _names(8), _names(8))
+        return st.builds(lambda a, b: f"{a}@{b}.example", short_names(8), short_names(8))
     if fmt == "uri":
-        return st.builds(lambda p: f"https://example.com/{p}", _names(8))
+        return st.builds(lambda p: f"https://example.com/{p}", short_names(8))
     if fmt == "date":
         return st.dates().map(lambda d: d.isoformat())
     if fmt == "date-time":
@@ -307,7 +309,7 @@ def _options(schema: Mapping[str, Any]) -> list[str]:
 
 def _value_for(schema: Any) -> Strategy[Json]:
     if not isinstance(schema, Mapping):
-        return _texts(8)
+        return short_texts(8)
     kind = schema.get("type")
     if kind == "boolean":
         return st.booleans()
@@ -320,7 +322,7 @@ def _value_for(schema: Any) -> Strategy[Json]:
     if kind == "array":
         options = _options(schema.get("items") or {})
         if not options:
-            return st.lists(_texts(8), max_size=2)
+            return st.lists(short_texts(8), max_size=2)
         return st.lists(st.sampled_from(options), unique=True, max_size=len(options))
     options = _options(schema)
     if options:
@@ -372,13 +374,13 @@ def input_response_for(
                 "model": model,
                 "stopReason": stop,
             },
-            _texts(),
-            _names(),
+            short_texts(),
+            short_names(),
             st.sampled_from(["endTurn", "maxTokens", "stopSequence"]),
         )
     if method == ROOTS:
         root = st.fixed_dictionaries(
-            {"uri": _names().map(lambda p: f"file:///{p}")}, optional={"name": _texts(12)}
+            {"uri": short_names().map(lambda p: f"file:///{p}")}, optional={"name": short_texts(12)}
         )
         return st.builds(lambda roots: {"roots": roots}, st.lists(root, max_size=3))
     raise ValueError(f"{method!r} is not an embedded request method")
@@ -398,7 +400,7 @@ def input_responses_for(
     if not extra_keys:
         return answers
     extras = st.dictionaries(
-        _names().filter(lambda k: k not in requests),
+        short_names().filter(lambda k: k not in requests),
         st.sampled_from([{"action": "accept", "content": {}}, {"roots": []}]),
         max_size=2,
     )
@@ -409,13 +411,13 @@ def invalid_input_response_for(request: Mapping[str, Any]) -> Strategy[Json]:
     """An answer that is not a valid result of ``request``'s kind (the schema's answer for a
     different kind, a missing required field, a mistyped field, or not an object)."""
     method = request.get("method")
-    not_object = _not_an_object()
+    not_object = not_an_object()
     if method == ELICIT:
         return st.one_of(
             not_object,
             st.just({}),
             st.sampled_from([{"action": "maybe"}, {"action": 1}, {"content": {"x": "y"}}]),
-            st.builds(lambda c: {"action": "accept", "content": c}, _not_an_object()),
+            st.builds(lambda c: {"action": "accept", "content": c}, not_an_object()),
         )
     if method == SAMPLE:
         return st.one_of(
@@ -425,14 +427,14 @@ def invalid_input_response_for(request: Mapping[str, Any]) -> Strategy[Json]:
             st.just({"content": {"type": "text", "text": "x"}, "model": "m"}),
             st.builds(
                 lambda c: {"role": "assistant", "model": "m", "content": c},
-                st.one_of(st.none(), st.integers(), _texts(4)),
+                st.one_of(st.none(), st.integers(), short_texts(4)),
             ),
         )
     if method == ROOTS:
         return st.one_of(
             not_object,
             st.just({}),
-            st.builds(lambda r: {"roots": r}, _not_an_object(array=False)),
+            st.builds(lambda r: {"roots": r}, not_an_object(array=False)),
             st.just({"roots": [{"name": "no uri"}]}),
         )
     raise ValueError(f"{method!r} is not an embedded request method")
@@ -442,8 +444,8 @@ def invalid_input_responses(max_entries: int = 64) -> Strategy[Json]:
     """Whole ``inputResponses`` values a server must refuse: not an object, an entry that is
     not an object, or more than ``max_entries`` entries."""
     too_many = st.just({f"k{i}": {"action": "decline"} for i in range(max_entries + 1)})
-    bad_entry = st.builds(lambda k, v: {k: v}, _names(), _not_an_object())
-    return st.one_of(_not_an_object(), bad_entry, too_many)
+    bad_entry = st.builds(lambda k, v: {k: v}, short_names(), not_an_object())
+    return st.one_of(not_an_object(), bad_entry, too_many)
 
 
 def input_required_results(
@@ -471,11 +473,11 @@ def invalid_input_required_results(max_requests: int = 32) -> Strategy[Json]:
         st.just({"resultType": "input_required"}),
         st.builds(
             lambda r: {"resultType": "input_required", "inputRequests": r},
-            _not_an_object(null=False),
+            not_an_object(null=False),
         ),
         st.builds(
             lambda s: {"resultType": "input_required", "requestState": s},
-            _not_a_string(null=False),
+            not_a_string(null=False),
         ),
         st.builds(
             lambda k, r: {"resultType": "input_required", "inputRequests": {k: r}},

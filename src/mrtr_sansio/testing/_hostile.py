@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ._values import Json, _names, _texts, json_values, modern_requests
+from ._values import Json, json_values, modern_requests, short_names, short_texts
 
 __all__ = [
     "chunked",
@@ -55,9 +55,9 @@ def _other_type(value: Json) -> Strategy[Json]:
         "null": st.none(),
         "bool": st.booleans(),
         "number": st.one_of(st.integers(-(2**63), 2**63), st.floats(-1e6, 1e6)),
-        "string": _texts(8),
+        "string": short_texts(8),
         "array": st.lists(st.integers(), max_size=2),
-        "object": st.dictionaries(_names(4), st.integers(), max_size=2),
+        "object": st.dictionaries(short_names(4), st.integers(), max_size=2),
     }
     if value is None:
         own = "null"
@@ -123,7 +123,7 @@ def hostile_messages(
         base.flatmap(wrong_type_variants),
         st.builds(huge, base, st.integers(max_string // 2, max_string * 2)),
         st.builds(nested, base, st.integers(50, 400)),
-        st.builds(extra, base, _names(), json_values(3)),
+        st.builds(extra, base, short_names(), json_values(3)),
     )
 
 

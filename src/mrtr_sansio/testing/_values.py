@@ -50,12 +50,12 @@ _KEY_ALPHABET = string.ascii_letters + string.digits + "_-."
 
 
 @cache
-def _texts(max_size: int = 24) -> Strategy[str]:
+def short_texts(max_size: int = 24) -> Strategy[str]:
     return st.text(max_size=max_size)
 
 
 @cache
-def _names(max_size: int = 16) -> Strategy[str]:
+def short_names(max_size: int = 16) -> Strategy[str]:
     return st.text(_KEY_ALPHABET, min_size=1, max_size=max_size)
 
 
@@ -67,12 +67,12 @@ def json_values(max_leaves: int = 8) -> Strategy[Json]:
         st.booleans(),
         st.integers(-MAX_SAFE_INTEGER, MAX_SAFE_INTEGER),
         st.floats(allow_nan=False, allow_infinity=False),
-        _texts(),
+        short_texts(),
     )
     return st.recursive(
         scalars,
         lambda inner: st.one_of(
-            st.lists(inner, max_size=4), st.dictionaries(_texts(8), inner, max_size=4)
+            st.lists(inner, max_size=4), st.dictionaries(short_texts(8), inner, max_size=4)
         ),
         max_leaves=max_leaves,
     )
@@ -80,13 +80,13 @@ def json_values(max_leaves: int = 8) -> Strategy[Json]:
 
 @cache
 def _json_objects(max_leaves: int = 6) -> Strategy[dict[str, Json]]:
-    return st.dictionaries(_texts(8), json_values(max_leaves), max_size=3)
+    return st.dictionaries(short_texts(8), json_values(max_leaves), max_size=3)
 
 
 @cache
-def _not_an_object(*, null: bool = True, array: bool = True) -> Strategy[Json]:
+def not_an_object(*, null: bool = True, array: bool = True) -> Strategy[Json]:
     """JSON values that are not objects (``null`` and arrays only when asked for)."""
-    kinds: list[Strategy[Json]] = [st.booleans(), st.integers(), _texts()]
+    kinds: list[Strategy[Json]] = [st.booleans(), st.integers(), short_texts()]
     if null:
         kinds.append(st.none())
     if array:
@@ -95,11 +95,11 @@ def _not_an_object(*, null: bool = True, array: bool = True) -> Strategy[Json]:
 
 
 @cache
-def _not_a_string(*, null: bool = True) -> Strategy[Json]:
+def not_a_string(*, null: bool = True) -> Strategy[Json]:
     kinds: list[Strategy[Json]] = [
         st.booleans(),
         st.integers(),
-        st.lists(_texts(4), max_size=2),
+        st.lists(short_texts(4), max_size=2),
         _json_objects(2),
     ]
     if null:
@@ -127,7 +127,7 @@ def invalid_request_ids() -> Strategy[Json]:
         st.booleans(),
         st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer()),
         st.lists(st.integers(), max_size=2),
-        st.dictionaries(_names(4), st.integers(), max_size=2),
+        st.dictionaries(short_names(4), st.integers(), max_size=2),
     )
 
 
@@ -138,7 +138,7 @@ def invalid_request_ids() -> Strategy[Json]:
 def client_infos() -> Strategy[dict[str, Any]]:
     """``Implementation`` objects (``name`` and ``version``, sometimes a ``title``)."""
     return st.fixed_dictionaries(
-        {"name": _texts(), "version": _texts(8)}, optional={"title": _texts()}
+        {"name": short_texts(), "version": short_texts(8)}, optional={"title": short_texts()}
     )
 
 
@@ -168,7 +168,7 @@ def client_capabilities() -> Strategy[dict[str, Any]]:
             "elicitation": elicitation,
             "sampling": sampling,
             "roots": st.just({}),
-            "experimental": st.dictionaries(_names(8), st.just({}), max_size=1),
+            "experimental": st.dictionaries(short_names(8), st.just({}), max_size=1),
             "extensions": extensions,
         },
     )
@@ -181,9 +181,9 @@ def invalid_client_capabilities() -> Strategy[Json]:
     bad_member = st.builds(
         lambda name, value: {name: value},
         st.sampled_from(["elicitation", "sampling", "roots"]),
-        st.one_of(st.none(), st.booleans(), st.integers(), _texts(4), st.lists(st.integers())),
+        st.one_of(st.none(), st.booleans(), st.integers(), short_texts(4), st.lists(st.integers())),
     )
-    return st.one_of(_not_an_object(), bad_member)
+    return st.one_of(not_an_object(), bad_member)
 
 
 def modern_envelopes(
@@ -197,7 +197,7 @@ def modern_envelopes(
     caps = capabilities if capabilities is not None else client_capabilities()
     optional: dict[str, Strategy[Any]] = {
         CLIENT_INFO: client_infos(),
-        "progressToken": st.one_of(st.integers(0, 10**6), _names()),
+        "progressToken": st.one_of(st.integers(0, 10**6), short_names()),
     }
     if extra_keys:
         optional["com.example.model/note"] = json_values(3)
@@ -219,12 +219,12 @@ def invalid_envelopes(version: str = LATEST_MODERN_VERSION) -> Strategy[Json]:
         )
 
     return st.one_of(
-        _not_an_object(null=False),
+        not_an_object(null=False),
         st.builds(lambda c: {CLIENT_CAPABILITIES: c, "progressToken": 1}, caps),
         st.just({PROTOCOL_VERSION: version}),
-        with_field(CLIENT_CAPABILITIES, _not_an_object()),
-        with_field(PROTOCOL_VERSION, _not_a_string()),
-        with_field(CLIENT_INFO, _not_an_object(null=False)),
+        with_field(CLIENT_CAPABILITIES, not_an_object()),
+        with_field(PROTOCOL_VERSION, not_a_string()),
+        with_field(CLIENT_INFO, not_an_object(null=False)),
         with_field("io.modelcontextprotocol/logLevel", st.sampled_from(["loud", "", "DEBUG"])),
         with_field(PROTOCOL_VERSION, st.sampled_from(["1900-01-01", "2099-12-31", "latest", ""])),
     )
@@ -243,7 +243,7 @@ def request_states() -> Strategy[str]:
 def invalid_request_states(max_bytes: int = 64 * 1024) -> Strategy[Json]:
     """``requestState`` values a server must refuse: not a string, or longer than
     ``max_bytes``."""
-    return st.one_of(_not_a_string(), st.just("A" * (max_bytes + 1)))
+    return st.one_of(not_a_string(), st.just("A" * (max_bytes + 1)))
 
 
 _TAMPERINGS = ("suffix", "flip", "truncate", "empty", "other")
@@ -295,7 +295,7 @@ def modern_requests(
     body = (
         params
         if params is not None
-        else st.fixed_dictionaries({"name": _names(), "arguments": _json_objects(4)})
+        else st.fixed_dictionaries({"name": short_names(), "arguments": _json_objects(4)})
     )
     meta = envelope if envelope is not None else modern_envelopes()
 
