@@ -68,6 +68,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
         frozenset(
             {
                 "_events",
+                "_pending",
                 "_lifecycle",
                 "_config",
                 "tasks._table",
@@ -379,3 +380,44 @@ def test_only_the_front_door_and_above_import_a_role() -> None:
 def test_every_module_is_placed_in_a_layer() -> None:
     for module in MODULES:
         _layer(module)
+
+
+#: The modules that own a connection's queues (``_events``, ``_out``): the role machines.
+QUEUE_OWNERS = frozenset({"_connection", "_server.connection", "_client.connection"})
+#: What a connection queues into; a part returns what to queue instead.
+QUEUE_NAMES = frozenset({"_events", "_out"})
+
+
+def queue_touches(modules: dict[str, tuple[Path, bool]]) -> list[str]:
+    """Every core module outside :data:`QUEUE_OWNERS` that names a connection's queue
+    (an attribute or a name ``_events``/``_out``): a pure part handed a queue, or holding
+    one, could append to it; it returns what to queue instead."""
+    found = []
+    for module, (path, _) in sorted(modules.items()):
+        top = module.split(".")[0]
+        if module in QUEUE_OWNERS or top in ("adapters", "testing"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            name = (
+                node.attr
+                if isinstance(node, ast.Attribute)
+                else node.id
+                if isinstance(node, ast.Name)
+                else node.arg
+                if isinstance(node, ast.arg)
+                else None
+            )
+            if name in QUEUE_NAMES:
+                found.append(f"mrtr_sansio.{module}:{node.lineno}: {name}")  # type: ignore[attr-defined]
+    return found
+
+
+def test_only_the_role_machines_touch_their_queues() -> None:
+    assert queue_touches(MODULES) == []
+
+
+def test_the_queue_check_sees_a_part_holding_a_queue(tmp_path: Path) -> None:
+    part = tmp_path / "part.py"
+    part.write_text("class Gate:\n    def __init__(self, events):\n        self._events = events\n")
+    assert queue_touches({"_server.part": (part, False)}) == ["mrtr_sansio._server.part:3: _events"]
+    assert queue_touches({"_server.connection": (part, False)}) == []

@@ -9,7 +9,7 @@ already decoded); events come out of ``next_event``; what must be written comes 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from ._config import Limits
@@ -23,6 +23,7 @@ from ._events import (
     OutgoingError,
     Sentinel,
 )
+from ._pending import Pending, item
 from ._wire.bounds import JsonBoundsError, bounded_loads, check_value
 from ._wire.codec import JsonCodec
 from ._wire.framing import LineFramer, Oversized
@@ -83,9 +84,9 @@ class Connection:
         self._fast_line = min(limits.max_message_bytes, 2 * limits.max_json_nodes - 1)
         self._max_depth = limits.max_json_depth
         self._events: deque[Event] = deque()
-        # (Outgoing subclass, data, message, related id, *extra fields): the typed item is built
-        # only if the transport asks for it, so byte-stream transports never pay for it.
-        self._out: deque[tuple[Any, ...]] = deque()
+        # The typed item of each entry is built only if the transport asks for it, so
+        # byte-stream transports never pay for it. Entries enter only through ``_send``.
+        self._out: deque[Pending] = deque()
         self._closed = False
 
     # --- input ------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ class Connection:
 
     def outgoing(self) -> list[Outgoing]:
         """Every message waiting to be written, oldest first (drains the queue)."""
-        out = [entry[0](*entry[1:]) for entry in self._out]
+        out = [item(entry) for entry in self._out]
         self._out.clear()
         return out
 
@@ -199,10 +200,24 @@ class Connection:
         if not out:
             return b""
         if len(out) == 1:
-            return out.popleft()[1] + b"\n"  # type: ignore[no-any-return]
-        data = b"".join([entry[1] + b"\n" for entry in out])
+            _, data, _, _, _ = out.popleft()
+            return data + b"\n"
+        data = b"".join([data + b"\n" for _, data, _, _, _ in out])
         out.clear()
         return data
+
+    def _send(
+        self,
+        kind: Callable[..., Outgoing],
+        data: bytes,
+        message: Mapping[str, Any],
+        related: Any,
+        extra: tuple[Any, ...] = (),
+    ) -> None:
+        """Queue a message to be written, as the :class:`Pending` entry of these fields: the
+        one way anything enters the outgoing queue (a pure part's entry goes in as
+        ``_send(*entry)``)."""
+        self._out.append((kind, data, message, related, extra))
 
     def _encode(self, message: Mapping[str, Any]) -> bytes:
         try:
@@ -226,7 +241,7 @@ class Connection:
                 error = JsonRpcError(error.code, _scrub(error.message), _scrub(error.data))
                 msg = error_message(rid, error)
                 data = self._dumps(msg)
-            self._out.append((OutgoingError, data, msg, self._refusal_relates_to(rid), error))
+            self._send(OutgoingError, data, msg, self._refusal_relates_to(rid), (error,))
         self._events.append(InvalidMessage(exc.error, exc.request_id, answer))
 
     def _refusal_relates_to(self, request_id: Any) -> Any:

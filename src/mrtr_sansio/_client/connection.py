@@ -213,7 +213,7 @@ class ClientConnection(Connection):
         else:
             rid = self._new_id()
             msg = self._handshake.probe(rid)
-            self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
+            self._send(OutgoingRequest, self._encode(msg), msg, None, (rid,))
 
     # --- public API -------------------------------------------------------------------------
 
@@ -365,7 +365,7 @@ class ClientConnection(Connection):
             rid = self._new_id()
             body = {"taskId": st.task_id, "_meta": dict(self._envelope)}
             msg = request_message(rid, "tasks/cancel", body)
-            self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
+            self._send(OutgoingRequest, self._encode(msg), msg, None, (rid,))
             self._ignore(rid)
         st.phase = moves[st.phase]
         if st.leg is not None:
@@ -373,7 +373,7 @@ class ClientConnection(Connection):
             if reason is not None:
                 params["reason"] = reason
             msg = notification_message("notifications/cancelled", params)
-            self._out.append((OutgoingNotification, self._encode(msg), msg, None))
+            self._send(OutgoingNotification, self._encode(msg), msg, None)
             self._ignore(st.leg)
             if self.era is Era.LEGACY:
                 self._server.cancelled(st.call.method, self._next_id)
@@ -496,7 +496,7 @@ class ClientConnection(Connection):
         self.protocol_version = None
         rid = self._new_id()
         msg = self._handshake.initialize(rid)
-        self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
+        self._send(OutgoingRequest, self._encode(msg), msg, None, (rid,))
 
     def _apply_handshake(self, actions: list[HandshakeAction]) -> None:
         """Carry out the handshake's decisions, in order."""
@@ -515,7 +515,7 @@ class ClientConnection(Connection):
                 self.instructions = action.instructions
                 if action.era is Era.LEGACY:
                     note = notification_message("notifications/initialized", None)
-                    self._out.append((OutgoingNotification, self._encode(note), note, None))
+                    self._send(OutgoingNotification, self._encode(note), note, None)
                 self._era_known()
             else:
                 assert isinstance(action, Failed)
@@ -615,7 +615,7 @@ class ClientConnection(Connection):
             return
         rid = self._new_id()
         msg = request_message(rid, "logging/setLevel", {"level": level})
-        self._out.append((OutgoingRequest, self._encode(msg), msg, None, rid))
+        self._send(OutgoingRequest, self._encode(msg), msg, None, (rid,))
         self._ignore(rid)
 
     def _send_leg(self, st: _CallState, moves: Moves) -> None:
@@ -643,7 +643,7 @@ class ClientConnection(Connection):
         st.phase = moves[st.phase]
         st.leg = rid
         self._legs[rid] = st
-        self._out.append((OutgoingRequest, data, msg, None, rid))
+        self._send(OutgoingRequest, data, msg, None, (rid,))
 
     def _send_task_leg(self, st: _CallState, method: str, moves: Moves) -> None:
         """Send ``tasks/get``, or ``tasks/update`` with this round's answers, for the task."""
@@ -665,7 +665,7 @@ class ClientConnection(Connection):
         st.leg = rid
         st.task_leg = method
         self._legs[rid] = st
-        self._out.append((OutgoingRequest, data, msg, None, rid))
+        self._send(OutgoingRequest, data, msg, None, (rid,))
 
     def _poll_later(self, st: _CallState, moves: Moves) -> None:
         """Wait ``pollIntervalMs`` (bounded by the config) before the next ``tasks/get``."""
@@ -774,9 +774,9 @@ class ClientConnection(Connection):
         msg = reply.message
         data = self._encode(msg)
         if reply.error is None:
-            self._out.append((OutgoingResult, data, msg, msg["id"]))
+            self._send(OutgoingResult, data, msg, msg["id"])
         else:
-            self._out.append((OutgoingError, data, msg, msg["id"], reply.error))
+            self._send(OutgoingError, data, msg, msg["id"], (reply.error,))
 
     def _answer_server_request(self, event: InputNeeded, reply: Reply | None) -> bool:
         """Send ``reply`` to a pending server request and close it; False (nothing sent) when

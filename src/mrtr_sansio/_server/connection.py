@@ -53,6 +53,7 @@ from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
+from mrtr_sansio._pending import Pending
 from mrtr_sansio._wire.jsonrpc import (
     NOTIFICATION,
     REQUEST,
@@ -95,7 +96,7 @@ from mrtr_sansio.tasks._values import RunAsTask
 
 from . import legacy
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
-from .state import StateGate
+from .state import StateGate, StateRejectedError
 
 __all__ = ["ServerConnection"]
 
@@ -149,7 +150,7 @@ class ServerConnection(Connection):
         self._server_info = config.server_info
         self._observer = config.observer
         self._obs_key = 0 if config.observer is None else connection_key()
-        self._state = StateGate(config, self._events, self._obs_key)
+        self._state = StateGate(config, self._obs_key)
         self._max_in_flight = config.limits.max_in_flight
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
@@ -289,7 +290,7 @@ class ServerConnection(Connection):
         elif method == "notifications/message" and not log_allowed(params, None, self._session):
             return
         msg = notification_message(method, params)
-        self._out.append((OutgoingNotification, self._encode(msg), msg, related_request_id))
+        self._send(OutgoingNotification, self._encode(msg), msg, related_request_id)
 
     def acknowledge(
         self, request_id: str | int, notifications: Mapping[str, Any] | None = None
@@ -311,7 +312,7 @@ class ServerConnection(Connection):
         self._acknowledged.add(request_id)
         params = tag({"notifications": honored}, request_id)
         msg = notification_message(ACKNOWLEDGED, params)
-        self._out.append((OutgoingNotification, self._encode(msg), msg, request_id))
+        self._send(OutgoingNotification, self._encode(msg), msg, request_id)
 
     def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
         """Abandon a client request locally (e.g. its HTTP stream is gone): as if the client
@@ -416,7 +417,7 @@ class ServerConnection(Connection):
             )
         ping_id = self._shim.new_ping()
         msg = request_message(ping_id, "ping", None)
-        self._out.append((OutgoingRequest, self._dumps(msg), msg, None, ping_id))
+        self._send(OutgoingRequest, self._dumps(msg), msg, None, (ping_id,))
         return ping_id
 
     def next_deadline(self) -> float | None:
@@ -529,7 +530,11 @@ class ServerConnection(Connection):
                 if refused is not None:
                     raise refused
             if "inputResponses" in params or "requestState" in params:
-                state, round_, carried = self._state.read(rid, method, params, principal)
+                try:
+                    state, round_, carried = self._state.read(rid, method, params, principal)
+                except StateRejectedError as exc:
+                    self._events.append(exc.event)
+                    raise
         elif method in LEGACY_ONLY_METHODS:
             raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
         elif method == LISTEN:
@@ -545,7 +550,7 @@ class ServerConnection(Connection):
             ):
                 raise missing_tasks(rid)
         elif method in TASK_REQUESTS and tasks is not None:
-            result, found = answer_task_request(
+            result, found, caused = answer_task_request(
                 tasks,
                 rid,
                 method,
@@ -553,8 +558,9 @@ class ServerConnection(Connection):
                 meta.get(CLIENT_CAPABILITIES),  # type: ignore[union-attr]
                 principal,
                 self._limits.max_input_responses,
-                self._events,
             )
+            if caused is not None:
+                self._events.append(caused)
             event = RequestReceived(rid, method, params, None, None, None, principal)
             inflight[rid] = event
             if self._observer is not None:
@@ -612,7 +618,7 @@ class ServerConnection(Connection):
             request = legacy.on_request(session, rid, method, params, principal)
             if request is None:  # ping, logging/setLevel: answered here
                 msg = result_message(rid, {})
-                self._out.append((OutgoingResult, self._dumps(msg), msg, rid))
+                self._send(OutgoingResult, self._dumps(msg), msg, rid)
             else:
                 self._inflight[rid] = request
                 if self._observer is not None:
@@ -744,7 +750,7 @@ class ServerConnection(Connection):
         except ENCODE_ERRORS as exc:
             raise unserializable(exc) from exc
         del self._inflight[rid]
-        self._out.append((carrier, data, msg, rid))
+        self._send(carrier, data, msg, rid)
         if self._observer is not None:
             self._observe_answer(rid, result)
 
@@ -760,7 +766,7 @@ class ServerConnection(Connection):
         data = self._encode(msg)
         del self._inflight[rid]
         self._shim.finish(rid, ShimTrigger.ERROR)
-        self._out.append((carrier, data, msg, rid, error))
+        self._send(carrier, data, msg, rid, (error,))
         if self._observer is not None:
             self._observer.observe(
                 ErrorSent(self.config.clock(), self._obs_key, rid, error.code, error.message)
@@ -899,7 +905,7 @@ class ServerConnection(Connection):
             fact = LegAnswered(at, key, ended.request_id, ended.leg_id, ended.key, failed)
         self._observer.observe(fact)
 
-    def _observe_leg_sent(self, action: SendRequest) -> tuple[Any, ...]:
+    def _observe_leg_sent(self, action: SendRequest) -> Pending:
         """Tell the observer a shim leg goes out; the leg's queue entry, re-encoded with the
         trace keys the observer carries for it in ``params._meta`` (as is without any)."""
         assert self._observer is not None
@@ -911,15 +917,14 @@ class ServerConnection(Connection):
         )
         carry = self._observer.carry(key, LegKey(action.leg_id))
         trace = trace_of(carry) if isinstance(carry, Mapping) else None
-        item = action.item
         if not trace:
-            return item
-        msg: dict[str, Any] = item[2]
+            return action.item
+        kind, _, msg, related, extra = action.item
         params = dict(msg.get("params") or {})
         meta = params.get("_meta")
         params["_meta"] = {**meta, **trace} if isinstance(meta, Mapping) else dict(trace)
         msg = {**msg, "params": params}
-        return (item[0], self._dumps(msg), msg, *item[3:])
+        return (kind, self._dumps(msg), msg, related, extra)
 
     # --- what the legacy shim asks for --------------------------------------------------------
 
@@ -928,9 +933,9 @@ class ServerConnection(Connection):
         for action in actions:
             if isinstance(action, SendRequest):
                 if self._observer is None:
-                    self._out.append(action.item)
+                    self._send(*action.item)
                 else:
-                    self._out.append(self._observe_leg_sent(action))
+                    self._send(*self._observe_leg_sent(action))
             elif isinstance(action, LegEnded):
                 if self._observer is not None:
                     self._observe_leg_end(action)
@@ -938,9 +943,7 @@ class ServerConnection(Connection):
                 msg = notification_message(
                     "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}
                 )
-                self._out.append(
-                    (OutgoingNotification, self._dumps(msg), msg, action.related_request_id)
-                )
+                self._send(OutgoingNotification, self._dumps(msg), msg, action.related_request_id)
             elif isinstance(action, Replay):
                 self._inflight[action.event.request_id] = action.event
                 self._events.append(action.event)

@@ -43,6 +43,7 @@ from mrtr_sansio._events import (
 from mrtr_sansio._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
 from mrtr_sansio._mcp.capabilities import ELICIT, capability_paths, missing_capabilities
 from mrtr_sansio._mcp.values import InputRequiredResult
+from mrtr_sansio._pending import Pending
 from mrtr_sansio._wire.jsonrpc import is_valid_id, request_message
 
 __all__ = [
@@ -62,7 +63,7 @@ class SendRequest:
     """Write ``item`` (an encoded outgoing-queue entry: leg ``leg_id`` of request
     ``request_id``, asking ``method`` under ``key`` in the shim's ``round``) to the client."""
 
-    item: tuple[Any, ...]
+    item: Pending
     request_id: Any
     leg_id: int
     key: str
@@ -124,10 +125,11 @@ class _Leg:
     Whether it is written yet is its run's phase (``HELD``: not yet), not a field of its own.
     """
 
-    __slots__ = ("deadline", "item", "key", "method", "request_id")
+    __slots__ = ("deadline", "item", "key", "leg_id", "method", "request_id")
 
-    def __init__(self, request_id: Any, key: str, method: str, item: tuple[Any, ...]) -> None:
+    def __init__(self, request_id: Any, leg_id: int, key: str, method: str, item: Pending) -> None:
         self.request_id = request_id
+        self.leg_id = leg_id
         self.key = key
         self.method = method
         self.deadline = 0.0
@@ -259,8 +261,8 @@ class LegacyShim:
                 params["elicitationId"] = config.token_hex(16)
             leg_id = self._new_id()
             msg = request_message(leg_id, request.method, params)
-            item = (FulfilRequest, encode(msg), msg, rid, leg_id, key)
-            legs[leg_id] = _Leg(rid, key, request.method, item)
+            item: Pending = (FulfilRequest, encode(msg), msg, rid, (leg_id, key))
+            legs[leg_id] = _Leg(rid, leg_id, key, request.method, item)
         if not legs:
             trigger = ShimTrigger.STATE_ONLY
         else:
@@ -305,8 +307,7 @@ class LegacyShim:
 
     @staticmethod
     def _write(leg: _Leg, round: int) -> SendRequest:
-        item = leg.item
-        return SendRequest(item, leg.request_id, item[4], leg.key, leg.method, round)
+        return SendRequest(leg.item, leg.request_id, leg.leg_id, leg.key, leg.method, round)
 
     @staticmethod
     def _replay(run: _Run) -> Replay:

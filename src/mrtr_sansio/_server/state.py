@@ -12,19 +12,18 @@ handler returns is sealed, or passed through when it is a string and the config 
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
-from mrtr_sansio._events import Event, RequestReceived, RequestStateRejected
+from mrtr_sansio._events import RequestReceived, RequestStateRejected
 from mrtr_sansio._mcp.envelope import invalid
 from mrtr_sansio.http._facts import NAME_FIELDS
 from mrtr_sansio.observe import CARRY_MAX_BYTES
 from mrtr_sansio.sealing._state import RequestStateError, StateBinding, Unsealed
 
-__all__ = ["INVALID_STATE", "MRTR_FIELDS", "StateGate"]
+__all__ = ["INVALID_STATE", "MRTR_FIELDS", "StateGate", "StateRejectedError"]
 
 #: The wire answer to any state that fails verification (the reason goes to an event only).
 INVALID_STATE = JsonRpcError(
@@ -35,17 +34,25 @@ MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
 _ABSENT: Any = object()
 
 
+class StateRejectedError(RemoteProtocolError):
+    """A request's ``requestState`` was refused (-32602): ``event`` tells the application
+    why; the connection queues it before the refusal."""
+
+    def __init__(self, event: RequestStateRejected) -> None:
+        super().__init__(INVALID_STATE, event.request_id)
+        self.event = event
+
+
 class StateGate:
     """Reads the MRTR fields of incoming requests and produces outgoing state."""
 
-    __slots__ = ("_clock", "_events", "_key", "_limits", "_observer", "_protector")
+    __slots__ = ("_clock", "_key", "_limits", "_observer", "_protector")
 
-    def __init__(self, config: ServerConfig, events: deque[Event], key: int = 0) -> None:
+    def __init__(self, config: ServerConfig, key: int = 0) -> None:
         protector = config.request_state
         self._protector = None if isinstance(protector, Unsealed) else protector
         self._clock = config.clock
         self._limits = config.limits
-        self._events = events
         # the observer's carry is sealed only by protectors that say they can
         self._observer = (
             config.observer if getattr(protector, "seals_carry", False) is True else None
@@ -130,8 +137,7 @@ class StateGate:
         )
 
     def _reject(self, rid: Any, method: str, reason: str) -> None:
-        self._events.append(RequestStateRejected(rid, method, reason))
-        raise RemoteProtocolError(INVALID_STATE, rid)
+        raise StateRejectedError(RequestStateRejected(rid, method, reason))
 
 
 def _carry(carry: Any) -> Mapping[str, str] | None:

@@ -10,7 +10,7 @@ or raises the error, and the connection answers the wire.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableSequence
+from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
@@ -70,21 +70,21 @@ def answer_task_request(
     capabilities: Any,
     principal: str | None,
     max_responses: int,
-    events: MutableSequence[Event],
-) -> tuple[dict[str, Any], Mapping[str, str] | None]:
-    """The result of a ``tasks/*`` request, and the trace context stored with the task (for
-    an observer); events for the application (a task's next run, a cancellation) are
-    appended to ``events``. Raises :class:`RemoteProtocolError`."""
+) -> tuple[dict[str, Any], Mapping[str, str] | None, Event | None]:
+    """The result of a ``tasks/*`` request, the trace context stored with the task (for an
+    observer), and the event for the application it causes (a task's next run, a
+    cancellation) if any: the caller queues it. Raises :class:`RemoteProtocolError`."""
     if not declares_tasks(capabilities):
         raise missing_tasks(rid)
     task_id = params.get("taskId")
     if type(task_id) is not str:
         raise invalid(rid, f"{method}: taskId must be a string")
+    event: Event | None = None
     try:
         if method == "tasks/get":
             found = machine.find(task_id, principal)
             if not isinstance(found, str):
-                return {"resultType": "complete", **found.detailed()}, found.trace
+                return {"resultType": "complete", **found.detailed()}, found.trace, None
         elif method == "tasks/update":
             responses = params.get("inputResponses")
             if type(responses) is not dict:
@@ -93,13 +93,11 @@ def answer_task_request(
                 raise invalid(rid, f"inputResponses has more than {max_responses} entries")
             if not all(type(v) is dict for v in responses.values()):
                 raise invalid(rid, "each inputResponses value must be an object")
-            found, run = machine.update(task_id, principal, responses)
-            if run is not None:
-                events.append(run)
+            found, event = machine.update(task_id, principal, responses)
         else:
             found, cancelled = machine.cancel(task_id, principal)
             if cancelled:
-                events.append(TaskCancelled(task_id))
+                event = TaskCancelled(task_id)
     except (LocalProtocolError, TaskStoreError, TaskLimitError) as exc:
         # The store kept changing, failed, or the update would store too much: -32603.
         raise RemoteProtocolError(JsonRpcError.internal(str(exc)), rid) from None
@@ -107,4 +105,4 @@ def answer_task_request(
         raise RemoteProtocolError(
             JsonRpcError.invalid_params(f"Failed to retrieve task: {found}"), rid
         )
-    return {"resultType": "complete"}, found.trace
+    return {"resultType": "complete"}, found.trace, event
