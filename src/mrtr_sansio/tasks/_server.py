@@ -3,9 +3,9 @@ and the task gates of ``tools/call`` and ``subscriptions/listen``.
 
 The gates are pure (values in, a :class:`RemoteProtocolError` or None out).
 :func:`answer_task_request` is not: it reads and writes the task store through the
-:class:`TaskMachine` it is given, and appends the events it causes (a task's next run, a
-cancellation) to the sequence the connection passes in. It never sends: it returns the result
-or raises the error, and the connection answers the wire.
+:class:`TaskMachine` it is given, and returns the event it causes (a task's next run, a
+cancellation) for the connection to queue. It never sends: it returns the result or raises
+the error, and the connection answers the wire.
 """
 
 from __future__ import annotations
