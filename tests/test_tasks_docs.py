@@ -14,8 +14,7 @@ import httpx
 import pytest
 
 from mrtr_sansio import ServerConfig
-from mrtr_sansio.adapters._tasks import TaskRunOptions
-from mrtr_sansio.adapters.asgi import McpHttpApp
+from mrtr_sansio.adapters.asgi import McpHttpApp, TaskRunOptions
 from mrtr_sansio.adapters.stores import SqliteTaskStore
 from mrtr_sansio.tasks import EXTENSION, TASK, TaskSettings
 

@@ -15,9 +15,10 @@ __all__ = ["publish_errors"]
 
 def publish_errors(namespace: Mapping[str, Any], module: str) -> None:
     """Set ``__module__`` to ``module`` on each exception class of ``namespace["__all__"]``
-    still named after a private module (one first published elsewhere keeps that name)."""
+    still named after a private module (one first published elsewhere keeps that name).
+    Names the package loads on first use (a module ``__getattr__``) are not errors: skipped."""
     for name in namespace["__all__"]:
-        value = namespace[name]
+        value = namespace.get(name)
         private = "._" in getattr(value, "__module__", "")
         if isinstance(value, type) and issubclass(value, BaseException) and private:
             value.__module__ = module

@@ -58,16 +58,6 @@ if TYPE_CHECKING:
     from ._listen import SubscriptionHub
 
 
-def __getattr__(name: str) -> Any:
-    """:class:`SubscriptionHub` on first use: it needs anyio, which the blocking stdio
-    adapter (this package without extras) does not."""
-    if name == "SubscriptionHub":
-        from ._listen import SubscriptionHub
-
-        return SubscriptionHub
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "AsyncClientBase",
     "BlockingClientOptions",
@@ -102,3 +92,13 @@ from mrtr_sansio._public import publish_errors  # after __all__, which it reads
 
 publish_errors(globals(), __name__)
 del publish_errors
+
+
+def __getattr__(name: str) -> Any:
+    """:class:`SubscriptionHub` on first use: it needs anyio, which the blocking stdio
+    adapter (this package without extras) does not."""
+    if name == "SubscriptionHub":
+        from ._listen import SubscriptionHub
+
+        return SubscriptionHub
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -48,7 +48,8 @@ T = TypeVar("T")
 @attrs.frozen
 class TaskRunOptions:
     """How a server adapter runs tasks and store calls (``McpHttpApp(task_runs=...)``,
-    ``anyio.serve(task_runs=...)``)."""
+    ``anyio.serve(task_runs=...)``); import it from :mod:`mrtr_sansio.adapters.asgi` or
+    :mod:`mrtr_sansio.adapters.anyio`."""
 
     #: Task runs going on at once in one app or server, waiting ones included; a new task
     #: past it is refused with -32603 (``tasks/get`` and ``tasks/cancel`` still get through).

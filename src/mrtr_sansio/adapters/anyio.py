@@ -67,7 +67,7 @@ from ._common import Handler, HandlerResult, RequestContext, call_handler
 from ._loop import ClientDriver, StreamServer, answer
 from ._tasks import StoreCalls, TaskRunner, TaskRunOptions
 
-__all__ = ["Client", "StdioStream", "serve", "serve_stdio", "serve_tcp"]
+__all__ = ["Client", "StdioStream", "TaskRunOptions", "serve", "serve_stdio", "serve_tcp"]
 
 
 async def serve(

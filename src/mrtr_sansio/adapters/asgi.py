@@ -78,7 +78,7 @@ from ._common import Handler, HandlerResult, RequestContext, announce_state_key,
 from ._loop import answer
 from ._tasks import StoreCalls, TaskRunner, TaskRunOptions
 
-__all__ = ["McpHttpApp"]
+__all__ = ["McpHttpApp", "TaskRunOptions"]
 
 log = logging.getLogger("mrtr_sansio.adapters.asgi")
 
