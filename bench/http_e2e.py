@@ -180,18 +180,22 @@ async def _lifespan(receive: Any, send: Any) -> None:
             return
 
 
-async def _floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The bare ASGI floor: read the body, parse it, answer a fixed response of the same shape."""
-    if scope["type"] == "lifespan":
-        await _lifespan(receive, send)
-        return
+async def _body(receive: Any) -> bytes:
+    """The request body, read to its end (the floors' one bit of request IO)."""
     chunks = []
     while True:
         message = await receive()
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
-            break
-    request = json.loads(b"".join(chunks))
+            return b"".join(chunks)
+
+
+async def _floor(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The bare ASGI floor: read the body, parse it, answer a fixed response of the same shape."""
+    if scope["type"] == "lifespan":
+        await _lifespan(receive, send)
+        return
+    request = json.loads(await _body(receive))
     result = FLOOR_DONE if "inputResponses" in request["params"] else FLOOR_ASK
     answer = {"jsonrpc": "2.0", "id": request["id"], "result": result}
     body = json.dumps(answer, separators=(",", ":")).encode()
@@ -283,13 +287,7 @@ async def _necessary(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
         return
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    body = necessary_answer(b"".join(chunks), time.time())
+    body = necessary_answer(await _body(receive), time.time())
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
