@@ -196,6 +196,42 @@ def test_every_marker_in_the_pages_names_something_real() -> None:
     assert found >= 10
 
 
+def test_a_chart_draws_the_figures_the_page_quotes() -> None:
+    page = (
+        "<!-- chart: Times faster | ratio sdk/ours: engine; ratio sdk/ours: asgi as HTTP app;"
+        " ratios: asyncio/ts as stdio -->\n"
+        "```text\nratio sdk/ours: engine=13.0 asgi=6.8\nratio sdk/ours: engine=99 asgi=99\n"
+        "ratios: asyncio/ts=3.93 trio/asyncio=1.00\n```\n"
+    )
+    rendered = hook.on_page_markdown(page, page=None, config={}, files=None)
+    chart = rendered.split("```mermaid\n", 1)[1].split("```", 1)[0].splitlines()
+    assert chart[0] == hook.CHART_INIT
+    assert chart[1] == "xychart-beta horizontal"
+    assert chart[2] == '    title "Times faster"'
+    assert chart[3] == '    x-axis ["engine", "HTTP app", "stdio"]'
+    assert chart[-1] == "    bar [13, 6.8, 3.93]"  # the first quoted line of each prefix
+    assert "<!--" not in rendered
+
+
+def test_a_chart_fails_the_build_when_its_figure_is_gone() -> None:
+    with pytest.raises(KeyError, match="no client= on the page"):
+        hook.chart_markdown("t", "ratio sdk/ours: client", "ratio sdk/ours: engine=1\n")
+    with pytest.raises(KeyError, match="quotes no line starting with 'ratios'"):
+        hook.chart_markdown("t", "ratios: x", "nothing here\n")
+    with pytest.raises(ValueError, match="PREFIX: KEY"):
+        hook.chart_markdown("t", "no colon", "")
+
+
+def test_every_chart_in_the_pages_draws() -> None:
+    charts = 0
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for title, bars in hook.CHART.findall(text):
+            charts += 1
+            assert "xychart-beta" in hook.chart_markdown(title, bars, text), (page, title)
+    assert charts >= 1
+
+
 def test_every_snippet_the_pages_include_exists() -> None:
     snippet = re.compile(r'^--8<-- "([^":]+)(?::(\w+))?"$', re.MULTILINE)
     for page in PAGES:

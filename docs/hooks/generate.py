@@ -14,7 +14,12 @@ A page asks for them with a marker on a line of its own:
   interpreter too); the examples only talk to processes they start. The page shows this
   interpreter as ``python`` and paths relative to the repository, not the build machine's;
 * ``<!-- trace: PATH -->`` — a timeline (inline SVG) of the spans the example at ``PATH``
-  exports, one JSON object per line (``examples/otel_trace.py``): a picture of a real trace.
+  exports, one JSON object per line (``examples/otel_trace.py``): a picture of a real trace;
+* ``<!-- chart: TITLE | PREFIX: KEY [as LABEL]; ... -->`` — a bar chart (Mermaid
+  ``xychart-beta``) of figures a benchmark printed: the page's first line that starts with
+  ``PREFIX:`` (a bench's own ``name: key=value ...`` line, quoted in a text block of the same
+  page) gives each ``KEY``'s value; several ``PREFIX: KEY`` parts may read several lines. The
+  chart is drawn from the quoted run, so it cannot disagree with it.
 
 An unknown name or a failing script fails the build, so a page cannot silently lose its table.
 The functions are plain (no MkDocs import) so that ``tests/test_docs.py`` checks them without a
@@ -51,9 +56,59 @@ ADAPTER_CONFIG = {"ServeOptions": "mrtr_sansio.adapters.serve", "TaskSettings": 
 DRAWN: dict[str, Lifecycle[Any, Any]] = {**LIFECYCLES, "task": TASK}
 
 
+#: A chart marker: its title, then the bars (see the module docstring).
+CHART = re.compile(r"^<!-- chart: ([^|]+?) \| (\S.*?) -->$", re.MULTILINE)
+#: Bars across the page with their values written on them, in the trace pictures' blue: upright
+#: bars squeezed their labels into each other at the page's width (seen in headless Chromium).
+CHART_INIT = (
+    '%%{init: {"xyChart": {"showDataLabel": true}, '
+    '"themeVariables": {"xyChart": {"plotColorPalette": "#3f6fb5"}}}}%%'
+)
+#: One bar of a chart marker: ``PREFIX: KEY`` and an optional `` as LABEL``.
+BAR = re.compile(r"^(?P<prefix>[^:]+): (?P<key>\S+)(?: as (?P<label>.+))?$")
+
+
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """Replace every marker of a page by what it names."""
+    markdown = CHART.sub(lambda m: chart_markdown(m.group(1), m.group(2), markdown), markdown)
     return MARKER.sub(lambda m: expand(m.group(1), m.group(2)), markdown)
+
+
+def chart_markdown(title: str, bars: str, page: str) -> str:
+    """A Mermaid bar chart of the figures ``bars`` names, read off the lines ``page`` quotes;
+    raises when a line or a key is missing, so a chart cannot outlive its figures."""
+    labels, values = [], []
+    for part in bars.split(";"):
+        bar = BAR.match(part.strip())
+        if bar is None:
+            raise ValueError(f"a chart bar is 'PREFIX: KEY [as LABEL]', not {part.strip()!r}")
+        values.append(quoted_figure(page, bar["prefix"], bar["key"]))
+        labels.append(bar["label"] or bar["key"])
+    top = max(values)
+    lines = [
+        "```mermaid",
+        CHART_INIT,
+        "xychart-beta horizontal",
+        f'    title "{title}"',
+        "    x-axis [" + ", ".join(f'"{label}"' for label in labels) + "]",
+        f"    y-axis 0 --> {top * 1.1:.3g}",
+        "    bar [" + ", ".join(f"{value:g}" for value in values) + "]",
+        "```",
+    ]
+    return "\n".join(lines)
+
+
+def quoted_figure(page: str, prefix: str, key: str) -> float:
+    """``key``'s value on the first line of ``page`` that starts with ``prefix:``."""
+    for line in page.splitlines():
+        if line.startswith(f"{prefix}:"):
+            figures = dict(
+                pair.split("=", 1) for pair in line[len(prefix) + 1 :].split() if "=" in pair
+            )
+            if key not in figures:
+                raise KeyError(f"no {key}= on the page's {prefix!r} line: {line}")
+            return float(figures[key].rstrip("x,;"))
+    raise KeyError(f"the page quotes no line starting with {prefix!r}")
 
 
 def expand(kind: str, name: str) -> str:
