@@ -516,3 +516,45 @@ async def test_a_blocking_store_read_leaves_the_loop_serving(tg: Any) -> None:
     ack = await next_note(stream)
     assert ack["params"]["notifications"] == {"taskIds": [task_id]}
     stream.disconnect()
+
+
+# --- the filter's types ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "wanted",
+    [
+        {"taskIds": "abc"},
+        {"taskIds": None},
+        {"taskIds": {"$ne": ""}},
+        {"toolsListChanged": "x" * 100},
+        {"promptsListChanged": 1},
+        {"resourceSubscriptions": "file:///a"},
+        {"resourceSubscriptions": ["file:///a", 7]},
+    ],
+)
+async def test_a_filter_of_the_wrong_type_is_32602_not_acknowledged(
+    tg: Any, wanted: dict[str, Any]
+) -> None:
+    app, _ = make_app()
+    client = Client(app, tg)
+    message = body(1, "subscriptions/listen", {"notifications": wanted})
+    mirror = {"mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen"}
+    error = await refusal(client.start(message, mirror))
+    assert error["code"] == -32602
+    assert f"notifications.{next(iter(wanted))} must be" in error["message"]
+
+
+async def test_an_acknowledgement_larger_than_the_queue_bound_still_goes_out(tg: Any) -> None:
+    """The queue bound counts what a client leaves unread: one message larger than it, on an
+    empty queue, is sent (before, the stream was dropped before its first byte and uvicorn
+    answered 500)."""
+    app, _ = make_app(stream_queue_bytes=5_000)
+    client = Client(app, tg)
+    uris = [f"file:///{i:06}" for i in range(1000)]  # about 17 KB echoed back
+    message = body(1, "subscriptions/listen", {"notifications": {"resourceSubscriptions": uris}})
+    mirror = {"mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen"}
+    stream = client.start(message, mirror)
+    ack = await next_note(stream)
+    assert ack["params"]["notifications"] == {"resourceSubscriptions": uris}
+    stream.disconnect()
