@@ -7,7 +7,8 @@ A page asks for them with a marker on a line of its own:
   and ``task``, the status table of ``mrtr_sansio.tasks``);
 * ``<!-- config: CLASS -->`` — the fields of ``mrtr_sansio.CLASS`` (``Limits``,
   ``ServerConfig``, ``ClientConfig``; ``ServeOptions`` from ``mrtr_sansio.adapters.serve``,
-  ``TaskSettings`` from ``mrtr_sansio.tasks``)
+  ``TaskSettings`` from ``mrtr_sansio.tasks``, ``TaskRunOptions`` from
+  ``mrtr_sansio.adapters.asgi``)
   with their defaults and the ``#:`` comments above them;
 * ``<!-- output: PATH ARGS... -->`` — what the example script at ``PATH`` (from the repository
   root) prints, run with this interpreter and ``ARGS`` (``{python}`` in them is this
@@ -49,9 +50,20 @@ from mrtr_sansio.tasks import TASK
 
 MARKER = re.compile(r"^<!-- (lifecycle|config|output|trace): (\S.*?) -->$", re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG_CLASSES = ("Limits", "ServerConfig", "ClientConfig", "ServeOptions", "TaskSettings")
+CONFIG_CLASSES = (
+    "Limits",
+    "ServerConfig",
+    "ClientConfig",
+    "ServeOptions",
+    "TaskSettings",
+    "TaskRunOptions",
+)
 #: Configuration classes that live in a submodule rather than the front door.
-ADAPTER_CONFIG = {"ServeOptions": "mrtr_sansio.adapters.serve", "TaskSettings": "mrtr_sansio.tasks"}
+ADAPTER_CONFIG = {
+    "ServeOptions": "mrtr_sansio.adapters.serve",
+    "TaskSettings": "mrtr_sansio.tasks",
+    "TaskRunOptions": "mrtr_sansio.adapters.asgi",
+}
 #: The lifecycles a page may draw: the core's, and the tasks extension's status table.
 DRAWN: dict[str, Lifecycle[Any, Any]] = {**LIFECYCLES, "task": TASK}
 

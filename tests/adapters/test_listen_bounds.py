@@ -516,3 +516,91 @@ async def test_a_blocking_store_read_leaves_the_loop_serving(tg: Any) -> None:
     ack = await next_note(stream)
     assert ack["params"]["notifications"] == {"taskIds": [task_id]}
     stream.disconnect()
+
+
+# --- the filter's types ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "wanted",
+    [
+        {"taskIds": "abc"},
+        {"taskIds": None},
+        {"taskIds": {"$ne": ""}},
+        {"toolsListChanged": "x" * 100},
+        {"promptsListChanged": 1},
+        {"resourceSubscriptions": "file:///a"},
+        {"resourceSubscriptions": ["file:///a", 7]},
+    ],
+)
+async def test_a_filter_of_the_wrong_type_is_32602_not_acknowledged(
+    tg: Any, wanted: dict[str, Any]
+) -> None:
+    app, _ = make_app()
+    client = Client(app, tg)
+    message = body(1, "subscriptions/listen", {"notifications": wanted})
+    mirror = {"mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen"}
+    error = await refusal(client.start(message, mirror))
+    assert error["code"] == -32602
+    assert f"notifications.{next(iter(wanted))} must be" in error["message"]
+
+
+async def test_an_acknowledgement_larger_than_the_queue_bound_still_goes_out(tg: Any) -> None:
+    """The queue bound counts what a client leaves unread: one message larger than it, on an
+    empty queue, is sent (before, the stream was dropped before its first byte and uvicorn
+    answered 500)."""
+    app, _ = make_app(stream_queue_bytes=5_000)
+    client = Client(app, tg)
+    uris = [f"file:///{i:06}" for i in range(1000)]  # about 17 KB echoed back
+    message = body(1, "subscriptions/listen", {"notifications": {"resourceSubscriptions": uris}})
+    mirror = {"mcp-protocol-version": MODERN, "mcp-method": "subscriptions/listen"}
+    stream = client.start(message, mirror)
+    ack = await next_note(stream)
+    assert ack["params"]["notifications"] == {"resourceSubscriptions": uris}
+    stream.disconnect()
+
+
+async def test_a_burst_past_the_queue_bound_before_the_first_byte_is_a_503() -> None:
+    """Two messages queued at once past ``stream_queue_bytes`` drop the request. Whether the
+    streaming loop took the first before the second came is a race: when it had not, nothing
+    was sent yet, and the response must still end (503) rather than stay unstarted (which
+    uvicorn turns into a 500). Twenty tries see both orders."""
+
+    async def chatty(request: m.RequestReceived, ctx: Any) -> Any:
+        ctx.log("info", "x" * 3000)
+        ctx.log("info", "y" * 3000)  # with the first still queued: past the bound
+        await anyio.sleep(0.05)
+        return {"content": [], "isError": False}
+
+    config = server_config(request_state=m.sealing.RequestStateSecurity.ephemeral())
+    app = McpHttpApp(chatty, config, stream_queue_bytes=5_000)
+    message = body(1, "tools/call", {"name": "greet", "arguments": {"name": "Bob"}})
+    message["params"]["_meta"][m.protocol.LOG_LEVEL] = "info"
+    raw = m.config.default_codec().dumps(message)
+    headers = {**JSON_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/call"}
+    headers["mcp-name"] = "greet"
+    statuses = []
+    written: list[Any] = []
+    sent = [False]
+
+    async def receive() -> MutableMapping[str, Any]:
+        if not sent[0]:
+            sent[0] = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        await anyio.sleep_forever()
+        raise AssertionError  # pragma: no cover
+
+    async def send(asgi_message: MutableMapping[str, Any]) -> None:
+        written.append(asgi_message)
+
+    for _ in range(20):
+        sent[0] = False
+        written.clear()
+        with anyio.fail_after(5):
+            await app(scope("POST", headers), receive, send)
+        assert written, "the response was never started"
+        assert written[0]["type"] == "http.response.start"
+        statuses.append(written[0]["status"])
+        if written[0]["status"] == 503:
+            assert written[1:] == [{"type": "http.response.body", "body": b""}]
+    assert 503 in statuses, statuses

@@ -18,7 +18,7 @@ import httpx
 from fixtures import Everything, server_config
 from test_tasks_http import body
 
-from mrtr_sansio.adapters._tasks import POOL_FULL, SERVER_STOPPED, TaskRunOptions
+from mrtr_sansio.adapters._tasks import POOL_FULL, SERVER_STOPPED, SHARE_FULL, TaskRunOptions
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.serve import ServeOptions, http_server
 
@@ -68,10 +68,10 @@ def post(url: str, who: str, message: dict[str, Any]) -> httpx.Response:
         return client.post(url, json=message, headers=headers)
 
 
-def create_slow_tasks(url: str, count: int, seconds: float = 60) -> list[str]:
+def create_slow_tasks(url: str, count: int, seconds: float = 60, who: str = "alice") -> list[str]:
     ids = []
     for rid in range(count):
-        reply = post(url, "alice", body(rid, "tools/call", slow(seconds)))
+        reply = post(url, who, body(rid, "tools/call", slow(seconds)))
         assert reply.status_code == 200, reply.text
         ids.append(reply.json()["result"]["taskId"])
     return ids
@@ -125,7 +125,7 @@ def test_without_a_lifespan_runs_stay_in_their_post_and_hold_its_slot() -> None:
 
 
 def test_the_pool_bound_refuses_a_new_task_and_lets_tasks_get_through() -> None:
-    runs = TaskRunOptions(max_running=2)
+    runs = TaskRunOptions(max_running=2, max_running_per_principal=2)
     app = McpHttpApp(Everything().handle, server_config(), principal=user, task_runs=runs)
     with served(app, "on") as url:
         ids = create_slow_tasks(url, 2)
@@ -139,3 +139,31 @@ def test_the_pool_bound_refuses_a_new_task_and_lets_tasks_get_through() -> None:
         while "error" in (again := post(url, "alice", body(10, "tools/call", slow(60))).json()):
             assert time.monotonic() < deadline, again  # the cancelled run's slot frees
             time.sleep(0.05)
+
+
+def test_one_principal_filling_its_share_leaves_the_pool_to_the_others() -> None:
+    runs = TaskRunOptions(max_running=4, max_running_per_principal=2)
+    app = McpHttpApp(Everything().handle, server_config(), principal=user, task_runs=runs)
+    with served(app, "on") as url:
+        ids = create_slow_tasks(url, 2, who="mallory")  # at the share: both made
+        refused = post(url, "mallory", body(7, "tools/call", slow(60))).json()
+        assert refused["error"] == {"code": -32603, "message": SHARE_FULL}  # past it
+        got = post(url, "mallory", body(8, "tasks/get", {"taskId": ids[0]})).json()
+        assert got["result"]["status"] == "working"  # her own tasks still answer
+        create_slow_tasks(url, 2, who="alice")  # another principal gets in, to the pool's end
+        full = post(url, "bob", body(9, "tools/call", slow(60))).json()
+        assert full["error"] == {"code": -32603, "message": POOL_FULL}
+        cancelled = post(url, "mallory", body(10, "tasks/cancel", {"taskId": ids[0]})).json()
+        assert cancelled["result"]["resultType"] == "complete"
+        deadline = time.monotonic() + WAIT
+        while "error" in (again := post(url, "mallory", body(11, "tools/call", slow(60))).json()):
+            assert time.monotonic() < deadline, again  # her cancelled run's slot frees
+            time.sleep(0.05)
+
+
+def test_the_default_share_is_a_quarter_of_the_pool() -> None:
+    assert TaskRunOptions().max_running_per_principal is None
+    app = McpHttpApp(Everything().handle, server_config(), principal=user)
+    assert app._runner.share == 16  # a quarter of the default 64
+    runs = TaskRunOptions(max_running=3)
+    assert McpHttpApp(Everything().handle, server_config(), task_runs=runs)._runner.share == 1

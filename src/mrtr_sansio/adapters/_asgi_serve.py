@@ -170,6 +170,8 @@ class Responder:
             )
             peer.conn.cancel(event.request_id, "The HTTP client reads too slowly")
             peer.flush()
+            if not streaming:  # nothing was sent yet: end the response rather than none
+                await send_empty(send, 503)
         elif gone.is_set():
             peer.conn.cancel(event.request_id, "The HTTP client disconnected")
             peer.flush()

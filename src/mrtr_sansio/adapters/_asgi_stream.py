@@ -58,8 +58,9 @@ class Exchange:
     Its queue receives the outgoing items related to the request and the (replayed)
     :class:`RequestReceived` events the handler must run for, in order. (A modern request
     answered in one go needs none: its handler's output is read off the connection.) The
-    messages queued are bounded in bytes (``limit``): one more and the exchange is
-    ``dropped`` (nothing more is queued) and ``scope``, the streaming's, is cancelled.
+    messages queued are bounded in bytes (``limit``): one more (beyond the first, however
+    large) and the exchange is ``dropped`` (nothing more is queued) and ``scope``, the
+    streaming's, is cancelled.
     """
 
     __slots__ = ("dropped", "limit", "queued", "receive", "request_id", "scope", "send")
@@ -81,7 +82,9 @@ class Exchange:
             return
         if isinstance(item, Outgoing):
             size = len(item.data)
-            if self.queued + size > self.limit:
+            # An empty queue takes any one message: the bound is on what the client leaves
+            # unread, and a message larger than it (a big acknowledgement) is not a backlog.
+            if self.queued and self.queued + size > self.limit:
                 self.dropped = True
                 if self.scope is not None:
                     self.scope.cancel()

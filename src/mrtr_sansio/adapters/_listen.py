@@ -5,6 +5,8 @@ Every bound has a default and is a parameter of the hub:
 * open streams: at most ``max_streams`` in all and ``max_streams_per_principal`` per
   authenticated principal (callers without a principal share the total only); one more is
   answered -32603 naming the limit;
+* the filter's fields must have the schema's types (booleans, arrays; strings in
+  ``resourceSubscriptions``), else -32602;
 * ``taskIds``: duplicates are dropped and ids no server issues (not 1 to 64 printable ASCII
   characters) are ignored before the store is asked; more distinct ids than
   ``TaskSettings.max_listen_task_ids`` is -32602 naming the limit;
@@ -51,6 +53,30 @@ log = logging.getLogger("mrtr_sansio.adapters.listen")
 _TERMINAL = frozenset(status.value for status in TASK.terminal)
 #: The longest task id looked up: a server issues 32 hex digits (``token_hex(16)``).
 MAX_TASK_ID_CHARS = 64
+
+
+#: The SubscriptionFilter fields (schema 2026-07-28, tasks extension) and the JSON type each
+#: must have: a filter of another type is refused rather than acknowledged back as honored.
+_FLAGS = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+_LISTS = ("resourceSubscriptions", "taskIds")
+
+
+def filter_error(wanted: Any) -> str | None:
+    """Why the client's ``notifications`` filter breaks the schema's types, or None."""
+    if type(wanted) is not dict:
+        return "subscriptions/listen: notifications must be an object"
+    for key in _FLAGS:
+        if key in wanted and type(wanted[key]) is not bool:
+            return f"subscriptions/listen: notifications.{key} must be a boolean"
+    for key in _LISTS:
+        if key in wanted and type(wanted[key]) is not list:
+            return f"subscriptions/listen: notifications.{key} must be an array of strings"
+    # taskIds items that are not strings are ids no server issues: ignored (below).
+    if any(type(uri) is not str for uri in wanted.get("resourceSubscriptions", ())):
+        return (
+            "subscriptions/listen: notifications.resourceSubscriptions must be an array of strings"
+        )
+    return None
 
 
 def _plausible(task_id: Any) -> bool:
@@ -188,6 +214,9 @@ class SubscriptionHub:
         """
         request = ctx.request
         principal = request.principal
+        malformed = filter_error(request.params.get("notifications"))
+        if malformed is not None:
+            return JsonRpcError.invalid_params(malformed)
         refused = self._admit(principal)
         if refused is not None:
             return refused

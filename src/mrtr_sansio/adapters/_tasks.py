@@ -54,12 +54,21 @@ class TaskRunOptions:
     #: Task runs going on at once in one app or server, waiting ones included; a new task
     #: past it is refused with -32603 (``tasks/get`` and ``tasks/cancel`` still get through).
     max_running: int = attrs.field(default=64, validator=positive)
+    #: Of those, the runs one authenticated principal may have going on at once (None: a
+    #: quarter of ``max_running``, at least 1), so that one principal filling the pool does
+    #: not lock the others out of creating tasks; past it that principal's new task is
+    #: refused with -32603. The anonymous principal has only ``max_running``.
+    max_running_per_principal: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(positive)
+    )
     #: Worker threads running calls that reach a blocking store (SQLite, Redis) at once.
     store_threads: int = attrs.field(default=8, validator=positive)
 
 
 #: The -32603 message of a task refused because the pool is full.
 POOL_FULL = "Too many tasks are running on this server; try again later"
+#: The -32603 message of a task refused because its principal's share of the pool is full.
+SHARE_FULL = "Too many of your tasks are running on this server; try again later"
 #: How long a shutdown waits for the stopped runs to record their failure.
 STOP_TIMEOUT = 5.0
 
@@ -144,6 +153,11 @@ class TaskRunner:
         self._scopes: dict[str, anyio.CancelScope] = {}
         #: Runs started and not finished (waiting for a slot included).
         self.active = 0
+        #: Of those, the runs of each authenticated principal (none kept at 0).
+        self.active_by_principal: dict[str, int] = {}
+        share = options.max_running_per_principal
+        #: The runs one authenticated principal may have going on at once.
+        self.share = max(1, options.max_running // 4) if share is None else share
         self._group: TaskGroup | None = None
         self._stopping = False
         settings = config.tasks
@@ -174,11 +188,17 @@ class TaskRunner:
         """Whether a new task would be refused."""
         return self.active >= self.options.max_running
 
-    def admit(self, result: HandlerResult) -> HandlerResult:
-        """``result``, or -32603 when it would make a task and the pool is full."""
-        if isinstance(result, RunAsTask) and self.full:
+    def admit(self, result: HandlerResult, principal: str | None = None) -> HandlerResult:
+        """``result``, or -32603 when it would make a task and the pool is full, or when
+        ``principal`` (the caller, authenticated) already has its share of it going on."""
+        if not isinstance(result, RunAsTask):
+            return result
+        if self.full:
             log.warning("task refused: %d task runs going on", self.active)
             return JsonRpcError.internal(POOL_FULL)
+        if principal is not None and self.active_by_principal.get(principal, 0) >= self.share:
+            log.warning("task refused: principal's %d task runs going on", self.share)
+            return JsonRpcError.internal(SHARE_FULL)
         return result
 
     def cancel(self, task_id: str) -> None:
@@ -195,21 +215,32 @@ class TaskRunner:
             if self._group is not None:
                 self.start(event)
             else:
-                self.active += 1
+                self._count(event, 1)
                 await self._run(event)
 
     def start(self, event: RequestReceived) -> None:
         """Start the run ``event`` in the attached group (there must be one)."""
         group = self._group
         assert group is not None, "TaskRunner.start needs a group (attach)"
-        self.active += 1
+        self._count(event, 1)
         group.start_soon(self._run, event, name=f"task {event.task_id}")
 
     async def _run(self, event: RequestReceived) -> None:
         try:
             await self._run_once(event)
         finally:
-            self.active -= 1
+            self._count(event, -1)
+
+    def _count(self, event: RequestReceived, delta: int) -> None:
+        """Count a run ``event`` starting (+1) or ending (-1), in all and for its principal."""
+        self.active += delta
+        who = event.principal
+        if who is not None:
+            left = self.active_by_principal.get(who, 0) + delta
+            if left > 0:
+                self.active_by_principal[who] = left
+            else:
+                self.active_by_principal.pop(who, None)
 
     async def _run_once(self, event: RequestReceived) -> None:
         task_id = event.task_id

@@ -367,7 +367,7 @@ class McpHttpApp:
         """The one answer path (:func:`answer`), with a new task refused while the pool is
         full, in a worker thread when a store blocks; a store fault answers -32603."""
         conn = peer.conn
-        result = self._runner.admit(result)
+        result = self._runner.admit(result, event.principal)
         try:
             if self._calls.blocking:
                 await self._calls(answer, conn, event, result)
