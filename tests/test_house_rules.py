@@ -54,6 +54,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "sealing._state",
                 "sealing._swap",
                 "sealing._security",
+                "sealing._envelope",
                 "sealing._codecs",
                 "sealing._replay",
                 "_mcp.subscriptions",

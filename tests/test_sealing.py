@@ -23,7 +23,7 @@ from mrtr_sansio.sealing import (
     UnsealedState,
 )
 from mrtr_sansio.sealing._codecs import b64url_decode, b64url_encode
-from mrtr_sansio.sealing._security import _canonical_chunks, _hash_texts, _state_chunks
+from mrtr_sansio.sealing._envelope import canonical_chunks, hash_texts, state_chunks
 
 OLD = bytes(range(32))
 NEW = bytes(range(100, 132))
@@ -103,11 +103,11 @@ def test_round_trip_awkward_strings(codec: str) -> None:
 
 
 def _dump_state(value: Any) -> str:
-    return "".join(_state_chunks(value, 0))
+    return "".join(state_chunks(value, 0))
 
 
 def _dump_canonical(value: Any) -> str:
-    return "".join(_canonical_chunks(value, 0))
+    return "".join(canonical_chunks(value, 0))
 
 
 def test_state_json_is_compact_ascii() -> None:
@@ -297,8 +297,8 @@ def test_string_fields_cannot_run_into_each_other() -> None:
     sec = security()
     token = sec.seal(1, StateBinding("x/y", "ab", None, None), 1, NOW)
     assert reason_of(sec, token, StateBinding("x/ya", "b", None, None)) == "target_mismatch"
-    assert _hash_texts(b"t", "", None).digest() != _hash_texts(b"t", None, "").digest()
-    assert _hash_texts(b"t", "\x00").digest() != _hash_texts(b"t", None).digest()
+    assert hash_texts(b"t", "", None).digest() != hash_texts(b"t", None, "").digest()
+    assert hash_texts(b"t", "\x00").digest() != hash_texts(b"t", None).digest()
 
 
 def test_unknown_methods_are_bound_through_the_target_digest() -> None:

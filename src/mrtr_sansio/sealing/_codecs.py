@@ -16,8 +16,9 @@ derived per purpose with HKDF-SHA256 (RFC 5869), so one secret can serve both co
 from __future__ import annotations
 
 import binascii
+import hashlib
 import hmac
-import secrets
+import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -44,6 +45,9 @@ _MAC_BYTES = 32
 _NONCE_BYTES = 12
 _GCM_TAG_BYTES = 16
 _SALT = b"mrtr-sansio requestState"
+_SHA256_BLOCK = 64
+_IPAD = bytes(b ^ 0x36 for b in range(256))  # translate tables: XOR every key byte
+_OPAD = bytes(b ^ 0x5C for b in range(256))
 
 _ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 _TO_STD = bytes.maketrans(b"-_", b"+/")
@@ -198,19 +202,31 @@ class HmacSha256Codec:
 
 
 class _HmacSha256:
-    """HMAC-SHA256 (RFC 2104) of ``head + message``: the keyed state with ``head`` absorbed is
-    made once and copied per message (the same tag as ``hmac.digest(key, head + message)``)."""
+    """HMAC-SHA256 (RFC 2104) of ``head + message``, the same tag as
+    ``hmac.digest(key, head + message, "sha256")``.
 
-    __slots__ = ("_keyed", "head")
+    The inner hash with the padded key and ``head`` absorbed, and the outer one with its
+    padded key, are made once and copied per message: two plain SHA-256 copies cost a fifth
+    fewer instructions than copying an ``hmac.HMAC``, whose methods are Python layered over
+    OpenSSL's MAC context.
+    """
+
+    __slots__ = ("_inner", "_outer", "head")
 
     def __init__(self, key: bytes, head: bytes) -> None:
-        self._keyed = hmac.new(key, head, "sha256")
+        if len(key) > _SHA256_BLOCK:
+            key = hashlib.sha256(key).digest()
+        key = key.ljust(_SHA256_BLOCK, b"\x00")
+        self._inner = hashlib.sha256(key.translate(_IPAD) + head)
+        self._outer = hashlib.sha256(key.translate(_OPAD))
         self.head = head
 
     def tag(self, message: bytes) -> bytes:
-        mac = self._keyed.copy()
-        mac.update(message)
-        return mac.digest()
+        inner = self._inner.copy()
+        inner.update(message)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return outer.digest()
 
 
 class AesGcmCodec:
@@ -227,7 +243,7 @@ class AesGcmCodec:
         self,
         keys: Iterable[bytes],
         *,
-        token_bytes: Callable[[int], bytes] = secrets.token_bytes,
+        token_bytes: Callable[[int], bytes] = os.urandom,
     ) -> None:
         try:
             from cryptography.exceptions import InvalidTag
