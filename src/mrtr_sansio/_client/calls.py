@@ -100,11 +100,6 @@ class CallState:
             asked[key] = InputNeeded(call, key, method, params, round_)
         return list(asked.values())
 
-    def awaits(self, event: InputNeeded) -> bool:
-        """Whether the current round still awaits ``event``'s answer."""
-        key: Any = event.key
-        return self.asked.get(key) is event and key not in self.answers
-
 
 def leg_params(
     st: CallState, era: Era | None, envelope: dict[str, Any], config: ClientConfig

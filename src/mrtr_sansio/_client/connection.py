@@ -70,8 +70,9 @@ __all__ = ["ClientConnection"]
 
 P = CallPhase
 K = CallTrigger
-#: Every move of a call: ``_step(phase, trigger)`` is the next phase, as the table says.
-_step = CLIENT_CALL.step
+#: Every move of a call, as the table says: ``_MOVES[trigger][phase]`` is the next phase (an
+#: undeclared one raises). Two dict lookups, no call: a call moves on every leg.
+_MOVES = {trigger: CLIENT_CALL.moves(trigger) for trigger in CallTrigger}
 # The members the hot paths name, bound once: an enum member's attribute lookup costs several
 # times a global's (docs/performance.md).
 _SENT, _RETRY, _ANSWERED = K.SENT, K.RETRY, K.ANSWERED
@@ -171,7 +172,7 @@ class ClientConnection(Connection):
             self._send_leg(st, _SENT)
         else:
             self._encode(call.params)  # fail now, not when the era is known
-            st.phase = _step(st.phase, K.QUEUED)
+            st.phase = _MOVES[K.QUEUED][st.phase]
             self._queue.append(st)
         self._next_call += 1
         self._calls[call.call_id] = st
@@ -193,7 +194,7 @@ class ClientConnection(Connection):
         answers = st.answers
         answers[event.key] = answer  # type: ignore[index]
         if len(answers) < len(st.asked):
-            st.phase = _step(st.phase, _ANSWERED)
+            st.phase = _MOVES[_ANSWERED][st.phase]
         elif st.phase is _TASK_INPUT:
             self._send_leg(st, K.TASK_UPDATE, "tasks/update")
         else:
@@ -333,7 +334,9 @@ class ClientConnection(Connection):
         """The call whose current modern round still awaits ``event``'s answer, or None."""
         call = event.call
         st = None if call is None else self._calls.get(call.call_id)
-        return st if st is not None and st.awaits(event) else None
+        if st is None or st.asked.get(event.key) is not event or event.key in st.answers:  # type: ignore[arg-type]
+            return None
+        return st
 
     def _elicitation_action(self, event: InputNeeded, action: str) -> bool:
         if _event(event).method != "elicitation/create":
@@ -453,7 +456,7 @@ class ClientConnection(Connection):
             if report is not None:
                 report.unsent(st.call, rid, exc)
             raise
-        st.phase = _step(st.phase, trigger)
+        st.phase = _MOVES[trigger][st.phase]
         st.leg = rid
         self._legs[rid] = st
         self._send(OutgoingRequest, data, msg, None, (rid,))
@@ -476,7 +479,7 @@ class ClientConnection(Connection):
             body = {"taskId": st.task_id, "_meta": dict(self._envelope)}
             self._request(request_message(rid, "tasks/cancel", body))
             self._ignore(rid)
-        st.phase = _step(was, trigger)
+        st.phase = _MOVES[trigger][was]
         if was in IN_FLIGHT:
             params: dict[str, Any] = {"requestId": st.leg}
             if reason is not None:
@@ -512,9 +515,16 @@ class ClientConnection(Connection):
         rid = msg.get("id")
         self._server.answered(rid)
         st = self._legs.pop(rid, None) if rid is not None else None
-        if st is not None:
+        if st is not None:  # the answer to a call's request: what it means moves the call
             st.leg = None
-            self._on_leg_response(st, msg)
+            phase = st.phase
+            task_leg = phase is _TASK_POLLING or phase is _TASK_UPDATING
+            if self._report is not None:
+                self._report.answered(st.call, msg, task_leg)
+            if task_leg:
+                self._settle(st, read_task_answer(st, msg, self.config))
+            else:
+                self._settle(st, read_answer(st, msg, self.era, self._tasks, self.config))
         elif self._handshake.owns(rid):
             self._apply_handshake(self._handshake.on_response(rid, msg))
         elif rid in self._ignored:
@@ -522,32 +532,11 @@ class ClientConnection(Connection):
         else:
             self._events.append(UnexpectedResponse(rid, msg))
 
-    def _on_leg_response(self, st: CallState, msg: dict[str, Any]) -> None:
-        """The answer to the call's request in flight: what it means moves the call."""
-        config, phase = self.config, st.phase
-        task_leg = phase is _TASK_POLLING or phase is _TASK_UPDATING
-        if self._report is not None:
-            self._report.answered(st.call, msg, task_leg)
-        if task_leg:
-            reading = read_task_answer(st, msg, self._caps, self._limits, config.max_rounds)
-        else:
-            reading = read_answer(
-                st,
-                msg,
-                self.era,
-                self._tasks,
-                config.extra_result_types,
-                self._caps,
-                self._limits,
-                config.max_rounds,
-            )
-        self._settle(st, reading)
-
     def _settle(self, st: CallState, reading: Reading) -> None:
         """Move the call by the trigger of ``reading`` and do what its new phase asks."""
         trigger, detail = reading
         was = st.phase
-        phase = st.phase = _step(was, trigger)
+        phase = st.phase = _MOVES[trigger][was]
         if phase is _GATHERING:
             requests, state = detail
             st.backoff = self.config.retry_backoff
@@ -590,7 +579,7 @@ class ClientConnection(Connection):
                     self._server_rounds_exhausted(st, msg)
                     return
                 st.round += 1
-            st.phase = _step(st.phase, K.SERVER_REQUEST)
+            st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
             round_ = st.round
         call = None if st is None else st.call
         event = InputNeeded(call, accepted.request_id, accepted.method, accepted.params, round_)
@@ -649,7 +638,7 @@ class ClientConnection(Connection):
         if call is not None:  # alive: a call's end drops its requests (drop_call)
             more = self._server.has_open(call)
             st = self._calls[call.call_id]
-            st.phase = _step(st.phase, _ANSWERED if more else K.LAST_ANSWERED)
+            st.phase = _MOVES[_ANSWERED if more else K.LAST_ANSWERED][st.phase]
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:

@@ -22,10 +22,9 @@ trigger                                detail
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
 from typing import Any
 
-from mrtr_sansio._config import Limits
+from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError
 from mrtr_sansio._events import CallCompleted, CallFailed, RoundsExhausted
 from mrtr_sansio._lifecycle import CallPhase, CallTrigger
@@ -56,14 +55,7 @@ def invalid(st: CallState, reason: str) -> CallFailed:
 
 
 def read_answer(
-    st: CallState,
-    msg: dict[str, Any],
-    era: Era | None,
-    tasks: bool,
-    extra_result_types: Collection[str],
-    caps: Mapping[str, Any],
-    limits: Limits,
-    max_rounds: int,
+    st: CallState, msg: dict[str, Any], era: Era | None, tasks: bool, config: ClientConfig
 ) -> Reading:
     """The answer ``msg`` to the call's own request (``tasks``: we declare the extension)."""
     if "error" in msg:
@@ -77,7 +69,16 @@ def read_answer(
             return _INVALID, invalid(st, "input_required result on the legacy wire")
         if st.call.method not in MRTR_METHODS:
             return _INVALID, invalid(st, f"input_required result on {st.call.method}")
-        return _read_input_required(st, result, caps, limits, max_rounds)
+        try:
+            requests, state = read_input_required(result, config.capabilities, config.limits)
+        except InvalidResponseError as exc:
+            return _INVALID, invalid(st, str(exc))
+        if st.round >= config.max_rounds:
+            again = tuple(key for key, _, _ in requests if key in st.answers)
+            return CallTrigger.ROUND_CAP, RoundsExhausted(st.call, st.round, result, again)
+        if not requests:
+            return _STATE_ONLY, state
+        return _INPUT_REQUESTS, (requests, state)
     if kind == "task" and tasks and era is Era.MODERN:
         if st.call.method != TASK_METHOD:
             return _INVALID, invalid(st, f"CreateTaskResult on {st.call.method}")
@@ -88,30 +89,13 @@ def read_answer(
     if (
         kind == "complete"
         or era is not Era.MODERN
-        or (type(kind) is str and kind in extra_result_types)
+        or (type(kind) is str and kind in config.extra_result_types)
     ):
         return _COMPLETE, CallCompleted(st.call, result)
     return _INVALID, invalid(st, f"unknown resultType {kind!r}")
 
 
-def _read_input_required(
-    st: CallState, result: dict[str, Any], caps: Mapping[str, Any], limits: Limits, cap: int
-) -> Reading:
-    try:
-        requests, state = read_input_required(result, caps, limits)
-    except InvalidResponseError as exc:
-        return _INVALID, invalid(st, str(exc))
-    if st.round >= cap:
-        again = tuple(key for key, _, _ in requests if key in st.answers)
-        return CallTrigger.ROUND_CAP, RoundsExhausted(st.call, st.round, result, again)
-    if not requests:
-        return _STATE_ONLY, state
-    return _INPUT_REQUESTS, (requests, state)
-
-
-def read_task_answer(
-    st: CallState, msg: dict[str, Any], caps: Mapping[str, Any], limits: Limits, max_rounds: int
-) -> Reading:
+def read_task_answer(st: CallState, msg: dict[str, Any], config: ClientConfig) -> Reading:
     """The answer ``msg`` to the ``tasks/get`` (phase ``TASK_POLLING``) or ``tasks/update``
     (``TASK_UPDATING``) of the call's task. Keys of the task's input requests are unique for
     its lifetime, so a key surfaced once is never asked again."""
@@ -144,13 +128,15 @@ def read_task_answer(
         return _TASK_WORKING, None
     requests = view.input_requests or {}
     try:
-        embedded, _ = read_input_required({"inputRequests": requests}, caps, limits)
+        embedded, _ = read_input_required(
+            {"inputRequests": requests}, config.capabilities, config.limits
+        )
     except InvalidResponseError as exc:
         return _INVALID, invalid(st, str(exc))
     new = [r for r in embedded if r[0] not in st.task_seen]
     if not new:
         return _TASK_WORKING, None
-    if st.round >= max_rounds:
+    if st.round >= config.max_rounds:
         return CallTrigger.ROUND_CAP, RoundsExhausted(st.call, st.round, result)
     st.task_seen.update(key for key, _, _ in new)
     return CallTrigger.TASK_INPUT_REQUESTS, new
