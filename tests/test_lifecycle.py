@@ -730,14 +730,14 @@ def call_task_polled_answered_and_completed(_taken: dict[str, Taken]) -> Taken:
         (C.SENDING, K.SENT),
         (C.AWAITING_ANSWER, K.TASK_CREATED),
         (C.TASK_WAITING, K.POLL),
-        (C.AWAITING_ANSWER, K.TASK_WORKING),
+        (C.TASK_POLLING, K.TASK_WORKING),
         (C.TASK_WAITING, K.POLL),
-        (C.AWAITING_ANSWER, K.TASK_INPUT_REQUESTS),
+        (C.TASK_POLLING, K.TASK_INPUT_REQUESTS),
         (C.TASK_INPUT, K.ANSWERED),
         (C.TASK_INPUT, K.TASK_UPDATE),
-        (C.AWAITING_ANSWER, K.TASK_WORKING),
+        (C.TASK_UPDATING, K.TASK_WORKING),
         (C.TASK_WAITING, K.POLL),
-        (C.AWAITING_ANSWER, K.COMPLETE),
+        (C.TASK_POLLING, K.COMPLETE),
     ]
 
 
@@ -750,7 +750,7 @@ def call_task_cancelled_or_closed_while_waiting_or_answering(_taken: dict[str, T
             phase = C.TASK_WAITING
             if answering:
                 _poll(conn, clock, "input_required", inputRequests={"a": FORM})
-                expected += [(C.TASK_WAITING, K.POLL), (C.AWAITING_ANSWER, K.TASK_INPUT_REQUESTS)]
+                expected += [(C.TASK_WAITING, K.POLL), (C.TASK_POLLING, K.TASK_INPUT_REQUESTS)]
                 phase = C.TASK_INPUT
             if ending == "cancel":
                 (started, *_rest) = _events(conn)
@@ -763,7 +763,83 @@ def call_task_cancelled_or_closed_while_waiting_or_answering(_taken: dict[str, T
     return expected
 
 
+#: How a task leg in flight is ended, and the trigger that ending is for its call.
+TASK_LEG_ENDINGS = {
+    "error": K.ERROR,
+    "invalid": K.INVALID,
+    "lost": K.LOST,
+    "cancel": K.CANCELLED,
+    "close": K.CLOSED,
+}
+
+
+def _end_task_leg(conn: ClientConnection, ending: str) -> None:
+    (item,) = conn.outgoing()
+    rid = item.message["id"]
+    if ending == "error":
+        reply_error(conn, rid, -32603, "boom")
+    elif ending == "invalid":
+        client_result(conn, rid, 5)  # not an object
+    elif ending == "lost":
+        assert conn.request_failed(rid, "the response stream ended first")
+    elif ending == "cancel":
+        (call,) = conn.in_flight
+        assert conn.cancel(call)
+    else:
+        conn.receive_data(b"")
+
+
+def call_task_legs_end_every_way(_taken: dict[str, Taken]) -> Taken:
+    """A resumed task's ``tasks/get`` and a ``tasks/update`` in flight, each ended every way;
+    then a task asking for one round more than ``max_rounds``."""
+    expected: Taken = []
+    for ending, trigger in TASK_LEG_ENDINGS.items():
+        resumed = client(capabilities=TASKS)
+        resumed.resume_task("t")
+        _end_task_leg(resumed, ending)
+        expected += [(C.SENDING, K.POLL), (C.TASK_POLLING, trigger)]
+        conn, clock = _task_client()
+        _poll(conn, clock, "input_required", inputRequests={"a": FORM})
+        (need,) = [e for e in _events(conn) if isinstance(e, InputNeeded)]
+        conn.fulfil(need, ACCEPT)
+        _end_task_leg(conn, ending)
+        expected += [
+            (C.SENDING, K.SENT),
+            (C.AWAITING_ANSWER, K.TASK_CREATED),
+            (C.TASK_WAITING, K.POLL),
+            (C.TASK_POLLING, K.TASK_INPUT_REQUESTS),
+            (C.TASK_INPUT, K.TASK_UPDATE),
+            (C.TASK_UPDATING, trigger),
+        ]
+    capped = client(capabilities=TASKS, max_rounds=1)
+    capped.resume_task("t")
+    (item,) = capped.outgoing()
+    asking = {"taskId": "t", "status": "input_required", "inputRequests": {"a": FORM}}
+    client_result(capped, item.message["id"], {"resultType": "complete", **asking})
+    (need,) = [e for e in _events(capped) if isinstance(e, InputNeeded)]
+    capped.fulfil(need, ACCEPT)
+    (update,) = capped.outgoing()
+    client_result(capped, update.message["id"], {"resultType": "complete"})
+    deadline = capped.next_deadline()
+    assert deadline is not None
+    capped.handle_timer(deadline)
+    (poll,) = capped.outgoing()
+    asking["inputRequests"] = {"a": FORM, "b": FORM}
+    client_result(capped, poll.message["id"], {"resultType": "complete", **asking})
+    assert type(_events(capped)[-1]).__name__ == "RoundsExhausted"
+    return [
+        *expected,
+        (C.SENDING, K.POLL),
+        (C.TASK_POLLING, K.TASK_INPUT_REQUESTS),
+        (C.TASK_INPUT, K.TASK_UPDATE),
+        (C.TASK_UPDATING, K.TASK_WORKING),
+        (C.TASK_WAITING, K.POLL),
+        (C.TASK_POLLING, K.ROUND_CAP),
+    ]
+
+
 CALL_RUNS = [
+    call_task_legs_end_every_way,
     call_task_polled_answered_and_completed,
     call_task_cancelled_or_closed_while_waiting_or_answering,
     call_modern_round_trip,

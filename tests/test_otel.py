@@ -388,7 +388,7 @@ def test_without_an_observer_nothing_is_asked_or_added() -> None:
     net.client.call("tools/call", {"name": "join", "arguments": {}})
     net.pump(accept)
     assert isinstance(net.events[-1], CallCompleted)
-    assert net.client._observer is None
+    assert net.client._report is None  # no observer: no reporter, nothing to pay
     assert net.servers[0]._observer is None
 
 

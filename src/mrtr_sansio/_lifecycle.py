@@ -347,7 +347,9 @@ class CallPhase(Member):
     BACKING_OFF = "modern, state-only backoff"
     ANSWERING_SERVER = "legacy, answering server requests"
     TASK_WAITING = "task, waiting to poll tasks/get"
+    TASK_POLLING = "task, tasks/get in flight"
     TASK_INPUT = "task, answering its inputRequests"
+    TASK_UPDATING = "task, tasks/update in flight"
     COMPLETE = "complete"
     FAILED = "failed"
     ROUNDS_EXHAUSTED = "rounds exhausted"
@@ -419,15 +421,28 @@ CLIENT_CALL: Lifecycle[CallPhase, CallTrigger] = Lifecycle(
         (CallPhase.ANSWERING_SERVER, CallTrigger.LAST_ANSWERED): CallPhase.AWAITING_ANSWER,
         **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_OUTCOMES.items()},
         **{(CallPhase.ANSWERING_SERVER, t): end for t, end in _CALL_ENDINGS.items()},
-        # The tasks extension: a tools/call answered CreateTaskResult, then polled.
+        # The tasks extension: a tools/call answered CreateTaskResult (or resume_task), then
+        # polled with tasks/get and answered with tasks/update.
+        (CallPhase.SENDING, CallTrigger.POLL): CallPhase.TASK_POLLING,
         (CallPhase.AWAITING_ANSWER, CallTrigger.TASK_CREATED): CallPhase.TASK_WAITING,
-        (CallPhase.AWAITING_ANSWER, CallTrigger.TASK_WORKING): CallPhase.TASK_WAITING,
-        (CallPhase.AWAITING_ANSWER, CallTrigger.TASK_INPUT_REQUESTS): CallPhase.TASK_INPUT,
-        (CallPhase.TASK_WAITING, CallTrigger.POLL): CallPhase.AWAITING_ANSWER,
+        (CallPhase.TASK_WAITING, CallTrigger.POLL): CallPhase.TASK_POLLING,
         **{(CallPhase.TASK_WAITING, t): end for t, end in _CALL_ENDINGS.items()},
+        **{(CallPhase.TASK_POLLING, t): end for t, end in _CALL_OUTCOMES.items()},
+        (CallPhase.TASK_POLLING, CallTrigger.TASK_WORKING): CallPhase.TASK_WAITING,
+        (CallPhase.TASK_POLLING, CallTrigger.TASK_INPUT_REQUESTS): CallPhase.TASK_INPUT,
+        (CallPhase.TASK_POLLING, CallTrigger.ROUND_CAP): CallPhase.ROUNDS_EXHAUSTED,
+        **{(CallPhase.TASK_POLLING, t): end for t, end in _CALL_ENDINGS.items()},
         (CallPhase.TASK_INPUT, CallTrigger.ANSWERED): CallPhase.TASK_INPUT,
-        (CallPhase.TASK_INPUT, CallTrigger.TASK_UPDATE): CallPhase.AWAITING_ANSWER,
+        (CallPhase.TASK_INPUT, CallTrigger.TASK_UPDATE): CallPhase.TASK_UPDATING,
         **{(CallPhase.TASK_INPUT, t): end for t, end in _CALL_ENDINGS.items()},
+        (CallPhase.TASK_UPDATING, CallTrigger.TASK_WORKING): CallPhase.TASK_WAITING,
+        # tasks/update is acknowledged (or fails): the task's outcome comes with a tasks/get
+        **{
+            (CallPhase.TASK_UPDATING, t): end
+            for t, end in _CALL_OUTCOMES.items()
+            if t is not CallTrigger.COMPLETE
+        },
+        **{(CallPhase.TASK_UPDATING, t): end for t, end in _CALL_ENDINGS.items()},
     },
 )
 

@@ -23,10 +23,12 @@ from mrtr_sansio._mcp.capabilities import (
     needs_of,
     required_capabilities,
 )
+from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION
 from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
 
 __all__ = [
     "check_answer",
+    "check_call",
     "check_server_request",
     "read_input_required",
     "request_problem",
@@ -35,6 +37,9 @@ __all__ = [
 #: (key, method, params) of one embedded request, params ``{}`` when the server sent none.
 Embedded = tuple[str, str, Mapping[str, Any]]
 
+#: Fields of the params that belong to the connection, never to the application.
+_MANAGED_PARAMS = ("inputResponses", "requestState")
+_ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
 _ELICIT_ACTIONS = ("accept", "decline", "cancel")
 _ROLES = ("user", "assistant")
 
@@ -192,3 +197,29 @@ def check_answer(method: str, result: Any) -> dict[str, Any]:
     elif not isinstance(answer.get("roots"), list):
         raise LocalProtocolError('a roots/list answer needs a "roots" list')
     return answer
+
+
+def check_call(method: Any, params: Any) -> dict[str, Any]:
+    """A copy of the params of ``call(method, params)``, or :class:`TypeError` /
+    :class:`LocalProtocolError` for a call the application must not make: ``initialize``
+    (the connection's), or params holding what the connection sends (``inputResponses``,
+    ``requestState``, the envelope's ``_meta`` keys)."""
+    if type(method) is not str:
+        raise TypeError(f"method: must be a string, not {type(method).__name__}")
+    if method == "initialize":
+        raise LocalProtocolError("initialize is performed by the connection (era='legacy')")
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise TypeError(f"params: must be a mapping, not {type(params).__name__}")
+    for name in _MANAGED_PARAMS:
+        if name in params:
+            raise LocalProtocolError(f"params: {name} is sent by the connection on retries")
+    meta = params.get("_meta")
+    if meta is not None:
+        if not isinstance(meta, Mapping):
+            raise TypeError("params._meta: must be a mapping")
+        for key in _ENVELOPE_KEYS:
+            if key in meta:
+                raise LocalProtocolError(f"params._meta: {key} comes from ClientConfig")
+    return dict(params)

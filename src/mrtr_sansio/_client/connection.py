@@ -8,6 +8,12 @@ byte-for-byte. On the legacy wire it performs ``initialize`` and surfaces the se
 requests as the same events (see ``server_requests.py``). With ``era="auto"`` it probes with
 ``server/discover`` first (DIGEST §1.8) and queues calls until the era is known.
 
+The connection owns the state (calls, requests in flight, timers, queues) and carries out what
+its pure parts decide: ``calls.py`` (a call's state and its legs' params), ``results.py`` (what
+an answer means: the trigger that moves the call), ``era.py`` (the handshake),
+``server_requests.py`` (the legacy server's requests), ``observing.py`` (the observer's facts).
+Each call's phase (:data:`~mrtr_sansio._lifecycle.CLIENT_CALL`) decides what happens next.
+
 Time enters only through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`, which
 must read the same clock.
 """
@@ -19,16 +25,9 @@ from typing import Any
 
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._connection import Connection
-from mrtr_sansio._errors import (
-    ErrorCode,
-    InvalidResponseError,
-    JsonRpcError,
-    LocalProtocolError,
-    RemoteProtocolError,
-)
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import (
     Call,
-    CallCompleted,
     CallFailed,
     EraDetected,
     Event,
@@ -46,15 +45,7 @@ from mrtr_sansio._events import (
 )
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from mrtr_sansio._mcp.capabilities import declares_tasks
-from mrtr_sansio._mcp.envelope import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    LOG_LEVEL,
-    PROTOCOL_VERSION,
-    Era,
-    modern_envelope,
-)
-from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS
+from mrtr_sansio._mcp.envelope import Era, modern_envelope
 from mrtr_sansio._wire.jsonrpc import (
     REQUEST,
     RESPONSE,
@@ -64,99 +55,31 @@ from mrtr_sansio._wire.jsonrpc import (
     notification_message,
     request_message,
 )
-from mrtr_sansio.http._facts import NAME_FIELDS
-from mrtr_sansio.observe import (
-    CallFinished,
-    CallRoundAnswered,
-    CallRoundSent,
-    CallRoundUnsent,
-    CallStarted,
-    LegReceived,
-    LegReplied,
-    SessionEnded,
-    SessionStarted,
-    connection_key,
-    trace_of,
-)
-from mrtr_sansio.tasks._client import read_task
 from mrtr_sansio.tasks._machine import TASK_METHOD
-from mrtr_sansio.tasks._table import TaskStatus
 from mrtr_sansio.tasks._values import TaskStarted
 
-from .checks import check_answer, read_input_required
+from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, task_params, unsendable
+from .checks import check_answer, check_call
 from .era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
+from .observing import Reporter
+from .results import Reading, invalid, read_answer, read_task_answer
 from .server_requests import Accept, Refuse, Reply, ServerRequests
 
 __all__ = ["ClientConnection"]
 
-#: One trigger's transitions (``CLIENT_CALL.moves``): phase -> next phase.
-Moves = Mapping[CallPhase, CallPhase]
-#: Fields of the params that belong to the connection, never to the application.
-_MANAGED_PARAMS = ("inputResponses", "requestState")
-_ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
-PROGRESS_TOKEN = "progressToken"
-# What each trigger does to a call, bound once: a call moves with one dict lookup.
-_SENT = CLIENT_CALL.moves(CallTrigger.SENT)
-_QUEUED = CLIENT_CALL.moves(CallTrigger.QUEUED)
-_RETRY = CLIENT_CALL.moves(CallTrigger.RETRY)
-_COMPLETE = CLIENT_CALL.moves(CallTrigger.COMPLETE)
-_ERROR = CLIENT_CALL.moves(CallTrigger.ERROR)
-_INVALID = CLIENT_CALL.moves(CallTrigger.INVALID)
-_LOST = CLIENT_CALL.moves(CallTrigger.LOST)
-_INPUT_REQUESTS = CLIENT_CALL.moves(CallTrigger.INPUT_REQUESTS)
-_STATE_ONLY = CLIENT_CALL.moves(CallTrigger.STATE_ONLY)
-_ROUND_CAP = CLIENT_CALL.moves(CallTrigger.ROUND_CAP)
-_ANSWERED = CLIENT_CALL.moves(CallTrigger.ANSWERED)
-_CANCELLED = CLIENT_CALL.moves(CallTrigger.CANCELLED)
-_CLOSED = CLIENT_CALL.moves(CallTrigger.CLOSED)
-_HANDSHAKE_FAILED = CLIENT_CALL.moves(CallTrigger.HANDSHAKE_FAILED)
-_TASK_CREATED = CLIENT_CALL.moves(CallTrigger.TASK_CREATED)
-_POLL = CLIENT_CALL.moves(CallTrigger.POLL)
-_TASK_WORKING = CLIENT_CALL.moves(CallTrigger.TASK_WORKING)
-_TASK_INPUT_REQUESTS = CLIENT_CALL.moves(CallTrigger.TASK_INPUT_REQUESTS)
-_TASK_UPDATE = CLIENT_CALL.moves(CallTrigger.TASK_UPDATE)
-
-
-class _CallState:
-    """One call across its rounds: the leg in flight, or the round being answered.
-
-    ``phase`` changes only through the :data:`CLIENT_CALL` table.
-    """
-
-    __slots__ = (
-        "answers",
-        "asked",
-        "backoff",
-        "call",
-        "leg",
-        "open_requests",
-        "params",
-        "phase",
-        "round",
-        "state",
-        "task_id",
-        "task_leg",
-        "task_poll",
-        "task_seen",
-    )
-
-    def __init__(self, call: Call, backoff: float) -> None:
-        self.call = call
-        self.phase = CallPhase.SENDING
-        #: Params of every leg before the MRTR fields (envelope merged on the modern wire).
-        self.params: dict[str, Any] | None = None
-        self.leg: int | None = None  # id of the request in flight
-        self.round = 0  # input_required results acted on (legacy: rounds of server requests)
-        self.asked: dict[str, InputNeeded] = {}  # modern: this round's events, by key
-        self.answers: dict[str, Any] = {}  # modern: this round's answers so far
-        self.state: str | None = None  # requestState of this round, echoed on the retry
-        self.backoff = backoff  # delay before the next state-only retry
-        self.open_requests = 0  # legacy: server requests linked to this call, unanswered
-        self.task_id: str | None = None  # tasks extension: the task this call became
-        self.task_leg: str | None = None  # tasks/get or tasks/update, while one is in flight
-        self.task_poll: int | None = None  # the server's last pollIntervalMs
-        self.task_seen: set[str] = set()  # task inputRequests keys already surfaced
+P = CallPhase
+K = CallTrigger
+#: Every move of a call, as the table says: ``_MOVES[trigger][phase]`` is the next phase (an
+#: undeclared one raises). Two dict lookups, no call: a call moves on every leg.
+_MOVES = {trigger: CLIENT_CALL.moves(trigger) for trigger in CallTrigger}
+# The members the hot paths name, bound once: an enum member's attribute lookup costs several
+# times a global's (docs/performance.md).
+_SENT, _RETRY, _ANSWERED = K.SENT, K.RETRY, K.ANSWERED
+_AWAITING, _GATHERING, _BACKING_OFF = P.AWAITING_ANSWER, P.GATHERING_INPUT, P.BACKING_OFF
+_ANSWERING_SERVER = P.ANSWERING_SERVER
+_TASK_WAITING, _TASK_POLLING = P.TASK_WAITING, P.TASK_POLLING
+_TASK_INPUT, _TASK_UPDATING = P.TASK_INPUT, P.TASK_UPDATING
 
 
 class ClientConnection(Connection):
@@ -183,14 +106,14 @@ class ClientConnection(Connection):
         self._caps = config.capabilities
         self._tasks = declares_tasks(config.capabilities)
         self._clock = config.clock
-        self._observer = config.observer
-        self._obs_key = 0 if config.observer is None else connection_key()
+        observer = config.observer
+        self._report = None if observer is None else Reporter(observer, config.clock)
         self._next_id = 0
         self._next_call = 0
-        self._calls: dict[int, _CallState] = {}
-        self._legs: dict[Any, _CallState] = {}  # our request id -> its call
-        self._queue: list[_CallState] = []  # calls made before the era was known
-        self._timers: dict[int, float] = {}  # call id -> when its state-only retry is due
+        self._calls: dict[int, CallState] = {}
+        self._legs: dict[Any, CallState] = {}  # our request id -> its call
+        self._queue: list[CallState] = []  # calls made before the era was known
+        self._timers: dict[int, float] = {}  # call id -> when its retry or poll is due
         self._ignored: dict[Any, None] = {}  # ids whose late answers are dropped silently
         self._failure: JsonRpcError | None = None
         self._envelope: dict[str, Any] = {}
@@ -211,9 +134,7 @@ class ClientConnection(Connection):
         elif config.era == "legacy":
             self._start_initialize()
         else:
-            rid = self._new_id()
-            msg = self._handshake.probe(rid)
-            self._send(OutgoingRequest, self._encode(msg), msg, None, (rid,))
+            self._request(self._handshake.probe(self._new_id()))
 
     # --- public API -------------------------------------------------------------------------
 
@@ -243,43 +164,15 @@ class ClientConnection(Connection):
             raise LocalProtocolError("call after the stream was closed")
         if self._failure is not None:
             raise LocalProtocolError(f"the handshake failed: {self._failure.message}")
-        if type(method) is not str:
-            raise TypeError(f"method: must be a string, not {type(method).__name__}")
-        if method == "initialize":
-            raise LocalProtocolError("initialize is performed by the connection (era='legacy')")
-        if params is None:
-            params = {}
-        elif not isinstance(params, Mapping):
-            raise TypeError(f"params: must be a mapping, not {type(params).__name__}")
-        for name in _MANAGED_PARAMS:
-            if name in params:
-                raise LocalProtocolError(f"params: {name} is sent by the connection on retries")
-        meta = params.get("_meta")
-        if meta is not None:
-            if not isinstance(meta, Mapping):
-                raise TypeError("params._meta: must be a mapping")
-            for key in _ENVELOPE_KEYS:
-                if key in meta:
-                    raise LocalProtocolError(f"params._meta: {key} comes from ClientConfig")
-        call = Call(self._next_call, method, dict(params))
-        st = _CallState(call, self.config.retry_backoff)
-        if self._observer is not None:
-            target = params.get(NAME_FIELDS[method] if method in MRTR_METHODS else "name")
-            self._observer.observe(
-                CallStarted(
-                    self._clock(),
-                    self._obs_key,
-                    call.call_id,
-                    method,
-                    target if type(target) is str else None,
-                    self.transport,
-                )
-            )
+        call = Call(self._next_call, method, check_call(method, params))
+        st = CallState(call, self.config.retry_backoff)
+        if self._report is not None:
+            self._report.started(call, self.transport)
         if self._ready:
             self._send_leg(st, _SENT)
         else:
             self._encode(call.params)  # fail now, not when the era is known
-            st.phase = _QUEUED[st.phase]
+            st.phase = _MOVES[K.QUEUED][st.phase]
             self._queue.append(st)
         self._next_call += 1
         self._calls[call.call_id] = st
@@ -298,16 +191,14 @@ class ClientConnection(Connection):
         st = self._round_of(event)
         if st is None:
             return self._answer_server_request(event, self._server.answer(event, answer))
-        key = event.key
         answers = st.answers
-        answers[key] = answer  # type: ignore[index]
-        if len(answers) == len(st.asked):
-            if st.task_id is not None:
-                self._send_task_leg(st, "tasks/update", _TASK_UPDATE)
-            else:
-                self._send_retry(st)
+        answers[event.key] = answer  # type: ignore[index]
+        if len(answers) < len(st.asked):
+            st.phase = _MOVES[_ANSWERED][st.phase]
+        elif st.phase is _TASK_INPUT:
+            self._send_leg(st, K.TASK_UPDATE, "tasks/update")
         else:
-            st.phase = _ANSWERED[st.phase]
+            self._send_retry(st)
         return True
 
     def decline(self, event: InputNeeded) -> bool:
@@ -330,7 +221,7 @@ class ClientConnection(Connection):
         st = self._calls.get(target.call_id)
         if st is None or st.call is not target:
             return False
-        self._abandon(st, reason, _CANCELLED)
+        self._abandon(st, reason, K.CANCELLED)
         return True
 
     def resume_task(self, task_id: str) -> Call:
@@ -345,43 +236,14 @@ class ClientConnection(Connection):
                 "resume_task needs the modern wire and the tasks extension in the capabilities"
             )
         call = Call(self._next_call, TASK_METHOD, {})
-        st = _CallState(call, self.config.retry_backoff)
+        st = CallState(call, self.config.retry_backoff)
         st.task_id = task_id
-        if self._observer is not None:
-            self._observer.observe(
-                CallStarted(
-                    self._clock(), self._obs_key, call.call_id, TASK_METHOD, None, self.transport
-                )
-            )
-        self._send_task_leg(st, "tasks/get", _SENT)
+        if self._report is not None:
+            self._report.started(call, self.transport)
+        self._send_leg(st, K.POLL, "tasks/get")
         self._next_call += 1
         self._calls[call.call_id] = st
         return call
-
-    def _abandon(self, st: _CallState, reason: str | None, moves: Moves) -> None:
-        """End a call on our side (``moves``: why), cancelling its request in flight (and its
-        task, with ``tasks/cancel``, whose answer is ignored)."""
-        if st.task_id is not None and moves is _CANCELLED:
-            rid = self._new_id()
-            body = {"taskId": st.task_id, "_meta": dict(self._envelope)}
-            msg = request_message(rid, "tasks/cancel", body)
-            self._send(OutgoingRequest, self._encode(msg), msg, None, (rid,))
-            self._ignore(rid)
-        st.phase = moves[st.phase]
-        if st.leg is not None:
-            params: dict[str, Any] = {"requestId": st.leg}
-            if reason is not None:
-                params["reason"] = reason
-            msg = notification_message("notifications/cancelled", params)
-            self._send(OutgoingNotification, self._encode(msg), msg, None)
-            self._ignore(st.leg)
-            if self.era is Era.LEGACY:
-                self._server.cancelled(st.call.method, self._next_id)
-        elif st in self._queue:
-            self._queue.remove(st)
-        if self._observer is not None:
-            self._observe_end(st, "CallCancelled" if moves is _CANCELLED else "CallAbandoned")
-        self._forget(st)
 
     def reject(self, event: InputNeeded, error: JsonRpcError | None = None) -> bool:
         """Refuse a request the application will not fulfil (e.g. the user rejected sampling).
@@ -410,14 +272,15 @@ class ClientConnection(Connection):
 
     def handle_timer(self, now: float) -> None:
         """Do what is due at ``now`` (read from ``ClientConfig.clock``): state-only retries,
-        and the probe's fallback to legacy when the server did not answer it in time."""
+        task polls, and the probe's fallback to legacy when the server did not answer it in
+        time."""
         self._apply_handshake(self._handshake.on_timer(now))
         timers = self._timers
         for call_id in [cid for cid, due in timers.items() if due <= now]:
             del timers[call_id]
             st = self._calls[call_id]
-            if st.task_id is not None:
-                self._send_task_leg(st, "tasks/get", _POLL)
+            if st.phase is _TASK_WAITING:
+                self._send_leg(st, K.POLL, "tasks/get")
             else:
                 self._send_leg(st, _RETRY)
 
@@ -454,10 +317,8 @@ class ClientConnection(Connection):
         """
         st = self._legs.pop(request_id, None)
         if st is not None:
-            st.leg = None
-            self._end(
-                st, CallFailed(st.call, JsonRpcError(ErrorCode.INTERNAL_ERROR, reason), True), _LOST
-            )
+            error = JsonRpcError(ErrorCode.INTERNAL_ERROR, reason)
+            self._settle(st, (K.LOST, CallFailed(st.call, error, True)))
             return True
         if self._handshake.owns(request_id):
             self._apply_handshake(self._handshake.on_broken(request_id, reason, lost=True))
@@ -469,15 +330,11 @@ class ClientConnection(Connection):
         """Calls with a request awaiting the server's answer."""
         return frozenset(st.call for st in self._legs.values())
 
-    def _round_of(self, event: InputNeeded) -> _CallState | None:
+    def _round_of(self, event: InputNeeded) -> CallState | None:
         """The call whose current modern round still awaits ``event``'s answer, or None."""
         call = event.call
-        if call is None:
-            return None
-        st = self._calls.get(call.call_id)
-        if st is None or st.asked.get(event.key) is not event:  # type: ignore[arg-type]
-            return None
-        if event.key in st.answers:
+        st = None if call is None else self._calls.get(call.call_id)
+        if st is None or st.asked.get(event.key) is not event or event.key in st.answers:  # type: ignore[arg-type]
             return None
         return st
 
@@ -494,9 +351,7 @@ class ClientConnection(Connection):
     def _start_initialize(self) -> None:
         self.era = Era.LEGACY
         self.protocol_version = None
-        rid = self._new_id()
-        msg = self._handshake.initialize(rid)
-        self._send(OutgoingRequest, self._encode(msg), msg, None, (rid,))
+        self._request(self._handshake.initialize(self._new_id()))
 
     def _apply_handshake(self, actions: list[HandshakeAction]) -> None:
         """Carry out the handshake's decisions, in order."""
@@ -541,17 +396,15 @@ class ClientConnection(Connection):
             )
         )
         if self.era is Era.LEGACY:
-            if self._observer is not None:
-                self._observer.observe(
-                    SessionStarted(
-                        self._clock(),
-                        self._obs_key,
-                        "client",
-                        self.protocol_version,
-                        self.transport,
-                    )
-                )
-            self._set_legacy_log_level()
+            if self._report is not None:
+                self._report.session_started(self.protocol_version, self.transport)
+            # Ask for ClientConfig.log_level once, when the server declares logging; the
+            # answer is dropped (a refusal leaves the server's default).
+            level, caps = self.config.log_level, self.server_capabilities
+            if level is not None and isinstance(caps, dict) and "logging" in caps:
+                rid = self._new_id()
+                self._request(request_message(rid, "logging/setLevel", {"level": level}))
+                self._ignore(rid)
         queue, self._queue = self._queue, []
         for st in queue:
             self._send_leg(st, _SENT)
@@ -562,7 +415,7 @@ class ClientConnection(Connection):
         self._events.append(HandshakeFailed(error, local))
         queue, self._queue = self._queue, []
         for st in queue:
-            self._end(st, CallFailed(st.call, error, local), _HANDSHAKE_FAILED)
+            self._settle(st, (K.HANDSHAKE_FAILED, CallFailed(st.call, error, local)))
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -577,121 +430,71 @@ class ClientConnection(Connection):
         if len(ignored) > self._limits.max_in_flight:
             del ignored[next(iter(ignored))]
 
-    def _base_params(self, st: _CallState) -> dict[str, Any]:
-        params = st.params
-        if params is None:
-            params = st.params = dict(st.call.params)
-            meta = params.get("_meta")
-            asked = self._asked(st)
-            if asked:  # defaults: what the call's own _meta says wins
-                meta = asked if meta is None else {**asked, **meta}
-            if self.era is Era.MODERN:
-                params["_meta"] = (
-                    dict(self._envelope) if meta is None else {**meta, **self._envelope}
-                )
-            elif meta is not None:
-                params["_meta"] = meta
-        return params
+    def _request(self, msg: dict[str, Any]) -> None:
+        """Queue a request of the connection's own (no call's)."""
+        self._send(OutgoingRequest, self._encode(msg), msg, None, (msg["id"],))
 
-    def _asked(self, st: _CallState) -> dict[str, Any] | None:
-        """The ``_meta`` defaults of ``ClientConfig.log_level`` (modern; legacy asks once per
-        session) and ``ClientConfig.progress`` (the call's id as its token)."""
-        config = self.config
-        if config.log_level is None and not config.progress:
-            return None
-        out: dict[str, Any] = {}
-        if config.log_level is not None and self.era is Era.MODERN:
-            out[LOG_LEVEL] = config.log_level
-        if config.progress:
-            out[PROGRESS_TOKEN] = st.call.call_id
-        return out
-
-    def _set_legacy_log_level(self) -> None:
-        """Legacy: ask for ``ClientConfig.log_level`` once, after the handshake, when the server
-        declares ``logging``; the answer is dropped (a refusal leaves the server's default)."""
-        level = self.config.log_level
-        caps = self.server_capabilities
-        if level is None or not (isinstance(caps, dict) and "logging" in caps):
-            return
+    def _send_leg(self, st: CallState, trigger: CallTrigger, method: str | None = None) -> None:
+        """Send the call's next request and move it by ``trigger`` once it is queued: the call's
+        own (the first one, or a retry with this round's fields), or ``method`` of its task."""
+        if method is None:
+            method = st.call.method
+            params = leg_params(st, self.era, self._envelope, self.config)
+        else:
+            params = task_params(st, method == "tasks/update", self._envelope)
         rid = self._new_id()
-        msg = request_message(rid, "logging/setLevel", {"level": level})
-        self._send(OutgoingRequest, self._encode(msg), msg, None, (rid,))
-        self._ignore(rid)
-
-    def _send_leg(self, st: _CallState, moves: Moves) -> None:
-        """Send the call's next request: the first one, or a retry with this round's fields;
-        once it is queued, ``moves`` (sent or retry) moves the call."""
-        params: dict[str, Any] | None = self._base_params(st)
-        if st.answers or st.state is not None:
-            params = dict(params)  # type: ignore[arg-type]
-            if st.answers:
-                params["inputResponses"] = st.answers
-            if st.state is not None:
-                params["requestState"] = st.state
-        elif not params and self.era is Era.LEGACY:
-            params = None
-        rid = self._new_id()
-        if self._observer is not None:
-            params = self._observe_leg(st, rid, st.call.method, params)
-        msg = request_message(rid, st.call.method, params)
-        try:
-            data = self._encode(msg)
-        except LocalProtocolError as exc:
-            if self._observer is not None:
-                self._observe_unsent(st, rid, exc)
-            raise
-        st.phase = moves[st.phase]
-        st.leg = rid
-        self._legs[rid] = st
-        self._send(OutgoingRequest, data, msg, None, (rid,))
-
-    def _send_task_leg(self, st: _CallState, method: str, moves: Moves) -> None:
-        """Send ``tasks/get``, or ``tasks/update`` with this round's answers, for the task."""
-        params: dict[str, Any] = {"taskId": st.task_id}
-        if method == "tasks/update":
-            params["inputResponses"] = st.answers
-        params["_meta"] = dict(self._envelope)
-        rid = self._new_id()
-        if self._observer is not None:
-            params = self._observe_leg(st, rid, method, params)  # type: ignore[assignment]
+        report = self._report
+        if report is not None:
+            legacy = self.era is Era.LEGACY
+            session = self.session_id if legacy else None
+            version = self.protocol_version
+            params = report.leg_sent(st.call, rid, method, st.round + 1, params, version, session)
         msg = request_message(rid, method, params)
         try:
             data = self._encode(msg)
         except LocalProtocolError as exc:
-            if self._observer is not None:
-                self._observe_unsent(st, rid, exc)
+            if report is not None:
+                report.unsent(st.call, rid, exc)
             raise
-        st.phase = moves[st.phase]
+        st.phase = _MOVES[trigger][st.phase]
         st.leg = rid
-        st.task_leg = method
         self._legs[rid] = st
         self._send(OutgoingRequest, data, msg, None, (rid,))
 
-    def _poll_later(self, st: _CallState, moves: Moves) -> None:
-        """Wait ``pollIntervalMs`` (bounded by the config) before the next ``tasks/get``."""
-        st.phase = moves[st.phase]
-        config = self.config
-        ms = st.task_poll
-        delay = config.task_poll_interval if ms is None else ms / 1000
-        self._timers[st.call.call_id] = self._clock() + min(delay, config.max_task_poll_interval)
-
-    def _send_retry(self, st: _CallState) -> None:
+    def _send_retry(self, st: CallState) -> None:
         """Every key of the round is answered: retry. If an answer cannot be serialized, it is
         taken back (its event is pending again) and the error names its key."""
         try:
             self._send_leg(st, _RETRY)
         except LocalProtocolError as exc:
-            answers = st.answers
-            bad = []
-            for key, answer in answers.items():
-                try:
-                    self._encode(answer)
-                except LocalProtocolError:
-                    bad.append(key)
-            for key in bad:
-                del answers[key]
-            names = ", ".join(map(repr, bad))
+            names = ", ".join(map(repr, unsendable(st, self._encode)))
             raise LocalProtocolError(f"the answer to {names} cannot be sent: {exc}") from None
+
+    def _abandon(self, st: CallState, reason: str | None, trigger: CallTrigger) -> None:
+        """End a call on our side (``trigger``: why), cancelling its request in flight (and its
+        task, with ``tasks/cancel``, whose answer is ignored)."""
+        was = st.phase
+        if trigger is K.CANCELLED and was in TASK_PHASES:
+            rid = self._new_id()
+            body = {"taskId": st.task_id, "_meta": dict(self._envelope)}
+            self._request(request_message(rid, "tasks/cancel", body))
+            self._ignore(rid)
+        st.phase = _MOVES[trigger][was]
+        if was in IN_FLIGHT:
+            params: dict[str, Any] = {"requestId": st.leg}
+            if reason is not None:
+                params["reason"] = reason
+            msg = notification_message("notifications/cancelled", params)
+            self._send(OutgoingNotification, self._encode(msg), msg, None)
+            self._ignore(st.leg)
+            if self.era is Era.LEGACY:
+                self._server.cancelled(st.call.method, self._next_id)
+        elif was is P.QUEUED:
+            self._queue.remove(st)
+        if self._report is not None:
+            outcome = "CallCancelled" if trigger is K.CANCELLED else "CallAbandoned"
+            self._report.finished(st.call, outcome, st.round)
+        self._forget(st, was)
 
     # --- receiving --------------------------------------------------------------------------
 
@@ -708,6 +511,54 @@ class ClientConnection(Connection):
         else:
             self._on_notification(msg["method"], msg.get("params"))
 
+    def _on_response(self, msg: dict[str, Any]) -> None:
+        rid = msg.get("id")
+        self._server.answered(rid)
+        st = self._legs.pop(rid, None) if rid is not None else None
+        if st is not None:  # the answer to a call's request: what it means moves the call
+            st.leg = None
+            phase = st.phase
+            task_leg = phase is _TASK_POLLING or phase is _TASK_UPDATING
+            if self._report is not None:
+                self._report.answered(st.call, msg, task_leg)
+            if task_leg:
+                self._settle(st, read_task_answer(st, msg, self.config))
+            else:
+                self._settle(st, read_answer(st, msg, self.era, self._tasks, self.config))
+        elif self._handshake.owns(rid):
+            self._apply_handshake(self._handshake.on_response(rid, msg))
+        elif rid in self._ignored:
+            del self._ignored[rid]
+        else:
+            self._events.append(UnexpectedResponse(rid, msg))
+
+    def _settle(self, st: CallState, reading: Reading) -> None:
+        """Move the call by the trigger of ``reading`` and do what its new phase asks."""
+        trigger, detail = reading
+        was = st.phase
+        phase = st.phase = _MOVES[trigger][was]
+        if phase is _GATHERING:
+            requests, state = detail
+            st.backoff = self.config.retry_backoff
+            self._events.extend(st.ask(requests, state))
+        elif phase is _BACKING_OFF:
+            st.ask((), detail)
+            self._timers[st.call.call_id] = self._clock() + st.backoff
+            st.backoff = min(st.backoff * 2, self.config.max_retry_backoff)
+        elif phase is _TASK_INPUT:
+            self._events.extend(st.ask(detail))
+        elif phase is _TASK_WAITING:
+            if trigger is K.TASK_CREATED:
+                st.task_id, st.task_poll = detail.task_id, detail.poll_interval_ms
+                self._events.append(TaskStarted(st.call, detail.task_id))
+            config, ms = self.config, st.task_poll
+            delay = config.task_poll_interval if ms is None else ms / 1000
+            self._timers[st.call.call_id] = self._clock() + min(
+                delay, config.max_task_poll_interval
+            )
+        else:  # every other phase a reading moves a call to is terminal
+            self._end(st, detail, was)
+
     def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
         """A legacy server's request: what :class:`ServerRequests` decides, and the round of
         the call it belongs to (a new round when the previous one is answered)."""
@@ -723,39 +574,30 @@ class ClientConnection(Connection):
         st = None if accepted.origin is None else self._legs[accepted.origin]
         round_ = 1
         if st is not None:
-            if st.open_requests == 0:  # the previous round is answered: a new one starts
+            if st.phase is _AWAITING:  # the previous round is answered: a new one
                 if st.round >= self.config.max_rounds:
                     self._server_rounds_exhausted(st, msg)
                     return
                 st.round += 1
-            st.phase = CLIENT_CALL.step(st.phase, CallTrigger.SERVER_REQUEST)
-            st.open_requests += 1
+            st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
             round_ = st.round
-        event = InputNeeded(
-            None if st is None else st.call,
-            accepted.request_id,
-            accepted.method,
-            accepted.params,
-            round_,
-        )
+        call = None if st is None else st.call
+        event = InputNeeded(call, accepted.request_id, accepted.method, accepted.params, round_)
         self._server.opened(event)
-        if self._observer is not None:
-            self._observer.observe(
-                LegReceived(
-                    self._clock(),
-                    self._obs_key,
-                    None if st is None else st.call.call_id,
-                    accepted.request_id,
-                    accepted.method,
-                    round_,
-                    trace_of(accepted.params.get("_meta")),  # an object: checked on receipt
-                    self.session_id,
-                    self.protocol_version,
-                )
+        if self._report is not None:
+            meta = accepted.params.get("_meta")  # an object: checked on receipt
+            self._report.request_received(
+                call,
+                accepted.request_id,
+                accepted.method,
+                round_,
+                meta,
+                self.session_id,
+                self.protocol_version,
             )
         self._events.append(event)
 
-    def _server_rounds_exhausted(self, st: _CallState, msg: dict[str, Any]) -> None:
+    def _server_rounds_exhausted(self, st: CallState, msg: dict[str, Any]) -> None:
         """The server asked for one round more than ``max_rounds``: end the call (cancelling
         it on the wire), refuse the request, and report :class:`RoundsExhausted` with the
         request as ``last_result``."""
@@ -766,7 +608,7 @@ class ClientConnection(Connection):
             f"(max_rounds={self.config.max_rounds})",
         )
         self._reply(Reply(error_message(msg["id"], error), error))
-        self._abandon(st, "Too many rounds of input", CLIENT_CALL.moves(CallTrigger.ROUND_CAP))
+        self._abandon(st, "Too many rounds of input", K.ROUND_CAP)
         self._events.append(RoundsExhausted(st.call, rounds, msg))
 
     def _reply(self, reply: Reply) -> None:
@@ -785,20 +627,29 @@ class ClientConnection(Connection):
             return False
         self._reply(reply)
         self._server.closed(event)
-        if self._observer is not None:
-            outcome = "answered" if reply.error is None else "error"
-            self._observer.observe(LegReplied(self._clock(), self._obs_key, event.key, outcome))
+        if self._report is not None:
+            self._report.replied(event.key, "answered" if reply.error is None else "error")
         self._server_request_closed(event)
         return True
 
     def _server_request_closed(self, event: InputNeeded) -> None:
-        """A server request was answered or withdrawn: its call, if alive, has one fewer."""
+        """A server request was answered or withdrawn: its call, if alive, may have no more."""
         call = event.call
         if call is not None:  # alive: a call's end drops its requests (drop_call)
+            more = self._server.has_open(call)
             st = self._calls[call.call_id]
-            st.open_requests -= 1
-            trigger = CallTrigger.ANSWERED if st.open_requests else CallTrigger.LAST_ANSWERED
-            st.phase = CLIENT_CALL.step(st.phase, trigger)
+            st.phase = _MOVES[_ANSWERED if more else K.LAST_ANSWERED][st.phase]
+
+    def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
+        if method == "notifications/cancelled" and self.era is not Era.MODERN:
+            withdrawn = self._server.on_cancelled(params)
+            if withdrawn is not None:
+                if self._report is not None:
+                    self._report.replied(withdrawn.key, "withdrawn")
+                self._server_request_closed(withdrawn)
+                self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
+            return
+        self._events.append(NotificationReceived(method, params))
 
     def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
         """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
@@ -806,305 +657,47 @@ class ClientConnection(Connection):
         server request with a readable id is answered)."""
         if type(msg) is dict and "method" not in msg:
             rid = msg.get("id")
-            if is_valid_id(rid) and self._owns(rid):
-                self._invalid_response(rid, "the response is not valid JSON-RPC")
+            if is_valid_id(rid) and (rid in self._legs or self._handshake.owns(rid)):
+                reason = "the response is not valid JSON-RPC"
+                st = self._legs.pop(rid, None)
+                if st is None:
+                    self._apply_handshake(self._handshake.on_broken(rid, reason))
+                else:
+                    st.leg = None
+                    self._settle(st, (K.INVALID, invalid(st, reason)))
                 return
             self._invalid(exc, answer=False)
             return
         self._invalid(exc, answer=True)
-
-    def _owns(self, rid: Any) -> bool:
-        return rid in self._legs or self._handshake.owns(rid)
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
         # A client answers only identifiable server requests, and only on the legacy wire.
         answer = answer and exc.request_id is not None and self.era is not Era.MODERN
         super()._invalid(exc, answer=answer)
 
-    def _invalid_response(self, rid: Any, reason: str) -> None:
-        st = self._legs.pop(rid, None)
-        if st is None:
-            self._apply_handshake(self._handshake.on_broken(rid, reason))
-            return
-        st.leg = None
-        self._fail_invalid(st, reason)
-
-    def _on_response(self, msg: dict[str, Any]) -> None:
-        rid = msg.get("id")
-        self._server.answered(rid)
-        st = self._legs.pop(rid, None) if rid is not None else None
-        if st is not None:
-            st.leg = None
-            self._on_leg_response(st, msg)
-        elif self._handshake.owns(rid):
-            self._apply_handshake(self._handshake.on_response(rid, msg))
-        elif rid in self._ignored:
-            del self._ignored[rid]
-        else:
-            self._events.append(UnexpectedResponse(rid, msg))
-
-    def _on_leg_response(self, st: _CallState, msg: dict[str, Any]) -> None:
-        if self._observer is not None:
-            self._observe_answer(st, msg)
-        if st.task_id is not None:
-            self._on_task_leg(st, msg)
-            return
-        if "error" in msg:
-            error = JsonRpcError.from_wire(msg["error"])
-            self._end(st, CallFailed(st.call, error), _ERROR)
-            return
-        result = msg["result"]
-        if type(result) is not dict:
-            self._fail_invalid(st, "the result is not an object")
-            return
-        kind = result.get("resultType", "complete")
-        if kind == INPUT_REQUIRED:
-            if self.era is not Era.MODERN:
-                self._fail_invalid(st, "input_required result on the legacy wire")
-            elif st.call.method not in MRTR_METHODS:
-                self._fail_invalid(st, f"input_required result on {st.call.method}")
-            else:
-                self._on_input_required(st, result)
-        elif kind == "task" and self._tasks and self.era is Era.MODERN:
-            if st.call.method != TASK_METHOD:
-                self._fail_invalid(st, f"CreateTaskResult on {st.call.method}")
-            else:
-                self._on_task_created(st, result)
-        elif (
-            kind == "complete"
-            or self.era is not Era.MODERN
-            or (type(kind) is str and kind in self.config.extra_result_types)
-        ):
-            self._end(st, CallCompleted(st.call, result), _COMPLETE)
-        else:
-            self._fail_invalid(st, f"unknown resultType {kind!r}")
-
-    def _on_input_required(self, st: _CallState, result: dict[str, Any]) -> None:
-        try:
-            requests, state = read_input_required(result, self._caps, self._limits)
-        except InvalidResponseError as exc:
-            self._fail_invalid(st, str(exc))
-            return
-        if st.round >= self.config.max_rounds:
-            again = tuple(key for key, _, _ in requests if key in st.answers)
-            self._end(st, RoundsExhausted(st.call, st.round, result, again), _ROUND_CAP)
-            return
-        st.round += 1
-        st.state = state
-        st.answers = {}
-        asked: dict[str, InputNeeded] = {}
-        st.asked = asked
-        if not requests:
-            st.phase = _STATE_ONLY[st.phase]
-            self._timers[st.call.call_id] = self._clock() + st.backoff
-            st.backoff = min(st.backoff * 2, self.config.max_retry_backoff)
-            return
-        st.phase = _INPUT_REQUESTS[st.phase]
-        st.backoff = self.config.retry_backoff
-        events = self._events
-        call = st.call
-        for key, method, params in requests:
-            event = InputNeeded(call, key, method, params, st.round)
-            asked[key] = event
-            events.append(event)
-
-    def _on_task_created(self, st: _CallState, result: dict[str, Any]) -> None:
-        try:
-            view = read_task(result, None)
-        except InvalidResponseError as exc:
-            self._fail_invalid(st, str(exc))
-            return
-        st.task_id = view.task_id
-        st.task_poll = view.poll_interval_ms
-        self._events.append(TaskStarted(st.call, view.task_id))
-        self._poll_later(st, _TASK_CREATED)
-
-    def _on_task_leg(self, st: _CallState, msg: dict[str, Any]) -> None:
-        """The answer to a ``tasks/get`` or ``tasks/update`` of the call's task."""
-        if "error" in msg:
-            self._end(st, CallFailed(st.call, JsonRpcError.from_wire(msg["error"])), _ERROR)
-            return
-        result = msg["result"]
-        if type(result) is not dict or result.get("resultType", "complete") != "complete":
-            self._fail_invalid(st, f"{st.task_leg} must answer a complete result object")
-            return
-        if st.task_leg == "tasks/update":
-            self._poll_later(st, _TASK_WORKING)
-            return
-        try:
-            view = read_task(result, st.task_id)
-        except InvalidResponseError as exc:
-            self._fail_invalid(st, str(exc))
-            return
-        if view.poll_interval_ms is not None:
-            st.task_poll = view.poll_interval_ms
-        status = view.status
-        call = st.call
-        if status is TaskStatus.COMPLETED:
-            assert view.result is not None
-            self._end(st, CallCompleted(call, view.result), _COMPLETE)
-        elif status is TaskStatus.FAILED:
-            assert view.error is not None
-            self._end(st, CallFailed(call, view.error), _ERROR)
-        elif status is TaskStatus.CANCELLED:
-            error = JsonRpcError(ErrorCode.INTERNAL_ERROR, "The task was cancelled")
-            self._end(st, CallFailed(call, error), _ERROR)
-        elif status is TaskStatus.INPUT_REQUIRED:
-            self._on_task_input(st, view.input_requests or {}, result)
-        else:
-            self._poll_later(st, _TASK_WORKING)
-
-    def _on_task_input(
-        self, st: _CallState, requests: Mapping[str, Any], result: dict[str, Any]
-    ) -> None:
-        """Surface the task's input requests not surfaced before (keys are unique for the
-        task's lifetime, so a key seen once is never asked again)."""
-        try:
-            embedded, _ = read_input_required({"inputRequests": requests}, self._caps, self._limits)
-        except InvalidResponseError as exc:
-            self._fail_invalid(st, str(exc))
-            return
-        new = [r for r in embedded if r[0] not in st.task_seen]
-        if not new:
-            self._poll_later(st, _TASK_WORKING)
-            return
-        if st.round >= self.config.max_rounds:
-            self._end(st, RoundsExhausted(st.call, st.round, result), _ROUND_CAP)
-            return
-        st.round += 1
-        st.answers = {}
-        asked: dict[str, InputNeeded] = {}
-        st.asked = asked
-        st.phase = _TASK_INPUT_REQUESTS[st.phase]
-        for key, method, params in new:
-            st.task_seen.add(key)
-            event = InputNeeded(st.call, key, method, params, st.round)
-            asked[key] = event
-            self._events.append(event)
-
-    def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
-        if method == "notifications/cancelled" and self.era is not Era.MODERN:
-            withdrawn = self._server.on_cancelled(params)
-            if withdrawn is not None:
-                if self._observer is not None:
-                    self._observer.observe(
-                        LegReplied(self._clock(), self._obs_key, withdrawn.key, "withdrawn")
-                    )
-                self._server_request_closed(withdrawn)
-                self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
-            return
-        self._events.append(NotificationReceived(method, params))
-
     # --- endings ----------------------------------------------------------------------------
 
-    def _fail_invalid(self, st: _CallState, reason: str) -> None:
-        error = JsonRpcError(
-            ErrorCode.INTERNAL_ERROR, f"Invalid response from the server: {reason}"
-        )
-        self._end(st, CallFailed(st.call, error, True), _INVALID)
-
-    def _forget(self, st: _CallState) -> None:
-        """Drop every trace of a call: its request in flight is no longer ours to route, and
-        its pending input (legacy server requests linked to it included) is void."""
+    def _forget(self, st: CallState, was: CallPhase) -> None:
+        """Drop every trace of a call that was in phase ``was``: its request in flight is no
+        longer ours to route, and its pending input (legacy server requests linked to it
+        included) is void."""
         del self._calls[st.call.call_id]
         self._timers.pop(st.call.call_id, None)
         if st.leg is not None:
             self._legs.pop(st.leg, None)
             st.leg = None
-        if st.open_requests:
+        if was is _ANSWERING_SERVER:
             self._server.drop_call(st.call)
-            st.open_requests = 0
         st.asked = {}
         st.answers = {}
 
-    def _end(self, st: _CallState, event: Event, moves: Moves) -> None:
-        st.phase = moves[st.phase]
-        if self._observer is not None:
+    def _end(self, st: CallState, event: Event, was: CallPhase) -> None:
+        if self._report is not None:
             error = getattr(event, "error", None)
-            self._observe_end(
-                st, type(event).__name__, error.code if isinstance(error, JsonRpcError) else None
-            )
-        self._forget(st)
+            code = error.code if isinstance(error, JsonRpcError) else None
+            self._report.finished(st.call, type(event).__name__, st.round, code)
+        self._forget(st, was)
         self._events.append(event)
-
-    # --- the observer (only called when one is configured) -----------------------------------
-
-    def _observe_leg(
-        self, st: _CallState, rid: int, method: str, params: dict[str, Any] | None
-    ) -> dict[str, Any] | None:
-        """Tell the observer a request of the call goes out; return ``params`` with the
-        observer's trace context in ``_meta`` (the spec's reserved keys only)."""
-        observer = self._observer
-        assert observer is not None
-        observer.observe(
-            CallRoundSent(
-                self._clock(),
-                self._obs_key,
-                st.call.call_id,
-                rid,
-                method,
-                st.round + 1,
-                self.protocol_version,
-                self.session_id if self.era is Era.LEGACY else None,
-            )
-        )
-        carry = observer.carry(self._obs_key, rid)
-        if not carry:
-            return params
-        trace = trace_of(carry)
-        if not trace:
-            return params
-        params = {} if params is None else dict(params)
-        meta = params.get("_meta")
-        params["_meta"] = {**(meta if isinstance(meta, Mapping) else {}), **trace}
-        return params
-
-    def _observe_unsent(self, st: _CallState, rid: int, exc: LocalProtocolError) -> None:
-        """Tell the observer the request just reported sent could not be encoded: it never
-        went out (the application may answer again, and a new request is reported)."""
-        assert self._observer is not None
-        self._observer.observe(
-            CallRoundUnsent(self._clock(), self._obs_key, st.call.call_id, rid, str(exc))
-        )
-
-    def _observe_answer(self, st: _CallState, msg: dict[str, Any]) -> None:
-        """Tell the observer the server answered a request of the call."""
-        assert self._observer is not None
-        result = msg.get("result")
-        keys: tuple[str, ...] = ()
-        error: JsonRpcError | None = None
-        is_error = False
-        if type(result) is dict:
-            kind = result.get("resultType", "complete")
-            requests = result.get("inputRequests")
-            if kind == INPUT_REQUIRED and type(requests) is dict:
-                keys = tuple(requests)
-            # a task's tools/call result arrives inside tasks/get: its isError counts there
-            inner = result.get("result") if st.task_id is not None else result
-            is_error = type(inner) is dict and inner.get("isError") is True
-        else:
-            kind = "error"
-            error = JsonRpcError.from_wire(msg.get("error"))
-        self._observer.observe(
-            CallRoundAnswered(
-                self._clock(),
-                self._obs_key,
-                st.call.call_id,
-                msg.get("id"),
-                kind if type(kind) is str else "",
-                keys,
-                None if error is None else error.code,
-                None if error is None else error.message,
-                is_error,
-            )
-        )
-
-    def _observe_end(self, st: _CallState, outcome: str, code: int | None = None) -> None:
-        """Tell the observer the call ended."""
-        assert self._observer is not None
-        self._observer.observe(
-            CallFinished(self._clock(), self._obs_key, st.call.call_id, outcome, st.round, code)
-        )
 
     def _on_close(self) -> None:
         error = JsonRpcError(
@@ -1113,15 +706,13 @@ class ClientConnection(Connection):
         self._handshake.stop()
         self._queue.clear()
         for st in list(self._calls.values()):
-            self._end(st, CallFailed(st.call, error, True), _CLOSED)
+            self._settle(st, (K.CLOSED, CallFailed(st.call, error, True)))
         for event in self._server.close():
-            if self._observer is not None:
-                self._observer.observe(
-                    LegReplied(self._clock(), self._obs_key, event.key, "withdrawn")
-                )
+            if self._report is not None:
+                self._report.replied(event.key, "withdrawn")
             self._events.append(InputWithdrawn(event.call, event.key))
-        if self._observer is not None and self.era is Era.LEGACY and self._ready:
-            self._observer.observe(SessionEnded(self._clock(), self._obs_key))
+        if self._report is not None and self.era is Era.LEGACY and self._ready:
+            self._report.session_ended()
 
 
 def _event(event: InputNeeded) -> InputNeeded:

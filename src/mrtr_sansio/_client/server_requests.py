@@ -171,6 +171,11 @@ class ServerRequests:
             return None
         return self._open.pop(rid, None)
 
+    def has_open(self, call: Any) -> bool:
+        """Whether a request linked to ``call`` still awaits the application's answer (the
+        one record of them: the connection asks instead of counting)."""
+        return any(event.call is call for event in self._open.values())
+
     def drop_call(self, call: Any) -> None:
         """``call`` ended: its linked requests are void (the server was told, or answered)."""
         self._open = {rid: ev for rid, ev in self._open.items() if ev.call is not call}

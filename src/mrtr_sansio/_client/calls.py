@@ -1,0 +1,166 @@
+"""One client call across its rounds (pure): its state, and the params of each request it sends.
+
+:class:`CallState` is what the :class:`~mrtr_sansio.ClientConnection` keeps per call; its
+``phase`` moves only through the :data:`~mrtr_sansio._lifecycle.CLIENT_CALL` table and
+decides what the connection does next. The functions build the
+params of a call's legs: the first request and each retry (the call's params, the envelope on
+the modern wire, this round's ``inputResponses`` and the echoed ``requestState``), and the
+``tasks/get`` / ``tasks/update`` of a call that became a task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from mrtr_sansio._config import ClientConfig
+from mrtr_sansio._errors import LocalProtocolError
+from mrtr_sansio._events import Call, InputNeeded
+from mrtr_sansio._lifecycle import CallPhase
+from mrtr_sansio._mcp.envelope import LOG_LEVEL, Era
+
+__all__ = [
+    "IN_FLIGHT",
+    "PROGRESS_TOKEN",
+    "TASK_PHASES",
+    "CallState",
+    "leg_params",
+    "task_params",
+    "unsendable",
+]
+
+PROGRESS_TOKEN = "progressToken"
+#: The phases with a request of the call awaiting the server's answer.
+IN_FLIGHT = frozenset(
+    {
+        CallPhase.AWAITING_ANSWER,
+        CallPhase.ANSWERING_SERVER,
+        CallPhase.TASK_POLLING,
+        CallPhase.TASK_UPDATING,
+    }
+)
+#: The phases of a call that became a task (tasks extension).
+TASK_PHASES = frozenset(
+    {
+        CallPhase.TASK_WAITING,
+        CallPhase.TASK_POLLING,
+        CallPhase.TASK_INPUT,
+        CallPhase.TASK_UPDATING,
+    }
+)
+
+_SENDING = CallPhase.SENDING  # bound once: an enum member's lookup costs more than a global's
+
+
+class CallState:
+    """One call across its rounds: the leg in flight, or the round being answered."""
+
+    __slots__ = (
+        "answers",
+        "asked",
+        "backoff",
+        "call",
+        "leg",
+        "params",
+        "phase",
+        "round",
+        "state",
+        "task_id",
+        "task_poll",
+        "task_seen",
+    )
+
+    def __init__(self, call: Call, backoff: float) -> None:
+        self.call = call
+        self.phase = _SENDING
+        #: Params of every leg before the MRTR fields (envelope merged on the modern wire).
+        self.params: dict[str, Any] | None = None
+        self.leg: int | None = None  # id of the request in flight
+        self.round = 0  # input_required results acted on (legacy: rounds of server requests)
+        self.asked: dict[str, InputNeeded] = {}  # this round's events, by key
+        self.answers: dict[str, Any] = {}  # this round's answers so far
+        self.state: str | None = None  # requestState of this round, echoed on the retry
+        self.backoff = backoff  # delay before the next state-only retry
+        self.task_id: str | None = None  # tasks extension: the task this call became
+        self.task_poll: int | None = None  # the server's last pollIntervalMs
+        self.task_seen: set[str] = set()  # task inputRequests keys already surfaced
+
+    def ask(
+        self, requests: Iterable[tuple[str, str, Mapping[str, Any]]], state: str | None = None
+    ) -> list[InputNeeded]:
+        """Open the next round of input: ``requests`` as ``(key, method, params)``, with
+        ``state`` to echo on the retry; return its events, in order."""
+        self.round += 1
+        self.state = state
+        self.answers = {}
+        asked: dict[str, InputNeeded] = {}
+        self.asked = asked
+        call, round_ = self.call, self.round
+        for key, method, params in requests:
+            asked[key] = InputNeeded(call, key, method, params, round_)
+        return list(asked.values())
+
+
+def leg_params(
+    st: CallState, era: Era | None, envelope: dict[str, Any], config: ClientConfig
+) -> dict[str, Any] | None:
+    """The params of the call's next request: the first one, or a retry with this round's
+    fields (legacy: None for a call without params)."""
+    params: dict[str, Any] | None = st.params
+    if params is None:
+        params = st.params = _base_params(st, era, envelope, config)
+    if st.answers or st.state is not None:
+        params = dict(params)
+        if st.answers:
+            params["inputResponses"] = st.answers
+        if st.state is not None:
+            params["requestState"] = st.state
+    elif not params and era is Era.LEGACY:
+        params = None
+    return params
+
+
+def _base_params(
+    st: CallState, era: Era | None, envelope: dict[str, Any], config: ClientConfig
+) -> dict[str, Any]:
+    params = dict(st.call.params)
+    meta = params.get("_meta")
+    if config.log_level is not None or config.progress:
+        # the _meta defaults of ClientConfig.log_level (modern; legacy asks once per session)
+        # and ClientConfig.progress (the call's id as its token); the call's own _meta wins
+        asked: dict[str, Any] = {}
+        if config.log_level is not None and era is Era.MODERN:
+            asked[LOG_LEVEL] = config.log_level
+        if config.progress:
+            asked[PROGRESS_TOKEN] = st.call.call_id
+        if asked:
+            meta = asked if meta is None else {**asked, **meta}
+    if era is Era.MODERN:
+        params["_meta"] = dict(envelope) if meta is None else {**meta, **envelope}
+    elif meta is not None:
+        params["_meta"] = meta
+    return params
+
+
+def task_params(st: CallState, answers: bool, envelope: dict[str, Any]) -> dict[str, Any]:
+    """The params of ``tasks/get``, or of ``tasks/update`` with this round's answers."""
+    params: dict[str, Any] = {"taskId": st.task_id}
+    if answers:
+        params["inputResponses"] = st.answers
+    params["_meta"] = dict(envelope)
+    return params
+
+
+def unsendable(st: CallState, encode: Callable[[Any], bytes]) -> list[str]:
+    """The keys of this round's answers ``encode`` refuses; they are taken back (their events
+    are pending again)."""
+    answers = st.answers
+    bad = []
+    for key, answer in answers.items():
+        try:
+            encode(answer)
+        except LocalProtocolError:
+            bad.append(key)
+    for key in bad:
+        del answers[key]
+    return bad
