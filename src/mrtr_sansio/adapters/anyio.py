@@ -9,6 +9,11 @@ before taking more input, which is the backpressure. When the input ends every h
 cancelled, what was already answered is written, and :func:`serve` returns with its task group
 closed: no task is left behind. A broken output ends it too.
 
+A reader that falls behind is bounded as over HTTP (``stream_queue_bytes``, 1 MiB by default
+as for ``McpHttpApp``): once more than that waits to be written,
+each ``subscriptions/listen`` stream on the stream (the output no request bounds) is ended,
+logged, and answered -32603 after what is queued; other requests go on.
+
 With the tasks extension, task runs go on in a bounded pool per stream (``task_runs``), each
 on a connection of its own renewing its lease; at the end of input they stop and their tasks
 fail. When a store blocks (SQLite, Redis), feeding and answering run in a worker thread.
@@ -56,15 +61,18 @@ from mrtr_sansio import (
     Call,
     ClientConfig,
     InputNeeded,
+    JsonRpcError,
     RequestReceived,
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio._mcp.subscriptions import LISTEN
 
 from ._anyio_parts import GONE, Runner, StdioStream, Timer, Writer, receive
 from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase, ClientOptions, InputCallback
-from ._common import Handler, HandlerResult, RequestContext, call_handler
+from ._common import Handler, HandlerResult, RequestContext, call_handler, log
 from ._loop import ClientDriver, StreamServer, answer
+from ._slow_reader import STREAM_QUEUE_BYTES, log_dropped, queue_bytes, too_slow
 from ._tasks import StoreCalls, TaskRunner, TaskRunOptions
 
 __all__ = ["Client", "StdioStream", "TaskRunOptions", "serve", "serve_stdio", "serve_tcp"]
@@ -77,18 +85,24 @@ async def serve(
     *,
     principal: str | None = None,
     task_runs: TaskRunOptions | None = None,
+    stream_queue_bytes: int = STREAM_QUEUE_BYTES,
 ) -> None:
     """Serve one stream until its input ends; the caller keeps (and closes) ``stream``.
 
     ``principal`` is the authenticated caller, bound into sealed request state; ``task_runs``
-    bounds the task runs of this stream (see the module docstring).
+    bounds the task runs of this stream, ``stream_queue_bytes`` what its reader may leave
+    unread (see the module docstring).
     """
     conn = ServerConnection(config, principal=principal)
-    await _Server(handler, conn, stream, task_runs).run()
+    await _Server(handler, conn, stream, task_runs, queue_bytes(stream_queue_bytes)).run()
 
 
 async def serve_stdio(
-    handler: Handler, config: ServerConfig | None = None, *, task_runs: TaskRunOptions | None = None
+    handler: Handler,
+    config: ServerConfig | None = None,
+    *,
+    task_runs: TaskRunOptions | None = None,
+    stream_queue_bytes: int = STREAM_QUEUE_BYTES,
 ) -> None:
     """Serve this process's stdin/stdout until stdin ends (see :class:`StdioStream` for what
     they may be). While serving, ``sys.stdout`` is redirected to stderr so that a stray
@@ -96,7 +110,9 @@ async def serve_stdio(
     sys.stdout.flush()
     async with StdioStream(sys.stdin.fileno(), sys.stdout.fileno()) as stream:
         with contextlib.redirect_stdout(sys.stderr):
-            await serve(handler, config, stream, task_runs=task_runs)
+            await serve(
+                handler, config, stream, task_runs=task_runs, stream_queue_bytes=stream_queue_bytes
+            )
 
 
 async def serve_tcp(
@@ -109,6 +125,7 @@ async def serve_tcp(
         anyio.TASK_STATUS_IGNORED
     ),
     task_runs: TaskRunOptions | None = None,
+    stream_queue_bytes: int = STREAM_QUEUE_BYTES,
 ) -> None:
     """Listen on ``host:port`` until cancelled, serving each connection on its own; cancelling
     closes every connection and its handlers.
@@ -119,7 +136,9 @@ async def serve_tcp(
 
     async def client(stream: anyio.abc.SocketStream) -> None:
         async with stream:
-            await serve(handler, config, stream, task_runs=task_runs)
+            await serve(
+                handler, config, stream, task_runs=task_runs, stream_queue_bytes=stream_queue_bytes
+            )
 
     listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
     async with listener:
@@ -139,6 +158,7 @@ class _Server:
         conn: ServerConnection,
         stream: anyio.abc.ByteStream,
         task_runs: TaskRunOptions | None = None,
+        queue_limit: int = STREAM_QUEUE_BYTES,
     ) -> None:
         self._handler = handler
         self._conn = conn
@@ -156,7 +176,10 @@ class _Server:
         self._driver = StreamServer(conn, self._start, self._cancel)
         self._handlers: Runner | None = None
         self._scopes: dict[str | int, anyio.CancelScope] = {}  # request id -> its handler's
-        self._writer = Writer(stream, conn.data_to_send)
+        self._listens: set[str | int] = set()  # ids of the subscriptions/listen handlers running
+        self._dropped: set[str | int] = set()  # of those, the ones to answer "too slow"
+        self._queue_limit = queue_limit
+        self._writer = Writer(stream, conn.data_to_send, limit=queue_limit, overflow=self._too_slow)
         self._timer = Timer(self._driver, self._flush)
 
     async def run(self) -> None:
@@ -212,6 +235,8 @@ class _Server:
             self._runner.start(request)  # a task's run: in the pool, on its own connection
             return
         scope = self._scopes[request.request_id] = anyio.CancelScope()
+        if request.method == LISTEN:
+            self._listens.add(request.request_id)
         self._handlers.start(self._run_handler, request, scope)
 
     def _cancel(self, request_id: str | int) -> None:
@@ -222,20 +247,35 @@ class _Server:
             self._runner.cancel(request_id)  # a task's run (tasks/cancel)
 
     async def _run_handler(self, request: RequestReceived, scope: anyio.CancelScope) -> None:
-        if scope.cancel_called:  # cancelled before it could start: never run it
-            return
+        rid = request.request_id
         try:
-            with scope:
-                ctx = RequestContext(self._conn, request, self._flush, self._sleep)
-                result = await call_handler(self._handler, ctx)
-                if self._runner is None:
-                    self._driver.answer(request, result)
-                else:
-                    await self._answer(request, self._runner.admit(result))
+            if not scope.cancel_called:  # else cancelled before it could start: never run it
+                with scope:
+                    ctx = RequestContext(self._conn, request, self._flush, self._sleep)
+                    result = await call_handler(self._handler, ctx)
+                    if self._runner is None:
+                        self._driver.answer(request, result)
+                    else:
+                        await self._answer(request, self._runner.admit(result))
+                    self._flush()
+            if rid in self._dropped:  # its stream's reader was too slow (_too_slow)
+                await self._answer(request, JsonRpcError.internal(too_slow(self._queue_limit)))
                 self._flush()
         finally:
-            if self._scopes.get(request.request_id) is scope:
-                del self._scopes[request.request_id]
+            self._dropped.discard(rid)
+            self._listens.discard(rid)
+            if self._scopes.get(rid) is scope:
+                del self._scopes[rid]
+
+    def _too_slow(self) -> None:
+        """The reader left more than the queue limit unread: end its listen streams (the
+        output no request of its own bounds), each answered -32603 after what is queued."""
+        for rid in self._listens - self._dropped:
+            scope = self._scopes.get(rid)
+            if scope is not None:
+                log_dropped(log, LISTEN, rid, self._queue_limit)
+                self._dropped.add(rid)
+                scope.cancel()
 
     async def _answer(self, request: RequestReceived, result: HandlerResult) -> None:
         """Answer ``request`` (a new task refused while the pool is full), in a worker thread
