@@ -43,7 +43,7 @@ from stream_harness import (
 
 from mrtr_sansio import ErrorCode, RequestReceived, ServerConfig
 from mrtr_sansio.adapters import BlockingRequestContext, HandlerResult
-from mrtr_sansio.adapters import stdio as stdio_adapter
+from mrtr_sansio.adapters import _stdio_io as stdio_io
 from mrtr_sansio.adapters.stdio import HandlerCancelled, serve
 
 
@@ -308,7 +308,7 @@ def test_broken_output_ends_serve() -> None:
 
 def test_without_select_reads_block_and_sleep_is_plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where select cannot wait on pipes (Windows), reads block and timers wait for input."""
-    monkeypatch.setattr(stdio_adapter, "_CAN_SELECT", False)
+    monkeypatch.setattr(stdio_io, "CAN_SELECT", False)
     probe = Probe()
     with session(probe) as peer:
         peer.send(modern_call(1, "nap"), modern_call(2, "greet"))
