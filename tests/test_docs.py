@@ -20,6 +20,8 @@ import attrs
 import pytest
 
 import mrtr_sansio as m
+from mrtr_sansio.adapters import anyio as anyio_adapter
+from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.serve import ServeOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -281,9 +283,11 @@ def test_defaults_stated_in_the_limits_page_are_the_code_s() -> None:
     owners: dict[str, Any] = {
         "RequestStateSecurity": m.sealing.RequestStateSecurity,
         "MemoryReplayGuard": m.sealing.MemoryReplayGuard,
+        "McpHttpApp": McpHttpApp,
+        "serve": anyio_adapter.serve,
     }
     rows = _default_rows(_page("limits.md"))
-    assert len(rows) == 3
+    assert len(rows) == 5
     for owner, param, literal in rows:
         default = inspect.signature(owners[owner]).parameters[param].default
         assert _same(default, literal), (owner, param, literal, default)

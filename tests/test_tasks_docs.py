@@ -4,6 +4,7 @@ the defaults of every limit in its limits table, and the error our server sends 
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -14,6 +15,8 @@ import httpx
 import pytest
 
 from mrtr_sansio import ServerConfig
+from mrtr_sansio.adapters import SubscriptionHub
+from mrtr_sansio.adapters import anyio as anyio_adapter
 from mrtr_sansio.adapters.asgi import McpHttpApp, TaskRunOptions
 from mrtr_sansio.adapters.stores import SqliteTaskStore
 from mrtr_sansio.tasks import EXTENSION, TASK, TaskSettings
@@ -37,6 +40,23 @@ def test_the_guide_states_every_limit_with_its_real_default() -> None:
     for run_field in attrs.fields(TaskRunOptions):
         row = f"| `TaskRunOptions.{run_field.name}` | `{getattr(runs, run_field.name)}` |"
         assert row in text, run_field.name
+
+
+def test_the_guide_states_the_stream_bounds_with_their_real_defaults() -> None:
+    text = GUIDE.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)\((\w+)=\)` \| `([^`]+)` \|", text, re.MULTILINE)
+    owners: dict[str, Any] = {
+        "SubscriptionHub": SubscriptionHub,
+        "McpHttpApp": McpHttpApp,
+        "serve": anyio_adapter.serve,
+    }
+    assert {owner for owner, _, _ in rows} == set(owners)
+    for owner, param, literal in rows:
+        default = inspect.signature(owners[owner]).parameters[param].default
+        assert repr(default) == literal, (owner, param, literal)
+    hub = inspect.signature(SubscriptionHub).parameters
+    stated = {param for owner, param, _ in rows if owner == "SubscriptionHub"}
+    assert stated == set(hub) - {"store_threads"}
 
 
 def test_the_guide_states_the_lease_default_of_a_durable_store(tmp_path: Path) -> None:

@@ -201,6 +201,27 @@ async def test_streams_per_principal_at_the_limit_and_one_past_it(tg: Any) -> No
         stream.disconnect()
 
 
+async def test_closed_streams_give_their_principal_the_whole_allowance_again(tg: Any) -> None:
+    """Over HTTP closing the response stream is the cancellation (2026-07-28): each closed
+    stream is unwatched and its slot freed."""
+    hub = SubscriptionHub(max_streams_per_principal=2)
+    app, _ = make_app(hub)
+    client = Client(app, tg)
+    first = [tools_listen(client, i, **A) for i in (1, 2)]
+    for stream in first:
+        await next_note(stream)
+    for stream in first:
+        stream.disconnect()
+        await stream.finished.wait()
+    assert hub.streams_of("a") == 0
+    again = [tools_listen(client, i, **A) for i in (3, 4)]
+    for stream in again:
+        assert (await next_note(stream))["method"] == "notifications/subscriptions/acknowledged"
+    assert hub.streams_of("a") == 2
+    for stream in again:
+        stream.disconnect()
+
+
 async def test_streams_in_total_at_the_limit_and_one_past_it(tg: Any) -> None:
     hub = SubscriptionHub(max_streams=2)
     app, _ = make_app(hub)

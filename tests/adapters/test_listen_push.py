@@ -8,6 +8,8 @@ stores' batched reads and watches themselves, and principal isolation on a share
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -25,7 +27,7 @@ import mrtr_sansio as m
 from mrtr_sansio.adapters import SubscriptionHub
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
-from mrtr_sansio.tasks import TaskStatus
+from mrtr_sansio.tasks import TaskStatus, TaskStoreError
 from test_task_stores_durable import record, tid
 
 pytestmark = pytest.mark.anyio
@@ -259,3 +261,69 @@ def test_a_redis_watch_resyncs_after_losing_its_subscription(
         stop()
         store.close()
         admin.close()
+
+
+# --- a corrupt record -----------------------------------------------------------------------
+
+
+def corrupt(store: Any, task_id: str) -> None:
+    """Overwrite the stored record of ``task_id`` with text that is not JSON, behind the
+    store's back (no change is told): in the SQLite file itself, or in redis-server."""
+    if isinstance(store, SqliteTaskStore):
+        with sqlite3.connect(store.path) as db:
+            db.execute("UPDATE mrtr_tasks SET record = '{nope' WHERE task_id = ?", (task_id,))
+    else:
+        store._redis.hset(store._prefix + task_id, "rec", "{nope")
+
+
+def test_a_corrupt_record_is_none_in_a_batch_and_the_others_are_read(
+    two_stores: tuple[Any, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    one, other = two_stores
+    assert one.create(record(1))
+    assert one.create(record(2))
+    corrupt(one, tid(1))
+    caplog.set_level(logging.WARNING, "mrtr_sansio.adapters.stores")
+    assert other.get_many([tid(1), tid(2)]) == [None, record(2)]
+    assert any(tid(1) in r.getMessage() and "unreadable" in r.getMessage() for r in caplog.records)
+    with pytest.raises(TaskStoreError, match="corrupt"):
+        other.get(tid(1))  # read alone, it is the fault it is
+
+
+async def test_a_corrupt_task_fails_alone_and_a_stream_on_both_goes_on(
+    two_stores: tuple[Any, Any], tg: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One corrupt row: its ``tasks/get`` is -32603, the other task reads, and a stream
+    watching both, read again in one batch every resync, still gets the other's changes."""
+    app, _ = app_on(two_stores[0], SubscriptionHub(resync_interval=0.05))
+    client = Client(app, tg)
+    bad = await create(client, 1, "confirm_delete", {"filename": "bad.txt"})
+    good = await create(client, 2, "confirm_delete", {"filename": "good.txt"})
+    early = await listen(client, 3, [bad, good])  # opened before the corruption
+    await next_note(early)
+    seen = {(await next_note(early))["params"]["taskId"] for _ in "ab"}
+    assert seen == {bad, good}
+    for task_id in (bad, good):  # both runs got as far as their question
+        while (await answer(client, body(4, "tasks/get", {"taskId": task_id})))["result"][
+            "status"
+        ] != "input_required":
+            await anyio.sleep(0.01)
+    corrupt(two_stores[0], bad)
+    caplog.set_level(logging.WARNING, "mrtr_sansio.adapters")
+    failed = await answer(client, body(5, "tasks/get", {"taskId": bad}))
+    assert failed["error"]["code"] == -32603
+    assert "corrupt" in failed["error"]["message"]
+    fine = await answer(client, body(6, "tasks/get", {"taskId": good}))
+    assert fine["result"]["status"] == "input_required"
+    late = await listen(client, 7, [bad, good])  # its first read is one batch of both
+    ack = await next_note(late)
+    assert ack["params"]["notifications"] == {"taskIds": [good]}
+    assert (await next_note(late))["params"]["taskId"] == good
+    await anyio.sleep(0.3)  # several resyncs of the early stream read both
+    await answer(client, body(8, "tasks/update", {"taskId": good, "inputResponses": CONFIRM}))
+    for stream in (early, late):
+        done = (await notes_until(stream, "completed"))[-1]
+        assert done["taskId"] == good
+        stream.disconnect()
+    assert not any("reading tasks failed" in r.getMessage() for r in caplog.records)
+    assert any("unreadable" in r.getMessage() for r in caplog.records)

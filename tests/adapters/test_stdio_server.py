@@ -30,6 +30,7 @@ from stream_harness import (
     cancelled,
     chatty_call,
     chatty_transcript,
+    envelope,
     error,
     initialize,
     initialize_result,
@@ -37,14 +38,16 @@ from stream_harness import (
     leg_cancelled,
     legacy_call,
     modern_call,
+    request,
     result,
     text,
 )
 
 from mrtr_sansio import ErrorCode, RequestReceived, ServerConfig
 from mrtr_sansio.adapters import BlockingRequestContext, HandlerResult
-from mrtr_sansio.adapters import stdio as stdio_adapter
+from mrtr_sansio.adapters import _stdio_io as stdio_io
 from mrtr_sansio.adapters.stdio import HandlerCancelled, serve
+from mrtr_sansio.protocol import SUBSCRIPTION_ID
 
 
 class Probe:
@@ -308,7 +311,7 @@ def test_broken_output_ends_serve() -> None:
 
 def test_without_select_reads_block_and_sleep_is_plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where select cannot wait on pipes (Windows), reads block and timers wait for input."""
-    monkeypatch.setattr(stdio_adapter, "_CAN_SELECT", False)
+    monkeypatch.setattr(stdio_io, "CAN_SELECT", False)
     probe = Probe()
     with session(probe) as peer:
         peer.send(modern_call(1, "nap"), modern_call(2, "greet"))
@@ -374,3 +377,40 @@ def test_a_legacy_client_that_skips_initialize_is_told_to_initialize() -> None:
         assert reply["error"]["message"].startswith("Not initialized: send initialize first")
         open_legacy(peer)  # the client does as told and is served
     assert probe.calls == []
+
+
+def test_a_cancelled_listen_stream_of_a_blocking_handler_ends_and_frees_the_loop() -> None:
+    """The blocking adapter has no ``SubscriptionHub`` (it needs anyio): a blocking handler
+    serving ``subscriptions/listen`` keeps its stream open with ``ctx.sleep``, and the
+    client's ``notifications/cancelled`` naming it raises :class:`HandlerCancelled` there:
+    nothing is answered and the next stream is served. Its writes block, so nothing waits
+    in memory for a slow reader."""
+    ended: list[object] = []
+
+    class Listening(Probe):
+        def handler(self, request: RequestReceived, ctx: BlockingRequestContext) -> HandlerResult:
+            if request.method != "subscriptions/listen":
+                return super().handler(request, ctx)
+            ctx.connection.acknowledge(request.request_id)
+            ctx.flush()
+            try:
+                ctx.sleep(TIMEOUT * 10)
+            except HandlerCancelled:
+                ended.append(request.request_id)
+                raise
+            return {}
+
+    def listen(rid: int) -> dict[str, object]:
+        params = {"notifications": {"toolsListChanged": True}, "_meta": envelope()}
+        return request(rid, "subscriptions/listen", params)
+
+    with session(Listening()) as peer:
+        for rid in (1, 2):
+            peer.send(listen(rid))
+            ack = peer.recv()
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            assert ack["params"]["_meta"][SUBSCRIPTION_ID] == rid
+            peer.send(cancelled(rid))
+        peer.send(modern_call(3, "fast"))
+        assert peer.recv()["id"] == 3  # nothing was answered for the cancelled streams
+        assert ended == [1, 2]

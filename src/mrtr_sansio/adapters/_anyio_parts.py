@@ -116,25 +116,46 @@ class Writer:
     a lone answer leaves when it is made, not when the writer task next runs. Answers made
     after it, before the task runs (a batch of handlers that answered at once), go out together
     in the task's next send, one write for them all; so does what the descriptor did not take
-    (and a failure, which the task raises)."""
+    (and a failure, which the task raises).
+
+    With a ``limit``, what a send in progress holds up is taken from ``pending()`` at each
+    :meth:`wake` and counted (:attr:`waiting`): the first wake that takes it past ``limit``
+    bytes calls ``overflow()`` (the reader is too slow), once until it is back under.
+    """
 
     __slots__ = (
         "_busy",
+        "_held",
         "_idle",
+        "_limit",
+        "_overflow",
         "_pending",
-        "_rest",
+        "_queued",
         "_send_now",
+        "_sending",
         "_stream",
         "_wakeup",
         "_woken",
         "closing",
     )
 
-    def __init__(self, stream: anyio.abc.ByteSendStream, pending: Callable[[], bytes]) -> None:
+    def __init__(
+        self,
+        stream: anyio.abc.ByteSendStream,
+        pending: Callable[[], bytes],
+        *,
+        limit: float = math.inf,
+        overflow: Callable[[], object] | None = None,
+    ) -> None:
         self._stream = stream
         self._pending = pending
         self._send_now: Callable[[bytes], int] | None = getattr(stream, "send_nowait", None)
-        self._rest = b""  # taken from pending() by wake() and not written yet: the task's
+        # Taken from pending() and not written yet (the task's), and their bytes.
+        self._queued: list[bytes] = []
+        self._held = 0
+        self._sending = 0  # bytes of the send in progress
+        self._limit = limit
+        self._overflow = overflow
         self._woken = False  # woken since the task last looked at what is pending
         self._wakeup = anyio.Event()
         self._busy = False  # a send is in progress
@@ -142,19 +163,36 @@ class Writer:
         #: Once set, :meth:`run` returns when it has sent everything.
         self.closing = False
 
+    @property
+    def waiting(self) -> int:
+        """Bytes taken to send and not known to be written: the send in progress, and what
+        waits behind it."""
+        return self._sending + self._held
+
     def wake(self) -> None:
         """There may be something to send."""
         send_now = self._send_now
-        if send_now is not None and not (self._woken or self._busy or self._rest):
+        if send_now is not None and not (self._woken or self._busy or self._queued):
             data = self._pending()
             if data:
                 try:
                     written = send_now(data)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     written = 0  # the task's send raises it where a failure belongs
-                self._rest = data[written:]
+                self._hold(data[written:])
+        elif self._busy and self._limit < math.inf:
+            self._hold(self._pending())
         self._woken = True  # until the task runs: what comes next waits for it
         self._wakeup.set()
+
+    def _hold(self, data: bytes) -> None:
+        if not data:
+            return
+        before = self.waiting
+        self._queued.append(data)
+        self._held += len(data)
+        if before <= self._limit < before + len(data) and self._overflow is not None:
+            self._overflow()
 
     def close(self) -> None:
         """Send what is pending, then end :meth:`run`."""
@@ -172,7 +210,13 @@ class Writer:
         """Send until closed and drained; a broken stream raises out of here."""
         while True:
             self._woken = False
-            data, self._rest = self._rest or self._pending(), b""
+            queued = self._queued
+            if queued:
+                queued.append(self._pending())
+                data = queued[0] if len(queued) == 2 and not queued[1] else b"".join(queued)
+                self._queued, self._held = [], 0
+            else:
+                data = self._pending()
             if not data:
                 if self.closing:
                     return
@@ -180,10 +224,12 @@ class Writer:
                 self._wakeup = anyio.Event()
                 continue
             self._busy = True
+            self._sending = len(data)
             try:
                 await self._stream.send(data)
             finally:
                 self._busy = False
+                self._sending = 0
                 idle, self._idle = self._idle, None
                 if idle is not None:
                     idle.set()

@@ -26,6 +26,7 @@ from ._asgi_stream import (
     watch_disconnect,
 )
 from ._common import Handler, HandlerResult, RequestContext, call_handler
+from ._slow_reader import log_dropped, too_slow
 
 __all__ = ["Responder"]
 
@@ -162,13 +163,8 @@ class Responder:
             tg.cancel_scope.cancel()
         if exchange.dropped and not answered:
             # Its client does not read: it gets nothing more (a write would wait for it too).
-            log.warning(
-                "%s %r: the client left over %d bytes unread; dropped",
-                event.method,
-                event.request_id,
-                exchange.limit,
-            )
-            peer.conn.cancel(event.request_id, "The HTTP client reads too slowly")
+            log_dropped(log, event.method, event.request_id, self.limit)
+            peer.conn.cancel(event.request_id, too_slow(self.limit))
             peer.flush()
             if not streaming:  # nothing was sent yet: end the response rather than none
                 await send_empty(send, 503)

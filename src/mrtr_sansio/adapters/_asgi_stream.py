@@ -16,7 +16,6 @@ from mrtr_sansio import Outgoing
 
 __all__ = [
     "SSE_HEADERS",
-    "STREAM_QUEUE_BYTES",
     "DisconnectedError",
     "Exchange",
     "Message",
@@ -37,9 +36,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-#: Bytes of messages one streamed response may have waiting for its client to read them
-#: (``McpHttpApp(stream_queue_bytes=...)``); past it the client is dropped as too slow.
-STREAM_QUEUE_BYTES = 1024 * 1024
 _JSON = (b"content-type", b"application/json")
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),

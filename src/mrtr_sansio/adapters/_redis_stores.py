@@ -11,7 +11,7 @@ from typing import Any
 from mrtr_sansio._extras import raise_missing_extra
 from mrtr_sansio.tasks import Task, TaskChanged, TaskStoreError
 
-from ._records import TASK_ID, dumps, expires_at, loads
+from ._records import TASK_ID, dumps, expires_at, loads, loads_in_batch
 from ._store_watch import ChangeFeed, Follower
 
 __all__ = ["RedisReplayGuard", "RedisTaskStore"]
@@ -198,7 +198,8 @@ class RedisTaskStore:
 
     def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
         """The records under ``task_ids``, in order: one pipelined round trip for all the
-        well-formed ids (a malformed one is None without asking)."""
+        well-formed ids (a malformed one is None without asking; a corrupt record is None,
+        logged, so that it fails only its own task)."""
         asked = [i for i in dict.fromkeys(task_ids) if TASK_ID.fullmatch(i)]
         found: dict[str, Any] = {}
         if asked:
@@ -207,7 +208,7 @@ class RedisTaskStore:
                 pipe.hget(self._prefix + task_id, "rec")
             with self._guarded():
                 found = dict(zip(asked, pipe.execute(), strict=True))
-        return [None if (raw := found.get(i)) is None else loads(raw) for i in task_ids]
+        return [loads_in_batch(i, found.get(i)) for i in task_ids]
 
     def watch(self, changed: TaskChanged) -> Callable[[], None]:
         """Call ``changed(task_id)`` (in the subscriber's thread) for each write any process

@@ -67,7 +67,6 @@ from mrtr_sansio.observe import RequestRefused, connection_key
 from ._asgi_peer import IDLE_CONNECTIONS, Peer, fault, may_stream, request_id, transport
 from ._asgi_serve import Responder
 from ._asgi_stream import (
-    STREAM_QUEUE_BYTES,
     DisconnectedError,
     Receive,
     Scope,
@@ -88,6 +87,7 @@ from ._http_guard import (
     screen,
 )
 from ._loop import answer
+from ._slow_reader import STREAM_QUEUE_BYTES, queue_bytes
 from ._tasks import StoreCalls, TaskRunner, TaskRunOptions
 
 __all__ = ["McpHttpApp", "TaskRunOptions"]
@@ -131,11 +131,7 @@ class McpHttpApp:
         task_runs: TaskRunOptions | None = None,
         stream_queue_bytes: int = STREAM_QUEUE_BYTES,
     ) -> None:
-        if type(stream_queue_bytes) is not int or stream_queue_bytes <= 0:
-            raise ValueError(
-                f"stream_queue_bytes: must be a positive int, got {stream_queue_bytes!r}"
-            )
-        self.stream_queue_bytes = stream_queue_bytes
+        self.stream_queue_bytes = queue_bytes(stream_queue_bytes)
         self.handler = handler
         self.config = config if config is not None else ServerConfig()
         if not legacy:

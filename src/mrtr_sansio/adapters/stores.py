@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from mrtr_sansio.tasks import Task, TaskChanged, TaskStoreError
 
-from ._records import dumps, expires_at, loads
+from ._records import dumps, expires_at, loads, loads_in_batch
 from ._redis_stores import RedisReplayGuard, RedisTaskStore
 from ._store_watch import ChangeFeed, Follower
 
@@ -184,7 +184,8 @@ class SqliteTaskStore:
         return None if row is None else loads(row[0])
 
     def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
-        """The records under ``task_ids``, in order (one ``SELECT ... IN`` per 500 ids)."""
+        """The records under ``task_ids``, in order (one ``SELECT ... IN`` per 500 ids); a
+        corrupt one is None, logged, so that it fails only its own task."""
         found: dict[str, str] = {}
         for start in range(0, len(task_ids), _BATCH):
             chunk = list(task_ids[start : start + _BATCH])
@@ -194,7 +195,7 @@ class SqliteTaskStore:
                     f"SELECT task_id, record FROM mrtr_tasks WHERE task_id IN ({marks})", chunk
                 ).fetchall()
             found.update(rows)
-        return [None if (raw := found.get(i)) is None else loads(raw) for i in task_ids]
+        return [loads_in_batch(i, found.get(i)) for i in task_ids]
 
     def watch(self, changed: TaskChanged) -> Callable[[], None]:
         """Call ``changed(task_id)`` (in the feed's thread) after each write by any process on

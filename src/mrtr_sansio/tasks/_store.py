@@ -86,7 +86,9 @@ class BatchTaskStore(TaskStore, Protocol):
     """A :class:`TaskStore` that reads many records in one call (one round trip or query)."""
 
     def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
-        """The record for each of ``task_ids``, in order (None for an absent one)."""
+        """The record for each of ``task_ids``, in order (None for an absent one, and for one
+        it cannot read, so that one bad record fails only its own task: :meth:`get` of that
+        id raises)."""
 
 
 #: What a watcher is called with: the id of a task whose record was written (created,
