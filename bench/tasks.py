@@ -251,7 +251,7 @@ class Bench:
         )
         reply.raise_for_status()
         if reply.headers["content-type"].startswith("text/event-stream"):
-            answer = [m for m in sse_messages(reply.text) if m.get("id") == self.rid][0]
+            answer = next(m for m in sse_messages(reply.text) if m.get("id") == self.rid)
         else:
             answer = reply.json()
         if "error" in answer:
@@ -376,10 +376,10 @@ async def measure(base: str, pid: int, args: argparse.Namespace) -> dict[str, di
             assert task["status"] in ("working", "input_required"), task
             gets[label] = statistics.median(times)
 
-        alive = sum(not task.done() for task, _ in streams)
-        for task, _ in streams:
-            task.cancel()
-        await asyncio.gather(*(task for task, _ in streams), return_exceptions=True)
+        alive = sum(not stream.done() for stream, _ in streams)
+        for stream, _ in streams:
+            stream.cancel()
+        await asyncio.gather(*(stream for stream, _ in streams), return_exceptions=True)
 
     figures["run"] = {"tasks": args.tasks, "streams": alive, "create_s": created_in}
     figures["stall"] = stalls
@@ -391,21 +391,25 @@ async def measure(base: str, pid: int, args: argparse.Namespace) -> dict[str, di
 
 
 def run_store(store: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    with tempfile.TemporaryDirectory(prefix=f"bench-tasks-{store}-") as tmp:
-        with store_target(store, Path(tmp)) as where:
-            port = free_port()
-            argv = [sys.executable, str(Path(__file__).resolve()), "--serve", str(port)]
-            argv += [store, where]
-            if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
-                argv = ["taskset", "-c", str((os.cpu_count() or 1) - 1), *argv]
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env)
-            try:
-                wait_for_port(port, proc, f"the {store} server")
-                return asyncio.run(measure(f"http://127.0.0.1:{port}", proc.pid, args))
-            finally:
-                proc.terminate()
-                proc.wait(10)
+    with (
+        tempfile.TemporaryDirectory(prefix=f"bench-tasks-{store}-") as tmp,
+        store_target(store, Path(tmp)) as where,
+    ):
+        port = free_port()
+        argv = [sys.executable, str(Path(__file__).resolve()), "--serve", str(port)]
+        argv += [store, where]
+        cores = os.cpu_count() or 1
+        if shutil.which("taskset") and cores > 1:  # the server on the last core, we elsewhere
+            argv = ["taskset", "-c", str(cores - 1), *argv]
+            os.sched_setaffinity(0, set(range(cores - 1)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env)
+        try:
+            wait_for_port(port, proc, f"the {store} server")
+            return asyncio.run(measure(f"http://127.0.0.1:{port}", proc.pid, args))
+        finally:
+            proc.terminate()
+            proc.wait(10)
 
 
 def report(store: str, f: dict[str, dict[str, float]]) -> list[str]:
