@@ -15,13 +15,18 @@ loopback HTTP (httpx):
 3. with the streams open, makes plain ``tools/call`` (``test_simple_text``) one after another
    for ``--seconds`` as another principal;
 4. creates three more tasks whose arguments carry about 0 B, 100 KB and 1 MB of padding (not
-   echoed in what ``tasks/get`` returns) and times ``tasks/get`` on each.
+   echoed in what ``tasks/get`` returns) and times ``tasks/get`` on each, in interleaved
+   rounds (``--gets`` of them, after one to warm up).
 
 Figures, one line each, per store:
 
 * ``stall ms``: the longest gap, in ms, of a ticker inside the server process that sleeps
   5 ms in a loop (the event loop's longest stall), in each window: ``create`` (step 1),
   ``idle`` (step 2), ``calls`` (step 3). The aim: none over 50 ms.
+* ``stall cpu ms``: the CPU time, in ms, the event loop's thread used during each of those
+  longest gaps (``time.thread_time``): near the gap, the server's own work stalled it (a
+  store call, a garbage collection); far under it, the process was waiting for a core (a
+  loaded machine).
 * ``call ms``: p50 / p99 latency, in ms, of the unrelated ``tools/call`` of step 3.
 * ``get ms``: the median ``tasks/get`` latency, in ms, per argument size. The aim: flat (the
   get does not grow with the stored record).
@@ -90,22 +95,24 @@ class StallProbe:
     def __init__(self, app: Asgi) -> None:
         self.app = app
         self.longest = 0.0
+        self.longest_cpu = 0.0  # CPU seconds the loop's thread used in that gap
         self._ticker: asyncio.Task[None] | None = None
 
     async def _tick(self) -> None:
-        last = time.monotonic()
+        last, last_cpu = time.monotonic(), time.thread_time()
         while True:
             await asyncio.sleep(0.005)
-            now = time.monotonic()
-            self.longest = max(self.longest, now - last)
-            last = now
+            now, cpu = time.monotonic(), time.thread_time()
+            if now - last > self.longest:
+                self.longest, self.longest_cpu = now - last, cpu - last_cpu
+            last, last_cpu = now, cpu
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan" and self._ticker is None:
             self._ticker = asyncio.get_running_loop().create_task(self._tick())
         if scope["type"] == "http" and scope["path"] == "/bench/stall":
-            longest, self.longest = self.longest, 0.0
-            body = json.dumps({"longest": longest}).encode()
+            body = json.dumps({"longest": self.longest, "cpu": self.longest_cpu}).encode()
+            self.longest = self.longest_cpu = 0.0
             headers = [(b"content-type", b"application/json")]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": body})
@@ -258,10 +265,11 @@ class Bench:
             raise RuntimeError(f"{method}: {answer['error']}")
         return answer["result"]
 
-    async def stall_ms(self) -> float:
-        """The server loop's longest stall since the last read, in ms."""
-        reply = await self.client.get(self.base + "/bench/stall")
-        return float(reply.json()["longest"]) * 1000
+    async def stall_ms(self) -> tuple[float, float]:
+        """The server loop's longest stall since the last read, and the CPU its thread used
+        in it, in ms."""
+        stall = (await self.client.get(self.base + "/bench/stall")).json()
+        return float(stall["longest"]) * 1000, float(stall["cpu"]) * 1000
 
     async def create(self, principal: str, padding: int = 0) -> str:
         arguments: dict[str, Any] = {"filename": "bench.txt"}
@@ -364,17 +372,16 @@ async def measure(base: str, pid: int, args: argparse.Namespace) -> dict[str, di
             assert result["content"][0]["type"] == "text", result
         stalls["calls"] = await bench.stall_ms()
 
-        gets = {}
-        for label, padding in SIZES.items():
-            task_id = await bench.create("sizer", padding)
-            await bench.get(task_id, "sizer")  # warm
-            times = []
-            for _ in range(args.gets):
+        # Interleaved rounds, so that a drift of a busy machine hits every size alike.
+        sized = {label: await bench.create("sizer", padding) for label, padding in SIZES.items()}
+        times: dict[str, list[float]] = {label: [] for label in SIZES}
+        for _ in range(args.gets + 1):
+            for label, task_id in sized.items():
                 t0 = time.perf_counter()
                 task = await bench.get(task_id, "sizer")
-                times.append((time.perf_counter() - t0) * 1000)
-            assert task["status"] in ("working", "input_required"), task
-            gets[label] = statistics.median(times)
+                times[label].append((time.perf_counter() - t0) * 1000)
+                assert task["status"] in ("working", "input_required"), task
+        gets = {label: statistics.median(ms[1:]) for label, ms in times.items()}  # [0]: warm
 
         alive = sum(not stream.done() for stream, _ in streams)
         for stream, _ in streams:
@@ -382,7 +389,8 @@ async def measure(base: str, pid: int, args: argparse.Namespace) -> dict[str, di
         await asyncio.gather(*(stream for stream, _ in streams), return_exceptions=True)
 
     figures["run"] = {"tasks": args.tasks, "streams": alive, "create_s": created_in}
-    figures["stall"] = stalls
+    figures["stall"] = {window: wall for window, (wall, _) in stalls.items()}
+    figures["stall_cpu"] = {window: cpu for window, (_, cpu) in stalls.items()}
     figures["call"] = {"p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99)}
     figures["call"]["n"] = len(latencies)
     figures["get"] = gets
@@ -396,8 +404,7 @@ def run_store(store: str, args: argparse.Namespace) -> dict[str, dict[str, float
         store_target(store, Path(tmp)) as where,
     ):
         port = free_port()
-        argv = [sys.executable, str(Path(__file__).resolve()), "--serve", str(port)]
-        argv += [store, where]
+        argv = [sys.executable, str(Path(__file__).resolve()), "--serve", str(port), store, where]
         cores = os.cpu_count() or 1
         if shutil.which("taskset") and cores > 1:  # the server on the last core, we elsewhere
             argv = ["taskset", "-c", str(cores - 1), *argv]
@@ -420,6 +427,8 @@ def report(store: str, f: dict[str, dict[str, float]]) -> list[str]:
         f"created in {run['create_s']:.1f}s"
     )
     print(f"{store:<7} stall ms: " + " ".join(f"{k}={v:.1f}" for k, v in stall.items()))
+    cpu = " ".join(f"{k}={v:.1f}" for k, v in f["stall_cpu"].items())
+    print(f"{store:<7} stall cpu ms: {cpu}")
     print(f"{store:<7} call ms: p50={call['p50']:.2f} p99={call['p99']:.2f} n={call['n']:.0f}")
     print(f"{store:<7} get ms: " + " ".join(f"{k}={v:.2f}" for k, v in get.items()))
     print(f"{store:<7} idle cpu: {f['cpu']['idle']:.3f} s/s")

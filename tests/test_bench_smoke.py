@@ -231,6 +231,7 @@ def test_tasks_bench() -> None:
     figures = {
         "run": r"tasks=40 streams=4 created in [\d.]+s",
         "stall ms": rf"create={ms} idle={ms} calls={ms}",
+        "stall cpu ms": rf"create={ms} idle={ms} calls={ms}",
         "call ms": rf"p50={ms} p99={ms} n=[1-9]\d*",
         "get ms": rf"small={ms} 100KB={ms} 1MB={ms}",
         "idle cpu": rf"{ms} s/s",
