@@ -234,6 +234,7 @@ def test_tasks_bench() -> None:
         "stall cpu ms": rf"create={ms} idle={ms} calls={ms}",
         "call ms": rf"p50={ms} p99={ms} n=[1-9]\d*",
         "get ms": rf"small={ms} 100KB={ms} 1MB={ms}",
+        "get cpu ms": rf"small={ms} 100KB={ms} 1MB={ms}",
         "idle cpu": rf"{ms} s/s",
     }
     body = lines[1:-1]
