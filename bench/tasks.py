@@ -9,7 +9,8 @@ loopback HTTP (httpx):
 
 1. creates ``--tasks`` live tasks: ``confirm_delete`` calls made as tasks, which park in
    ``input_required`` waiting for an answer that never comes (so they stay live), spread over
-   principals so that no per-principal cap is hit (16 calls in flight at once);
+   principals so that no per-principal cap is hit (16 calls in flight at once), then waits
+   ``--seconds`` with nothing open;
 2. opens ``--streams`` ``subscriptions/listen`` streams, each watching 5 of its principal's
    tasks, read to the end by the bench, and leaves them idle for ``--seconds``;
 3. with the streams open, makes plain ``tools/call`` (``test_simple_text``) one after another
@@ -34,8 +35,9 @@ Figures, one line each, per store:
   ``tasks/get`` (every thread's, the store's workers included), read by the bench layer
   around the app: what the machine's load does not blur. The flatness aim is judged on it
   (the 1 MB record's at most twice the small one's).
-* ``idle cpu``: the server's CPU seconds (user + system, ``/proc/<pid>/stat``) per wall
-  second in step 2, the streams open and nothing happening.
+* ``idle cpu s/s``: the server's CPU seconds (user + system, ``/proc/<pid>/stat``) per wall
+  second with nothing happening: ``streams`` in step 2, the streams open; ``none`` for as long
+  just before they open, the tasks live. Both include the ticker's 200 wakeups a second.
 
 The ticker runs only in the bench's server process (``--serve``): the bench wraps the app in
 an ASGI layer that starts the ticker with the lifespan and answers ``GET /bench/stall`` with
@@ -316,6 +318,13 @@ async def listen(
                     ready.set()
 
 
+async def idle_cpu(pid: int, seconds: float) -> float:
+    """The server's CPU seconds per wall second while the bench waits ``seconds``."""
+    cpu0, wall0 = cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    return (cpu_seconds(pid) - cpu0) / (time.monotonic() - wall0)
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -354,6 +363,7 @@ async def measure(base: str, pid: int, args: argparse.Namespace) -> dict[str, di
             await asyncio.sleep(0.05)
             status = (await bench.get(sample, owners[0]))["status"]
         assert status == "input_required", status
+        no_streams_cpu = await idle_cpu(pid, args.seconds)
 
         streams = []
         for i in range(args.streams):
@@ -371,9 +381,7 @@ async def measure(base: str, pid: int, args: argparse.Namespace) -> dict[str, di
         await asyncio.sleep(0.5)  # the streams' first notifications go out
 
         await bench.stall_ms()
-        cpu0, wall0 = cpu_seconds(pid), time.monotonic()
-        await asyncio.sleep(args.seconds)
-        idle_cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - wall0)
+        streams_cpu = await idle_cpu(pid, args.seconds)
         stalls["idle"] = await bench.stall_ms()
 
         latencies = []
@@ -411,7 +419,7 @@ async def measure(base: str, pid: int, args: argparse.Namespace) -> dict[str, di
     figures["call"]["n"] = len(latencies)
     figures["get"] = gets
     figures["get_cpu"] = get_cpu
-    figures["cpu"] = {"idle": idle_cpu}
+    figures["cpu"] = {"streams": streams_cpu, "none": no_streams_cpu}
     return figures
 
 
@@ -450,7 +458,8 @@ def report(store: str, f: dict[str, dict[str, float]]) -> list[str]:
     print(f"{store:<7} get ms: " + " ".join(f"{k}={v:.2f}" for k, v in get.items()))
     get_cpu = f["get_cpu"]
     print(f"{store:<7} get cpu ms: " + " ".join(f"{k}={v:.2f}" for k, v in get_cpu.items()))
-    print(f"{store:<7} idle cpu: {f['cpu']['idle']:.3f} s/s")
+    idle = f["cpu"]
+    print(f"{store:<7} idle cpu s/s: streams={idle['streams']:.3f} none={idle['none']:.3f}")
     missed = [
         f"{store} stall {k}={v:.1f} (loop cpu {f['stall_cpu'][k]:.1f})"
         for k, v in stall.items()

@@ -235,7 +235,7 @@ def test_tasks_bench() -> None:
         "call ms": rf"p50={ms} p99={ms} n=[1-9]\d*",
         "get ms": rf"small={ms} 100KB={ms} 1MB={ms}",
         "get cpu ms": rf"small={ms} 100KB={ms} 1MB={ms}",
-        "idle cpu": rf"{ms} s/s",
+        "idle cpu s/s": rf"streams={ms} none={ms}",
     }
     body = lines[1:-1]
     assert len(body) == len(stores.split(",")) * len(figures), lines
