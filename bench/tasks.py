@@ -46,9 +46,9 @@ Principals come from an ``x-bench-principal`` header, trusted because this is a 
 loopback.
 
     python bench/tasks.py                       # all three stores, about a minute each
-    python bench/tasks.py --quick --stores memory,sqlite   # the smoke test's run
+    python bench/tasks.py --quick --stores memory,sqlite   # a smoke run, Redis left out
 
-``--quick``: 40 tasks, 4 streams, 1 s windows, 5 gets per size. A store that cannot run
+``--quick``: 40 tasks, 4 streams, 0.5 s windows, 5 gets per size. A store that cannot run
 (``redis-server`` missing) is printed as skipped. Last line: ``aims missed: none`` or the
 figures that missed, e.g. ``aims missed: sqlite stall create=73.2``.
 """
@@ -430,10 +430,10 @@ def run_store(store: str, args: argparse.Namespace) -> dict[str, dict[str, float
     ):
         port = free_port()
         argv = [sys.executable, str(Path(__file__).resolve()), "--serve", str(port), store, where]
-        cores = os.cpu_count() or 1
-        if shutil.which("taskset") and cores > 1:  # the server on the last core, we elsewhere
-            argv = ["taskset", "-c", str(cores - 1), *argv]
-            os.sched_setaffinity(0, set(range(cores - 1)))
+        cores = sorted(os.sched_getaffinity(0))
+        if shutil.which("taskset") and len(cores) > 1:  # the server on one core, we elsewhere
+            argv = ["taskset", "-c", str(cores[-1]), *argv]
+            os.sched_setaffinity(0, cores[:-1])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, env=env)
         try:
@@ -478,14 +478,14 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=10.0, help="idle and calls windows")
     parser.add_argument("--gets", type=int, default=50, help="tasks/get timed per size")
-    parser.add_argument("--quick", action="store_true", help="40 tasks, 4 streams, 1 s")
+    parser.add_argument("--quick", action="store_true", help="40 tasks, 4 streams, 0.5 s")
     args = parser.parse_args()
     if args.serve:
         port, store, where = args.serve
         serve(int(port), store, where)
         return
     if args.quick:
-        args.tasks, args.streams, args.seconds, args.gets = 40, 4, 1.0, 5
+        args.tasks, args.streams, args.seconds, args.gets = 40, 4, 0.5, 5
     print(f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     missed: list[str] = []
     for store in args.stores.split(","):
