@@ -217,3 +217,30 @@ def test_http_e2e_necessary_floor_checks_what_a_server_must() -> None:
     blind = bench.request_1(9)
     blind["params"]["_meta"] = {**blind["params"]["_meta"], bench._CAPABILITIES_KEY: {}}
     assert post(blind)["error"]["message"] == "the client cannot elicit"
+
+
+def test_tasks_bench() -> None:
+    """The tasks bench runs its quick mode against the example server for the memory and
+    SQLite stores (Redis too when redis-server is installed) and prints every figure."""
+    pytest.importorskip("uvicorn", reason="uvicorn is not installed (the server extra)")
+    pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
+    stores = "memory,sqlite" + (",redis" if shutil.which("redis-server") else "")
+    lines = _run("tasks.py", "--quick", "--stores", stores)
+    assert re.fullmatch(r"Python \S+, load average [\d.]+", lines[0]), lines[0]
+    ms = r"[\d.]+"
+    figures = {
+        "run": r"tasks=40 streams=4 created in [\d.]+s",
+        "stall ms": rf"create={ms} idle={ms} calls={ms}",
+        "stall cpu ms": rf"create={ms} idle={ms} calls={ms}",
+        "call ms": rf"p50={ms} p99={ms} n=[1-9]\d*",
+        "get ms": rf"small={ms} 100KB={ms} 1MB={ms}",
+        "get cpu ms": rf"small={ms} 100KB={ms} 1MB={ms}",
+        "idle cpu s/s": rf"streams={ms} none={ms}",
+    }
+    body = lines[1:-1]
+    assert len(body) == len(stores.split(",")) * len(figures), lines
+    for line, (store, (name, pattern)) in zip(
+        body, [(s, f) for s in stores.split(",") for f in figures.items()], strict=True
+    ):
+        assert re.fullmatch(rf"{store} +{name}: {pattern}", line), line
+    assert lines[-1].startswith("aims missed: "), lines[-1]

@@ -91,6 +91,10 @@ NOT_RUN = {
         "python bench/instructions.py      # needs valgrind; about a minute per path",
     ),
     ("docs/performance.md", "python bench/sealing.py"),
+    (
+        "docs/performance.md",
+        "python bench/tasks.py          # all three stores, minutes; --quick: a smoke run",
+    ),
     ("docs/observability.md", "pip install 'mrtr-sansio[otel]' opentelemetry-sdk"),
     (
         "docs/quickstart.md",
