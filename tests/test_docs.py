@@ -275,8 +275,9 @@ def _default_rows(page: str) -> list[tuple[str, str, str]]:
 def _same(default: Any, literal: str) -> bool:
     try:
         return bool(ast.literal_eval(literal) == default)
-    except ValueError:
-        return literal == f"{default.__module__}.{default.__name__}"
+    except ValueError:  # a dotted name: the very object (os.urandom's module is posix)
+        module, _, name = literal.rpartition(".")
+        return getattr(importlib.import_module(module), name, None) is default
 
 
 def test_defaults_stated_in_the_limits_page_are_the_code_s() -> None:

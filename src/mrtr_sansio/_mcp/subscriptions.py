@@ -15,10 +15,12 @@ from mrtr_sansio._errors import LocalProtocolError
 
 from .envelope import SUBSCRIPTION_ID
 
-__all__ = ["ACKNOWLEDGED", "LISTEN", "allowed_on_stream", "on_stream", "tag"]
+__all__ = ["ACKNOWLEDGED", "CANCELLED", "LISTEN", "allowed_on_stream", "on_stream", "tag"]
 
 LISTEN = "subscriptions/listen"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+#: What a server tears a listen stream down with on stdio (the only server-sent cancel).
+CANCELLED = "notifications/cancelled"
 _FILTER_KEYS = {
     "notifications/tools/list_changed": "toolsListChanged",
     "notifications/prompts/list_changed": "promptsListChanged",

@@ -9,8 +9,8 @@ import contextlib
 import anyio
 import anyio.abc
 
-from mrtr_sansio import JsonRpcError, RequestReceived, ServerConnection
-from mrtr_sansio._mcp.subscriptions import LISTEN
+from mrtr_sansio import RequestReceived, ServerConnection
+from mrtr_sansio._mcp.subscriptions import CANCELLED, LISTEN
 
 from ._anyio_parts import GONE, Runner, Timer, Writer, receive
 from ._common import Handler, HandlerResult, RequestContext, call_handler, log
@@ -131,17 +131,23 @@ class Server:
                         await self._answer(request, self._runner.admit(result))
                     self._flush()
             if rid in self._dropped:  # its stream's reader was too slow (_too_slow)
-                await self._answer(request, JsonRpcError.internal(too_slow(self._queue_limit)))
-                self._flush()
+                self._tear_down(rid)
         finally:
             self._dropped.discard(rid)
             self._listens.discard(rid)
             if self._scopes.get(rid) is scope:
                 del self._scopes[rid]
 
+    def _tear_down(self, rid: str | int) -> None:
+        """End listen stream ``rid`` as the spec has a server tear one down on stdio: with
+        ``notifications/cancelled`` naming it (after what is queued), and no answer."""
+        self._conn.notify(CANCELLED, {"requestId": rid, "reason": too_slow(self._queue_limit)})
+        self._conn.cancel(rid)
+        self._flush()
+
     def _too_slow(self) -> None:
-        """The reader left more than the queue limit unread: end its listen streams (the
-        output no request of its own bounds), each answered -32603 after what is queued."""
+        """The reader left more than the queue limit unread: tear down its listen streams
+        (the output no request of its own bounds)."""
         for rid in self._listens - self._dropped:
             scope = self._scopes.get(rid)
             if scope is not None:

@@ -11,8 +11,9 @@ closed: no task is left behind. A broken output ends it too.
 
 A reader that falls behind is bounded as over HTTP (``stream_queue_bytes``, 1 MiB by default
 as for ``McpHttpApp``): once more than that waits to be written,
-each ``subscriptions/listen`` stream on the stream (the output no request bounds) is ended,
-logged, and answered -32603 after what is queued; other requests go on.
+each ``subscriptions/listen`` stream on the stream (the output no request bounds) is torn
+down, logged, with ``notifications/cancelled`` naming it after what is queued and no answer (as
+the spec has a server end a listen stream on stdio); other requests go on.
 
 With the tasks extension, task runs go on in a bounded pool per stream (``task_runs``), each
 on a connection of its own renewing its lease; at the end of input they stop and their tasks

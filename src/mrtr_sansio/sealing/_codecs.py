@@ -18,7 +18,7 @@ from __future__ import annotations
 import binascii
 import hashlib
 import hmac
-import os
+import secrets
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -243,7 +243,7 @@ class AesGcmCodec:
         self,
         keys: Iterable[bytes],
         *,
-        token_bytes: Callable[[int], bytes] = os.urandom,
+        token_bytes: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
         try:
             from cryptography.exceptions import InvalidTag

@@ -38,7 +38,7 @@ from __future__ import annotations
 import hmac
 import json
 import math
-import os
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal
 
@@ -147,7 +147,7 @@ class RequestStateSecurity:
         replay_guard: ReplayGuard | None = None,
         max_token_bytes: int = 64 * 1024,
         json_codec: JsonCodec | None = None,
-        token_bytes: Callable[[int], bytes] = os.urandom,
+        token_bytes: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < math.inf:
             raise ValueError(f"ttl must be a positive number of seconds, got {ttl!r}")
@@ -184,7 +184,7 @@ class RequestStateSecurity:
     def ephemeral(
         cls,
         *,
-        token_bytes: Callable[[int], bytes] = os.urandom,
+        token_bytes: Callable[[int], bytes] = secrets.token_bytes,
         **options: Any,
     ) -> RequestStateSecurity:
         """Protection with a random key that lives as long as this process.
