@@ -1,15 +1,17 @@
-"""What the durable stores write for a task: the record as compact JSON, read back (a corrupt
-one a :class:`~mrtr_sansio.tasks.TaskStoreError`), its expiry on the task's clock, and the
-form of task ids the server issues."""
+"""What the durable stores write for a task: the record as compact JSON without its params
+(kept apart, so that a read of the record fetches and decodes none of them), read back (a
+corrupt one a :class:`~mrtr_sansio.tasks.TaskStoreError`), the params a write must store, its
+expiry on the task's clock, and the form of task ids the server issues."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
-from mrtr_sansio.tasks import Task, TaskStoreError
+from mrtr_sansio.tasks import StoredParams, Task, TaskStoreError
 
-__all__ = ["TASK_ID", "dumps", "expires_at", "loads"]
+__all__ = ["TASK_ID", "changed_params", "dumps", "expires_at", "loads"]
 
 #: The task ids a server issues (``ServerConfig.token_hex(16)``: 128 random bits in hex).
 TASK_ID = re.compile(r"[0-9a-f]{32}")
@@ -21,13 +23,24 @@ def expires_at(task: Task) -> float | None:
 
 
 def dumps(task: Task) -> str:
-    """The record of ``task`` as compact JSON (UTF-8 kept as is)."""
-    return json.dumps(task.to_record(), separators=(",", ":"), ensure_ascii=False)
+    """The record of ``task`` as compact JSON (UTF-8 kept as is), without its params."""
+    return json.dumps(task.to_record(params=False), separators=(",", ":"), ensure_ascii=False)
 
 
-def loads(raw: str | bytes) -> Task:
-    """The task a stored record holds; a record that does not parse is a TaskStoreError."""
+def changed_params(task: Task, store: object) -> str | None:
+    """The params JSON a replace of ``task`` in ``store`` must write: None when they are the
+    ones ``store`` read (its own :class:`StoredParams`: unchanged, and left unread)."""
+    source = task.params_source
+    if isinstance(source, StoredParams) and source.origin is store:
+        return None
+    return task.params_json
+
+
+def loads(raw: str | bytes, kept: Callable[[int], StoredParams]) -> Task:
+    """The task a stored record holds, its params from ``kept`` (called with their size) or,
+    in a record written before they were kept apart, from the record itself; a record that
+    does not parse is a TaskStoreError."""
     try:
-        return Task.from_record(json.loads(raw))
+        return Task.from_record(json.loads(raw), kept)
     except (ValueError, TypeError, KeyError) as exc:
         raise TaskStoreError(f"A task record is corrupt ({type(exc).__name__})") from None
