@@ -246,3 +246,23 @@ def test_params_gone_with_their_task_are_a_store_error(store: Durable) -> None:
     store.delete(tid(1))
     with pytest.raises(TaskStoreError, match="params are gone"):
         task.params  # noqa: B018
+
+
+def test_params_that_cannot_be_read_leave_the_task_as_it_was(store: Durable) -> None:
+    ids = iter(range(1, 100))
+    server = Server(as_task(ask_name), store=store, ids=lambda n: f"{next(ids):0{2 * n}x}")  # type: ignore[arg-type]
+    task_id = server.send(call(1))["result"]["taskId"]
+    before = store.get(task_id)
+    assert before is not None
+    if isinstance(store, RedisTaskStore):  # the params lost, as a broken disk or Redis would
+        store._redis.hdel(store._prefix + task_id, "par")
+    else:
+        with sqlite3.connect(store.path) as db:
+            db.execute("UPDATE mrtr_tasks SET params = NULL WHERE task_id = ?", (task_id,))
+    update = task_request(2, "tasks/update", task_id, inputResponses={"name": accept("Ada")})
+    answer = server.send(update)
+    assert answer["error"]["code"] == -32603
+    assert "params are gone" in answer["error"]["message"]
+    after = store.get(task_id)
+    assert after is not None
+    assert (after.status, after.revision) == (TaskStatus.INPUT_REQUIRED, before.revision)
