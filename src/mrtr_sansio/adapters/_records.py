@@ -1,17 +1,19 @@
-"""What the durable stores write for a task: the record as compact JSON, read back (a corrupt
-one a :class:`~mrtr_sansio.tasks.TaskStoreError`), its expiry on the task's clock, and the
-form of task ids the server issues. In a batched read a corrupt record is None
-(:func:`loads_in_batch`), so that it fails its own task only."""
+"""What the durable stores write for a task: the record as compact JSON without its params
+(kept apart, so that a read of the record fetches and decodes none of them), read back (a
+corrupt one a :class:`~mrtr_sansio.tasks.TaskStoreError`; in a batched read None, by
+:func:`loads_in_batch`, so that it fails its own task only), the params a write must store,
+its expiry on the task's clock, and the form of task ids the server issues."""
 
 from __future__ import annotations
 
 import json
 import logging
 import re
+from collections.abc import Callable
 
-from mrtr_sansio.tasks import Task, TaskStoreError
+from mrtr_sansio.tasks import StoredParams, Task, TaskStoreError
 
-__all__ = ["TASK_ID", "dumps", "expires_at", "loads", "loads_in_batch"]
+__all__ = ["TASK_ID", "changed_params", "dumps", "expires_at", "loads", "loads_in_batch"]
 
 log = logging.getLogger("mrtr_sansio.adapters.stores")
 
@@ -25,26 +27,39 @@ def expires_at(task: Task) -> float | None:
 
 
 def dumps(task: Task) -> str:
-    """The record of ``task`` as compact JSON (UTF-8 kept as is)."""
-    return json.dumps(task.to_record(), separators=(",", ":"), ensure_ascii=False)
+    """The record of ``task`` as compact JSON (UTF-8 kept as is), without its params."""
+    return json.dumps(task.to_record(params=False), separators=(",", ":"), ensure_ascii=False)
 
 
-def loads(raw: str | bytes) -> Task:
-    """The task a stored record holds; a record that does not parse is a TaskStoreError."""
+def changed_params(task: Task, store: object) -> str | None:
+    """The params JSON a replace of ``task`` in ``store`` must write: None when they are the
+    ones ``store`` read (its own :class:`StoredParams`: unchanged, and left unread)."""
+    source = task.params_source
+    if isinstance(source, StoredParams) and source.origin is store:
+        return None
+    return task.params_json
+
+
+def loads(raw: str | bytes, kept: Callable[[int], StoredParams]) -> Task:
+    """The task a stored record holds, its params from ``kept`` (called with their size) or,
+    in a record written before they were kept apart, from the record itself; a record that
+    does not parse is a TaskStoreError."""
     try:
-        return Task.from_record(json.loads(raw))
+        return Task.from_record(json.loads(raw), kept)
     except (ValueError, TypeError, KeyError) as exc:
         raise TaskStoreError(f"A task record is corrupt ({type(exc).__name__})") from None
 
 
-def loads_in_batch(task_id: str, raw: str | bytes | None) -> Task | None:
+def loads_in_batch(
+    task_id: str, raw: str | bytes | None, kept: Callable[[int], StoredParams]
+) -> Task | None:
     """:func:`loads` for one record of a batched read (``get_many``): a corrupt record is None
     there (logged), so that the batch's other tasks are still read; :meth:`get` of that id
     still raises, and its ``tasks/get`` is -32603."""
     if raw is None:
         return None
     try:
-        return loads(raw)
+        return loads(raw, kept)
     except TaskStoreError as exc:
         log.warning("task %s is unreadable, left out of a batched read: %s", task_id, exc)
         return None

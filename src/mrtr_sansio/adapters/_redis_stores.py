@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mrtr_sansio._extras import raise_missing_extra
-from mrtr_sansio.tasks import Task, TaskChanged, TaskStoreError
+from mrtr_sansio.tasks import StoredParams, Task, TaskChanged, TaskStoreError
 
-from ._records import TASK_ID, dumps, expires_at, loads, loads_in_batch
+from ._records import TASK_ID, changed_params, dumps, expires_at, loads, loads_in_batch
 from ._store_watch import ChangeFeed, Follower
 
 __all__ = ["RedisReplayGuard", "RedisTaskStore"]
@@ -36,12 +36,12 @@ end
 """
 # KEYS: the task, its owner's set, the expiry index, meta, bytes, total; ARGV: id, revision,
 # record, owner, Redis expiry ms ('' for none), expiry score ('inf' for none), size, change
-# channel. Every write script publishes the task's id on the change channel.
+# channel, params. Every write script publishes the task's id on the change channel.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('HEXISTS', KEYS[4], ARGV[1]) == 1 then
   return 0
 end
-redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3], 'own', ARGV[4])
+redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3], 'own', ARGV[4], 'par', ARGV[9])
 if ARGV[5] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1])
@@ -52,12 +52,13 @@ redis.call('PUBLISH', ARGV[8], ARGV[1])
 return 1
 """
 # KEYS: the task, meta, bytes, total; ARGV: expected revision, new revision, record, id, size,
-# change channel.
+# change channel, and the params when they changed (absent: left as they are).
 _REPLACE = (
     _RELEASE
     + """
 if redis.call('HGET', KEYS[1], 'rev') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'rev', ARGV[2], 'rec', ARGV[3])
+if ARGV[7] then redis.call('HSET', KEYS[1], 'par', ARGV[7]) end
 local owner = release(KEYS[2], KEYS[3], KEYS[4], ARGV[4])
 if owner then
   redis.call('HSET', KEYS[2], ARGV[4], ARGV[5] .. ':' .. owner)
@@ -109,7 +110,8 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
 
 
 class RedisTaskStore:
-    """Task records in Redis: a hash per task under ``prefix`` (``rev``, ``rec``, ``own``), a
+    """Task records in Redis: a hash per task under ``prefix`` (``rev``, ``rec``, ``own``, and
+    ``par``, the params, which only a run reads: :class:`~mrtr_sansio.tasks.StoredParams`), a
     sorted set of task ids by expiry per owner under ``prefix`` + ``"owners:"``'s own
     namespace, one sorted set of every id by expiry (the sweep's index), and the bytes held
     (a size per id that outlives the record's own expiry, a sum per owner and a total, kept
@@ -183,18 +185,31 @@ class RedisTaskStore:
         keys = [self._prefix + task.task_id, self._owners + owner, self._expiry, *self._metering]
         args = [
             *(task.task_id, task.revision, dumps(task), owner, expiry, score, task.size),
-            self.channel,
+            *(self.channel, task.params_json),
         ]
         with self._guarded():
             return int(self._create(keys=keys, args=args)) == 1
 
     def get(self, task_id: str) -> Task | None:
-        """The record under ``task_id``, or None (at once for a malformed id)."""
+        """The record under ``task_id``, or None (at once for a malformed id); its params
+        unread. A record written before params were kept apart holds them: it is read as it
+        is and loses them to ``par`` at its next write."""
         if not TASK_ID.fullmatch(task_id):
             return None
         with self._guarded():
             raw = self._redis.hget(self._prefix + task_id, "rec")
-        return None if raw is None else loads(raw)
+        return None if raw is None else loads(raw, self._kept(task_id))
+
+    def _kept(self, task_id: str) -> Callable[[int], StoredParams]:
+        return lambda size: StoredParams(size, lambda: self._params(task_id), self)
+
+    def _params(self, task_id: str) -> str:
+        """The ``par`` field of ``task_id`` (what its :class:`StoredParams` loads)."""
+        with self._guarded():
+            raw = self._redis.hget(self._prefix + task_id, "par")
+        if raw is None:
+            raise TaskStoreError("The task's params are gone (the task was deleted)")
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
 
     def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
         """The records under ``task_ids``, in order: one pipelined round trip for all the
@@ -208,7 +223,7 @@ class RedisTaskStore:
                 pipe.hget(self._prefix + task_id, "rec")
             with self._guarded():
                 found = dict(zip(asked, pipe.execute(), strict=True))
-        return [loads_in_batch(i, found.get(i)) for i in task_ids]
+        return [loads_in_batch(i, found.get(i), self._kept(i)) for i in task_ids]
 
     def watch(self, changed: TaskChanged) -> Callable[[], None]:
         """Call ``changed(task_id)`` (in the subscriber's thread) for each write any process
@@ -217,11 +232,15 @@ class RedisTaskStore:
         return self._feed.watch(changed)
 
     def replace(self, task: Task, revision: int) -> bool:
-        """Write the record if its stored revision is ``revision`` (one script)."""
+        """Write the record if its stored revision is ``revision`` (one script; the params
+        only when they changed: dropped, or moved out of an older record)."""
         if not TASK_ID.fullmatch(task.task_id):
             return False
         keys = [self._prefix + task.task_id, *self._metering]
         args = [revision, task.revision, dumps(task), task.task_id, task.size, self.channel]
+        params = changed_params(task, self)
+        if params is not None:
+            args.append(params)
         with self._guarded():
             return int(self._replace(keys=keys, args=args)) == 1
 

@@ -34,9 +34,9 @@ import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
-from mrtr_sansio.tasks import Task, TaskChanged, TaskStoreError
+from mrtr_sansio.tasks import StoredParams, Task, TaskChanged, TaskStoreError
 
-from ._records import dumps, expires_at, loads, loads_in_batch
+from ._records import changed_params, dumps, expires_at, loads, loads_in_batch
 from ._redis_stores import RedisReplayGuard, RedisTaskStore
 from ._store_watch import ChangeFeed, Follower
 
@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS mrtr_tasks (
     record TEXT NOT NULL,
     expires_at REAL,
     size INTEGER NOT NULL DEFAULT 0,
-    seq INTEGER
+    seq INTEGER,
+    params TEXT
 )
 """
 _INDEXES = (
@@ -123,12 +124,15 @@ class SqliteTaskStore:
     absent, with its ``-wal`` and ``-shm`` files.
 
     ``timeout`` is how long a call waits for another process's write to finish, in seconds,
-    before it raises :class:`TaskStoreError` (the request that needed it gets -32603). A
-    missing directory or a file that is not a database raises at once, naming the path. The
-    live count and the sweep use an index on each record's expiry, the change feed one on a
-    sequence number stamped on each write (files written by an earlier version gain the
-    columns when opened). While anything watches it (:meth:`watch`), one thread reads the
-    feed every ``watch_interval`` seconds. :meth:`close` it when done.
+    before it raises :class:`TaskStoreError` (the request that needed it gets -32603). A missing
+    directory or a file that is not a database raises at once, naming the path. The live count
+    and the sweep use an index on each record's expiry, the change feed one on a sequence number
+    stamped on each write. A task's params have a column of their own, read only when a run
+    needs them (:class:`~mrtr_sansio.tasks.StoredParams`), so that a read of the record costs
+    the same whatever the creating request carried. Files written by an earlier version gain the
+    columns when opened; a record that still holds its params is read as it is and loses them to
+    the column at its next write. While anything watches it (:meth:`watch`), one thread reads
+    the feed every ``watch_interval`` seconds. :meth:`close` it when done.
     """
 
     #: Every call does disk IO: adapters run them in worker threads.
@@ -146,7 +150,7 @@ class SqliteTaskStore:
         try:
             with self._file.guarded() as db:
                 db.execute(_SCHEMA)
-                _migrate(db)
+                _migrate(db, self._kept)
                 for index in _INDEXES:
                     db.execute(index)
         except TaskStoreError as exc:
@@ -162,8 +166,8 @@ class SqliteTaskStore:
         with self._file.guarded() as db:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO mrtr_tasks "
-                "(task_id, owner, revision, record, expires_at, size, seq) "
-                f"VALUES (?, ?, ?, ?, ?, ?, {_NEXT_SEQ})",
+                "(task_id, owner, revision, record, expires_at, size, params, seq) "
+                f"VALUES (?, ?, ?, ?, ?, ?, ?, {_NEXT_SEQ})",
                 (
                     task.task_id,
                     task.owner,
@@ -171,17 +175,31 @@ class SqliteTaskStore:
                     dumps(task),
                     expires_at(task),
                     task.size,
+                    task.params_json,
                 ),
             )
         return cursor.rowcount == 1
 
     def get(self, task_id: str) -> Task | None:
-        """The record under ``task_id``, or None."""
+        """The record under ``task_id``, or None (its params unread)."""
         with self._file.guarded() as db:
             row = db.execute(
                 "SELECT record FROM mrtr_tasks WHERE task_id = ?", (task_id,)
             ).fetchone()
-        return None if row is None else loads(row[0])
+        return None if row is None else loads(row[0], self._kept(task_id))
+
+    def _kept(self, task_id: str) -> Callable[[int], StoredParams]:
+        return lambda size: StoredParams(size, lambda: self._params(task_id), self)
+
+    def _params(self, task_id: str) -> str:
+        """The params column of ``task_id`` (what its :class:`StoredParams` loads)."""
+        with self._file.guarded() as db:
+            row = db.execute(
+                "SELECT params FROM mrtr_tasks WHERE task_id = ?", (task_id,)
+            ).fetchone()
+        if row is None or row[0] is None:
+            raise TaskStoreError("The task's params are gone (the task was deleted)")
+        return str(row[0])
 
     def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
         """The records under ``task_ids``, in order (one ``SELECT ... IN`` per 500 ids); a
@@ -195,7 +213,7 @@ class SqliteTaskStore:
                     f"SELECT task_id, record FROM mrtr_tasks WHERE task_id IN ({marks})", chunk
                 ).fetchall()
             found.update(rows)
-        return [loads_in_batch(i, found.get(i)) for i in task_ids]
+        return [loads_in_batch(i, found.get(i), self._kept(i)) for i in task_ids]
 
     def watch(self, changed: TaskChanged) -> Callable[[], None]:
         """Call ``changed(task_id)`` (in the feed's thread) after each write by any process on
@@ -207,13 +225,24 @@ class SqliteTaskStore:
         return _SqliteFollower(self._file, self._watch_interval)
 
     def replace(self, task: Task, revision: int) -> bool:
-        """Update the record if its stored revision is ``revision`` (one ``UPDATE``)."""
+        """Update the record if its stored revision is ``revision`` (one ``UPDATE``; the
+        params column only when they changed: dropped, or moved out of an older record)."""
+        params = changed_params(task, self)
+        values = (task.revision, dumps(task), expires_at(task), task.size)
+        where = (task.task_id, revision)
         with self._file.guarded() as db:
-            cursor = db.execute(
-                "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, size = ?, "
-                f"seq = {_NEXT_SEQ} WHERE task_id = ? AND revision = ?",
-                (task.revision, dumps(task), expires_at(task), task.size, task.task_id, revision),
-            )
+            if params is None:
+                cursor = db.execute(
+                    "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, size = ?, "
+                    f"seq = {_NEXT_SEQ} WHERE task_id = ? AND revision = ?",
+                    (*values, *where),
+                )
+            else:
+                cursor = db.execute(
+                    "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, size = ?, "
+                    f"params = ?, seq = {_NEXT_SEQ} WHERE task_id = ? AND revision = ?",
+                    (*values, params, *where),
+                )
         return cursor.rowcount == 1
 
     def delete(self, task_id: str) -> None:
@@ -256,13 +285,14 @@ class SqliteTaskStore:
         return cursor.rowcount
 
 
-def _migrate(db: sqlite3.Connection) -> None:
+def _migrate(db: sqlite3.Connection, kept: Callable[[str], Callable[[int], StoredParams]]) -> None:
     """Add the columns a file written by an earlier version lacks: ``seq`` (the change feed's
-    stamp, empty for rows not written since), ``expires_at`` and ``size`` (filled from each
-    record)."""
+    stamp, empty for rows not written since), ``params`` (empty for records that still hold
+    theirs), ``expires_at`` and ``size`` (filled from each record)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(mrtr_tasks)")}
-    if "seq" not in columns:
-        db.execute("ALTER TABLE mrtr_tasks ADD COLUMN seq INTEGER")
+    for column in ("seq INTEGER", "params TEXT"):
+        if column.split()[0] not in columns:
+            db.execute(f"ALTER TABLE mrtr_tasks ADD COLUMN {column}")
     missing = [
         c
         for c in ("expires_at REAL", "size INTEGER NOT NULL DEFAULT 0")
@@ -276,7 +306,7 @@ def _migrate(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE mrtr_tasks ADD COLUMN {column}")
         for task_id, raw in db.execute("SELECT task_id, record FROM mrtr_tasks").fetchall():
             with contextlib.suppress(TaskStoreError):  # a corrupt row stays unexpiring, size 0
-                task = loads(raw)
+                task = loads(raw, kept(task_id))
                 db.execute(
                     "UPDATE mrtr_tasks SET expires_at = ?, size = ? WHERE task_id = ?",
                     (expires_at(task), task.size, task_id),

@@ -29,6 +29,7 @@ from ._table import TASK, TaskStatus, TaskTrigger
 from ._values import (
     EXTENSION,
     RunAsTask,
+    StoredParams,
     Task,
     TaskCancelled,
     TaskStarted,
@@ -46,6 +47,7 @@ __all__ = [
     "InMemoryTaskStore",
     "MeteredTaskStore",
     "RunAsTask",
+    "StoredParams",
     "Task",
     "TaskCancelled",
     "TaskChanged",

@@ -17,7 +17,7 @@ PAYLOAD = frozenset({"params", "state", "answers", "outstanding", "result", "err
 
 def sized(task: Task) -> Task:
     """``task`` with its :attr:`Task.size`: the bytes of its payload as compact JSON."""
-    size = len(task.params_json) + sum(
+    size = task.params_size + sum(
         len(encoded(value))
         for value in (task.state, task.answers, task.outstanding, task.result, task.error)
     )

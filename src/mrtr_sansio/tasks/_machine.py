@@ -148,7 +148,9 @@ class TaskMachine:
 
     def run_request(self, task: Task, params: Mapping[str, Any] | None = None) -> RequestReceived:
         """The request a run of ``task`` hands the handler (``params``: the task's params
-        already decoded, else they are decoded from the record)."""
+        already decoded, else they are read from the record). The machine reads them before
+        the write that starts the run: a store that cannot give them leaves the task as it
+        was, and params dropped meanwhile (the task ended) come with a write that fails."""
         params = task.params if params is None else dict(params)
         if task.answers:
             params["inputResponses"] = dict(task.answers)
@@ -199,7 +201,7 @@ class TaskMachine:
         found = self.find(task_id, principal)
         if isinstance(found, str):
             return found, None
-        resumed: list[bool] = []
+        resumed: list[dict[str, Any]] = []  # the params of the run it resumes
 
         def answer(task: Task) -> Task:
             resumed.clear()
@@ -230,13 +232,13 @@ class TaskMachine:
             if refused is not None:
                 raise TaskLimitError(refused)
             if not outstanding:
-                resumed.append(True)
+                resumed.append(task.params)
             return new
 
         task = self._swap(found.task_id, answer)
         if task is None:
             return NOT_FOUND, None
-        return task, (self.run_request(task) if resumed else None)
+        return task, (self.run_request(task, resumed[0]) if resumed else None)
 
     def cancel(self, task_id: Any, principal: str | None) -> tuple[Task | str, bool]:
         """Apply ``tasks/cancel``: a task that is not terminal is cancelled now (True); a
@@ -276,7 +278,7 @@ class TaskMachine:
             return None
 
     def _settle(self, task_id: str, result: Any) -> RequestReceived | None:
-        rerun: list[bool] = []
+        rerun: list[dict[str, Any]] = []  # the params of the next run
 
         def settle(task: Task) -> Task:
             rerun.clear()
@@ -290,11 +292,11 @@ class TaskMachine:
             if refused is not None:
                 new = fail(task, JsonRpcError.internal(refused))
             if new.status is TaskStatus.WORKING:
-                rerun.append(True)
+                rerun.append(task.params)
             return new
 
         task = self._swap(task_id, settle)
-        return self.run_request(task) if task is not None and rerun else None
+        return self.run_request(task, rerun[0]) if task is not None and rerun else None
 
     def renew(self, task_id: str) -> bool:
         """Extend the lease of a running task (a worker's heartbeat); False when the task is

@@ -5,6 +5,8 @@ A store keeps task records (:class:`Task`) by id. Writes are compare-and-swap on
 machines; see ``mrtr_sansio.adapters.stores``) never overwrite each other's update: the task
 machine reads, computes the next record and retries when another writer got there first.
 A store does not interpret records; expiry, ownership and the status table are the machine's.
+A store may keep a record's params apart (:class:`~mrtr_sansio.tasks.StoredParams`): only a
+run of the handler reads them, through the record, so the protocol has no method for them.
 
 A store may also say how many bytes it holds (:class:`MeteredTaskStore`), so that the machine
 bounds them per principal and server-wide, and may declare ``durable = True`` (a class
@@ -53,11 +55,13 @@ class TaskStore(Protocol):
         :meth:`get` for the id anywhere must see it (the spec's "durably created")."""
 
     def get(self, task_id: str) -> Task | None:
-        """The record for ``task_id``, or None."""
+        """The record for ``task_id``, or None (its params may be this store's
+        :class:`~mrtr_sansio.tasks.StoredParams`, read only when a run asks)."""
 
     def replace(self, task: Task, revision: int) -> bool:
         """Write ``task`` if the stored record still has ``revision``; False otherwise (or
-        when the record is gone)."""
+        when the record is gone). Params that are this store's ``StoredParams`` are
+        unchanged since the read: the store need not write them again."""
 
     def delete(self, task_id: str) -> None:
         """Forget a record (an expired task); no error when it is absent."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -26,6 +26,7 @@ from ._table import TASK, TaskStatus
 __all__ = [
     "EXTENSION",
     "RunAsTask",
+    "StoredParams",
     "Task",
     "TaskCancelled",
     "TaskStarted",
@@ -100,29 +101,57 @@ def encoded(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _params_json(value: Mapping[str, Any] | str) -> str:
-    return value if isinstance(value, str) else encoded(dict(value))
+@attrs.frozen(eq=False, repr=False)
+class StoredParams:
+    """A task's params that its store keeps apart from the rest of the record: their length
+    in bytes (what :attr:`Task.size` counts) and ``load``, which reads their JSON from
+    ``origin`` (the store) when a run needs them. A store that keeps them apart hands them
+    out with each record it reads, so that a read that needs no params fetches none.
+
+    A store that sees its own ``StoredParams`` in a record it is asked to write knows the
+    params did not change since it was read and writes the rest only.
+    """
+
+    size: int
+    load: Callable[[], str]
+    origin: object
+
+    def __repr__(self) -> str:
+        return f"StoredParams(size={self.size})"
+
+
+def _params_source(value: Mapping[str, Any] | str | StoredParams) -> str | StoredParams:
+    if isinstance(value, str | StoredParams):
+        return value
+    return encoded(dict(value))
+
+
+def _params_text(value: str | StoredParams) -> str:
+    """What records compare by: the params' JSON, read when they are kept apart."""
+    return value if isinstance(value, str) else value.load()
 
 
 @attrs.frozen
 class Task:
     """One task's stored record.
 
-    ``params_json`` holds the creating ``tools/call``'s params (envelope included,
-    ``requestState`` removed) once, as compact JSON (:attr:`params` decodes them): a decoded
-    request is many times its size in memory, and only a run of the handler needs it decoded.
-    It is built from ``params=`` (a mapping, or that JSON) and dropped (``{}``) once the task is
-    terminal, with everything else only a run needs. ``state`` and ``answers`` are what the
-    next run of the handler gets as its request state and ``inputResponses`` (by the
-    handler's own keys). ``outstanding`` maps each task key the client must answer to
-    ``{"key": handler key, "request": InputRequest}``; ``issued`` lists every task key ever
-    sent, so that none is reused. ``lease_until`` is when the process running the handler
-    must have renewed its lease (None: no run going on). ``size`` is the bytes of its payload
-    (params, state, answers, outstanding requests, result, error) as compact JSON: what
+    ``params_source`` holds the creating ``tools/call``'s params (envelope included,
+    ``requestState`` removed) once, as compact JSON, or as :class:`StoredParams` when a store
+    keeps them apart and reads them only when asked (:attr:`params_json`; :attr:`params` decodes
+    them): a decoded request is many times its size in memory, and only a run of the handler
+    needs it, while ``tasks/get`` and listen streams read a record far more often. It is built
+    from ``params=`` (a mapping, that JSON, or :class:`StoredParams`) and dropped (``{}``) once
+    the task is terminal, with everything else only a run needs. ``state`` and ``answers`` are
+    what the next run of the handler gets as its request state and ``inputResponses`` (by the
+    handler's own keys). ``outstanding`` maps each task key the client must answer to ``{"key":
+    handler key, "request": InputRequest}``; ``issued`` lists every task key ever sent, so that
+    none is reused. ``lease_until`` is when the process running the handler must have renewed
+    its lease (None: no run going on). ``size`` is the bytes of its payload (params, state,
+    answers, outstanding requests, result, error) as compact JSON: what
     ``TaskSettings.max_task_bytes`` bounds. ``capabilities`` are the client capabilities the
-    creating request declared (what a round of input may ask for).
-    ``trace`` is the W3C trace context an observer gave the task at its creation (None:
-    none), so that every process that reads or moves it can link its spans to it.
+    creating request declared (what a round of input may ask for). ``trace`` is the W3C trace
+    context an observer gave the task at its creation (None: none), so that every process that
+    reads or moves it can link its spans to it.
     """
 
     task_id: str
@@ -132,7 +161,9 @@ class Task:
     updated_at: float
     ttl_ms: int | None
     poll_interval_ms: int | None
-    params_json: str = attrs.field(alias="params", converter=_params_json)
+    params_source: str | StoredParams = attrs.field(
+        alias="params", converter=_params_source, eq=_params_text
+    )
     state: Any = None
     round: int = 1
     status_message: str | None = None
@@ -146,6 +177,18 @@ class Task:
     size: int = 0
     capabilities: Mapping[str, Any] = attrs.field(factory=dict, converter=_plain)
     trace: Mapping[str, str] | None = attrs.field(default=None, converter=_frozen)
+
+    @property
+    def params_json(self) -> str:
+        """The creating request's params as JSON, read from the store when it keeps them
+        apart (each call reads them anew: only a run of the handler asks)."""
+        return _params_text(self.params_source)
+
+    @property
+    def params_size(self) -> int:
+        """The bytes of :attr:`params_json`, known without reading params kept apart."""
+        source = self.params_source
+        return len(source) if isinstance(source, str) else source.size
 
     @property
     def params(self) -> dict[str, Any]:
@@ -189,9 +232,10 @@ class Task:
             out["error"] = self.error
         return out
 
-    def to_record(self) -> dict[str, Any]:
-        """The record as JSON values, for a store to keep."""
-        return {
+    def to_record(self, *, params: bool = True) -> dict[str, Any]:
+        """The record as JSON values, for a store to keep; ``params=False``: without the
+        params (``params_size`` instead), for a store that keeps them apart."""
+        record: dict[str, Any] = {
             "task_id": self.task_id,
             "owner": self.owner,
             "status": self.status.value,
@@ -199,7 +243,6 @@ class Task:
             "updated_at": self.updated_at,
             "ttl_ms": self.ttl_ms,
             "poll_interval_ms": self.poll_interval_ms,
-            "params": self.params_json,
             "state": self.state,
             "round": self.round,
             "status_message": self.status_message,
@@ -214,12 +257,22 @@ class Task:
             "capabilities": self.capabilities,
             "trace": self.trace,
         }
+        if params:
+            record["params"] = self.params_json
+        else:
+            record["params_size"] = self.params_size
+        return record
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Task:
-        """The inverse of :meth:`to_record` (a record that kept ``params`` decoded, as older
-        versions wrote them, is read too; one written before ``trace`` existed reads as None)."""
+    def from_record(
+        cls, record: Mapping[str, Any], kept: Callable[[int], StoredParams] | None = None
+    ) -> Task:
+        """The inverse of :meth:`to_record`: a record without ``params`` takes them from
+        ``kept`` (called with ``params_size``). A record that kept ``params`` decoded, as older
+        versions wrote them, is read too; one written before ``trace`` existed reads as None."""
         fields = dict(record)
+        if "params" not in fields and kept is not None:
+            fields["params"] = kept(fields.pop("params_size"))
         fields["status"] = TaskStatus(fields["status"])
         fields["issued"] = tuple(fields["issued"])
         task = cls(**fields)
