@@ -9,9 +9,19 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from mrtr_sansio._extras import raise_missing_extra
+from mrtr_sansio.sealing import RecordEncryption
 from mrtr_sansio.tasks import StoredParams, Task, TaskChanged, TaskStoreError
 
-from ._records import TASK_ID, changed_params, dumps, expires_at, loads, loads_in_batch
+from ._records import (
+    TASK_ID,
+    changed_params,
+    dumps,
+    expires_at,
+    loads,
+    loads_in_batch,
+    params_in,
+    params_out,
+)
 from ._store_watch import ChangeFeed, Follower
 
 __all__ = ["RedisReplayGuard", "RedisTaskStore"]
@@ -124,6 +134,11 @@ class RedisTaskStore:
     short timeouts. Only ids of the form the server issues (32 hex digits) reach Redis: any
     other is unknown without a round trip. A Redis that is down or slower than its timeouts
     raises :class:`TaskStoreError`.
+
+    With ``encryption`` (a :class:`~mrtr_sansio.sealing.RecordEncryption`) ``rec`` and ``par``
+    hold ciphertexts; the keys (task ids), ``rev``, ``own``, the owner and expiry sets and the
+    byte counters, which the scripts use, stay in clear. Records written in clear before are
+    read as they are and encrypted at their next write (params: when the task ends).
     """
 
     #: Every call is a network round trip: adapters run them in worker threads.
@@ -131,7 +146,16 @@ class RedisTaskStore:
     #: Records outlive the process: task leases are on by default (``TaskSettings``).
     durable = True
 
-    def __init__(self, client: Any, *, prefix: str = "mrtr:task:") -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        prefix: str = "mrtr:task:",
+        encryption: RecordEncryption | None = None,
+    ) -> None:
+        if encryption is not None and not isinstance(encryption, RecordEncryption):
+            raise TypeError("encryption must be a RecordEncryption (mrtr_sansio.sealing) or None")
+        self.encryption = encryption
         self._redis = client
         self._prefix = prefix
         # Not below the task prefix: no task id (hex digits) can name an owner set.
@@ -153,11 +177,17 @@ class RedisTaskStore:
 
     @classmethod
     def from_url(
-        cls, url: str, *, prefix: str = "mrtr:task:", timeout: float = 1.0
+        cls,
+        url: str,
+        *,
+        prefix: str = "mrtr:task:",
+        timeout: float = 1.0,
+        encryption: RecordEncryption | None = None,
     ) -> RedisTaskStore:
         """A store on the Redis at ``url`` (``redis://host:port/db``); ``timeout`` bounds
         connecting and each reply, in seconds."""
-        return cls(_redis_client(url, timeout, "RedisTaskStore"), prefix=prefix)
+        client = _redis_client(url, timeout, "RedisTaskStore")
+        return cls(client, prefix=prefix, encryption=encryption)
 
     def close(self) -> None:
         """Stop the change subscription and close the client's connections."""
@@ -184,8 +214,8 @@ class RedisTaskStore:
         score = "inf" if expires is None else repr(expires)
         keys = [self._prefix + task.task_id, self._owners + owner, self._expiry, *self._metering]
         args = [
-            *(task.task_id, task.revision, dumps(task), owner, expiry, score, task.size),
-            *(self.channel, task.params_json),
+            *(task.task_id, task.revision, dumps(task, self.encryption), owner, expiry, score),
+            *(task.size, self.channel, params_out(task.task_id, task.params_json, self.encryption)),
         ]
         with self._guarded():
             return int(self._create(keys=keys, args=args)) == 1
@@ -198,7 +228,7 @@ class RedisTaskStore:
             return None
         with self._guarded():
             raw = self._redis.hget(self._prefix + task_id, "rec")
-        return None if raw is None else loads(raw, self._kept(task_id))
+        return None if raw is None else loads(task_id, raw, self._kept(task_id), self.encryption)
 
     def _kept(self, task_id: str) -> Callable[[int], StoredParams]:
         return lambda size: StoredParams(size, lambda: self._params(task_id), self)
@@ -209,7 +239,7 @@ class RedisTaskStore:
             raw = self._redis.hget(self._prefix + task_id, "par")
         if raw is None:
             raise TaskStoreError("The task's params are gone (the task was deleted)")
-        return raw.decode() if isinstance(raw, bytes) else str(raw)
+        return params_in(task_id, raw, self.encryption)
 
     def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
         """The records under ``task_ids``, in order: one pipelined round trip for all the
@@ -223,7 +253,7 @@ class RedisTaskStore:
                 pipe.hget(self._prefix + task_id, "rec")
             with self._guarded():
                 found = dict(zip(asked, pipe.execute(), strict=True))
-        return [loads_in_batch(i, found.get(i), self._kept(i)) for i in task_ids]
+        return [loads_in_batch(i, found.get(i), self._kept(i), self.encryption) for i in task_ids]
 
     def watch(self, changed: TaskChanged) -> Callable[[], None]:
         """Call ``changed(task_id)`` (in the subscriber's thread) for each write any process
@@ -237,10 +267,11 @@ class RedisTaskStore:
         if not TASK_ID.fullmatch(task.task_id):
             return False
         keys = [self._prefix + task.task_id, *self._metering]
-        args = [revision, task.revision, dumps(task), task.task_id, task.size, self.channel]
+        record = dumps(task, self.encryption)
+        args = [revision, task.revision, record, task.task_id, task.size, self.channel]
         params = changed_params(task, self)
         if params is not None:
-            args.append(params)
+            args.append(params_out(task.task_id, params, self.encryption))
         with self._guarded():
             return int(self._replace(keys=keys, args=args)) == 1
 

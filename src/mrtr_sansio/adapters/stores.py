@@ -34,9 +34,18 @@ import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
+from mrtr_sansio.sealing import RecordEncryption
 from mrtr_sansio.tasks import StoredParams, Task, TaskChanged, TaskStoreError
 
-from ._records import changed_params, dumps, expires_at, loads, loads_in_batch
+from ._records import (
+    changed_params,
+    dumps,
+    expires_at,
+    loads,
+    loads_in_batch,
+    params_in,
+    params_out,
+)
 from ._redis_stores import RedisReplayGuard, RedisTaskStore
 from ._store_watch import ChangeFeed, Follower
 
@@ -133,6 +142,11 @@ class SqliteTaskStore:
     columns when opened; a record that still holds its params is read as it is and loses them to
     the column at its next write. While anything watches it (:meth:`watch`), one thread reads
     the feed every ``watch_interval`` seconds. :meth:`close` it when done.
+
+    With ``encryption`` (a :class:`~mrtr_sansio.sealing.RecordEncryption`) the ``record`` and
+    ``params`` columns hold ciphertexts; the id, owner, revision, expiry, size and change
+    stamp, which the queries use, stay in clear. Records written in clear before are read as
+    they are and encrypted at their next write (params: when the task ends).
     """
 
     #: Every call does disk IO: adapters run them in worker threads.
@@ -141,8 +155,16 @@ class SqliteTaskStore:
     durable = True
 
     def __init__(
-        self, path: str | os.PathLike[str], *, timeout: float = 1.0, watch_interval: float = 0.1
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 1.0,
+        watch_interval: float = 0.1,
+        encryption: RecordEncryption | None = None,
     ) -> None:
+        if encryption is not None and not isinstance(encryption, RecordEncryption):
+            raise TypeError("encryption must be a RecordEncryption (mrtr_sansio.sealing) or None")
+        self.encryption = encryption
         self._file = _SqliteFile(path, timeout, "task store")
         self.path = self._file.path
         self._watch_interval = watch_interval
@@ -150,7 +172,7 @@ class SqliteTaskStore:
         try:
             with self._file.guarded() as db:
                 db.execute(_SCHEMA)
-                _migrate(db, self._kept)
+                _migrate(db, self._kept, encryption)
                 for index in _INDEXES:
                     db.execute(index)
         except TaskStoreError as exc:
@@ -172,10 +194,10 @@ class SqliteTaskStore:
                     task.task_id,
                     task.owner,
                     task.revision,
-                    dumps(task),
+                    dumps(task, self.encryption),
                     expires_at(task),
                     task.size,
-                    task.params_json,
+                    params_out(task.task_id, task.params_json, self.encryption),
                 ),
             )
         return cursor.rowcount == 1
@@ -186,7 +208,7 @@ class SqliteTaskStore:
             row = db.execute(
                 "SELECT record FROM mrtr_tasks WHERE task_id = ?", (task_id,)
             ).fetchone()
-        return None if row is None else loads(row[0], self._kept(task_id))
+        return None if row is None else loads(task_id, row[0], self._kept(task_id), self.encryption)
 
     def _kept(self, task_id: str) -> Callable[[int], StoredParams]:
         return lambda size: StoredParams(size, lambda: self._params(task_id), self)
@@ -199,12 +221,12 @@ class SqliteTaskStore:
             ).fetchone()
         if row is None or row[0] is None:
             raise TaskStoreError("The task's params are gone (the task was deleted)")
-        return str(row[0])
+        return params_in(task_id, row[0], self.encryption)
 
     def get_many(self, task_ids: Sequence[str]) -> list[Task | None]:
         """The records under ``task_ids``, in order (one ``SELECT ... IN`` per 500 ids); a
         corrupt one is None, logged, so that it fails only its own task."""
-        found: dict[str, str] = {}
+        found: dict[str, str | bytes] = {}
         for start in range(0, len(task_ids), _BATCH):
             chunk = list(task_ids[start : start + _BATCH])
             marks = ",".join("?" * len(chunk))
@@ -213,7 +235,7 @@ class SqliteTaskStore:
                     f"SELECT task_id, record FROM mrtr_tasks WHERE task_id IN ({marks})", chunk
                 ).fetchall()
             found.update(rows)
-        return [loads_in_batch(i, found.get(i), self._kept(i)) for i in task_ids]
+        return [loads_in_batch(i, found.get(i), self._kept(i), self.encryption) for i in task_ids]
 
     def watch(self, changed: TaskChanged) -> Callable[[], None]:
         """Call ``changed(task_id)`` (in the feed's thread) after each write by any process on
@@ -228,7 +250,7 @@ class SqliteTaskStore:
         """Update the record if its stored revision is ``revision`` (one ``UPDATE``; the
         params column only when they changed: dropped, or moved out of an older record)."""
         params = changed_params(task, self)
-        values = (task.revision, dumps(task), expires_at(task), task.size)
+        values = (task.revision, dumps(task, self.encryption), expires_at(task), task.size)
         where = (task.task_id, revision)
         with self._file.guarded() as db:
             if params is None:
@@ -241,7 +263,7 @@ class SqliteTaskStore:
                 cursor = db.execute(
                     "UPDATE mrtr_tasks SET revision = ?, record = ?, expires_at = ?, size = ?, "
                     f"params = ?, seq = {_NEXT_SEQ} WHERE task_id = ? AND revision = ?",
-                    (*values, params, *where),
+                    (*values, params_out(task.task_id, params, self.encryption), *where),
                 )
         return cursor.rowcount == 1
 
@@ -285,7 +307,11 @@ class SqliteTaskStore:
         return cursor.rowcount
 
 
-def _migrate(db: sqlite3.Connection, kept: Callable[[str], Callable[[int], StoredParams]]) -> None:
+def _migrate(
+    db: sqlite3.Connection,
+    kept: Callable[[str], Callable[[int], StoredParams]],
+    encryption: RecordEncryption | None,
+) -> None:
     """Add the columns a file written by an earlier version lacks: ``seq`` (the change feed's
     stamp, empty for rows not written since), ``params`` (empty for records that still hold
     theirs), ``expires_at`` and ``size`` (filled from each record)."""
@@ -306,7 +332,7 @@ def _migrate(db: sqlite3.Connection, kept: Callable[[str], Callable[[int], Store
             db.execute(f"ALTER TABLE mrtr_tasks ADD COLUMN {column}")
         for task_id, raw in db.execute("SELECT task_id, record FROM mrtr_tasks").fetchall():
             with contextlib.suppress(TaskStoreError):  # a corrupt row stays unexpiring, size 0
-                task = loads(raw, kept(task_id))
+                task = loads(task_id, raw, kept(task_id), encryption)
                 db.execute(
                     "UPDATE mrtr_tasks SET expires_at = ?, size = ? WHERE task_id = ?",
                     (expires_at(task), task.size, task_id),

@@ -3,10 +3,12 @@
 The specialist surface behind ``ServerConfig(request_state=...)``. A server seals by default
 with :func:`process_state_protector` (one random key per process); several instances, or
 retries that must survive a restart, configure a :class:`RequestStateSecurity` with a key ring
-on every instance. :data:`UNSEALED` (also at the front door) says "pass state through as is".
+on every instance. :class:`RecordEncryption` encrypts the durable task stores' records under
+such a ring. :data:`UNSEALED` (also at the front door) says "pass state through as is".
 See the guide, *Sealing requestState*.
 """
 
+from ._at_rest import RecordEncryption
 from ._codecs import AesGcmCodec, HmacSha256Codec, StateCodec
 from ._replay import MemoryReplayGuard, ReplayGuard
 from ._security import REQUEST_STATE_REASONS, RequestStateSecurity, process_state_protector
@@ -26,6 +28,7 @@ __all__ = [
     "AesGcmCodec",
     "HmacSha256Codec",
     "MemoryReplayGuard",
+    "RecordEncryption",
     "ReplayGuard",
     "RequestStateError",
     "RequestStateSecurity",
