@@ -35,6 +35,7 @@ _TAG_BYTES = 16
 _MARK = bytes([RECORD_VERSION])
 _PURPOSE = b"task-record/aes-256-gcm"
 _FIELDS = frozenset({"record", "params"})
+_CACHE_MAX = 1024  # tasks whose cipher is remembered
 
 
 class RecordEncryption:
@@ -50,7 +51,15 @@ class RecordEncryption:
     refused too. ``token_bytes`` is the randomness of the nonces, injectable for tests.
     """
 
-    __slots__ = ("_aead", "_invalid_tag", "_keys", "_kid", "_token_bytes", "read_clear")
+    __slots__ = (
+        "_aead",
+        "_invalid_tag",
+        "_keys",
+        "_kid",
+        "_task_aeads",
+        "_token_bytes",
+        "read_clear",
+    )
 
     def __init__(
         self,
@@ -73,6 +82,7 @@ class RecordEncryption:
         self._aead: Callable[[bytes], Any] = AESGCM
         self._invalid_tag: type[Exception] = InvalidTag
         self._token_bytes = token_bytes
+        self._task_aeads: dict[tuple[bytes, str], Any] = {}
         self.read_clear = read_clear
 
     def __repr__(self) -> str:
@@ -116,10 +126,18 @@ class RecordEncryption:
         return data
 
     def _task_aead(self, key: bytes, task_id: str) -> Any:
-        # HKDF-Expand (RFC 5869 §2.3) of one block: the ring key is already a pseudorandom
-        # key (HKDF's output), so no second extract.
-        info = b"mrtr-sansio/task/" + task_id.encode() + b"\x01"
-        return self._aead(hmac.digest(key, info, "sha256"))
+        """The cipher of ``task_id`` under the ring key ``key``, remembered for the next read
+        of the same task (a client polls one task: ``tasks/get`` after ``tasks/get``)."""
+        aead = self._task_aeads.get((key, task_id))
+        if aead is None:
+            # HKDF-Expand (RFC 5869 §2.3) of one block: the ring key is already a pseudorandom
+            # key (HKDF's output), so no second extract.
+            info = b"mrtr-sansio/task/" + task_id.encode() + b"\x01"
+            aead = self._aead(hmac.digest(key, info, "sha256"))
+            if len(self._task_aeads) >= _CACHE_MAX:
+                self._task_aeads.clear()
+            self._task_aeads[key, task_id] = aead
+        return aead
 
 
 def _aad(head: bytes, field: str, task_id: str) -> bytes:
