@@ -98,6 +98,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "tasks._machine",
                 "tasks._client",
                 "tasks._server",
+                "sealing._at_rest",  # encrypts task records: raises the store's error
             }
         ),
     ),

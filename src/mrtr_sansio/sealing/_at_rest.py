@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 
 from mrtr_sansio.tasks._store import TaskStoreError
 
-from ._codecs import _ring
+from ._codecs import derive_ring
 
 __all__ = ["RECORD_VERSION", "RecordEncryption", "is_encrypted"]
 
@@ -78,7 +78,7 @@ class RecordEncryption:
             ) from exc
         if type(read_clear) is not bool:
             raise TypeError(f"read_clear must be True or False, got {read_clear!r}")
-        self._kid, self._keys = _ring(keys, _PURPOSE)
+        self._kid, self._keys = derive_ring(keys, _PURPOSE)
         self._aead: Callable[[bytes], Any] = AESGCM
         self._invalid_tag: type[Exception] = InvalidTag
         self._token_bytes = token_bytes

@@ -32,6 +32,7 @@ __all__ = [
     "StateCodec",
     "b64url_decode",
     "b64url_encode",
+    "derive_ring",
     "hkdf_sha256",
 ]
 
@@ -136,7 +137,7 @@ else:  # pragma: no cover - Python 3.10 has no strict mode
     b64url_decode = _b64url_decode_portable
 
 
-def _ring(keys: Iterable[Any], purpose: bytes) -> tuple[bytes, dict[bytes, bytes]]:
+def derive_ring(keys: Iterable[Any], purpose: bytes) -> tuple[bytes, dict[bytes, bytes]]:
     """Derive ``(kid of keys[0], {kid: purpose key})`` from a ring of secrets, checking it."""
     if isinstance(keys, (bytes, bytearray, memoryview, str)):
         raise TypeError("keys must be a sequence of secrets, e.g. [key], not a single key")
@@ -174,7 +175,7 @@ class HmacSha256Codec:
     __slots__ = ("_macs", "_sealer")
 
     def __init__(self, keys: Iterable[bytes]) -> None:
-        kid, derived = _ring(keys, b"hmac-sha256")
+        kid, derived = derive_ring(keys, b"hmac-sha256")
         self._macs = {k: _HmacSha256(v, bytes([HMAC_VERSION]) + k) for k, v in derived.items()}
         self._sealer = self._macs[kid]
 
@@ -253,7 +254,7 @@ class AesGcmCodec:
                 "AES-256-GCM sealing needs the 'cryptography' package: "
                 "pip install 'mrtr-sansio[crypto]' (or use the stdlib HMAC-SHA256 codec)"
             ) from exc
-        kid, derived = _ring(keys, b"aes-256-gcm")
+        kid, derived = derive_ring(keys, b"aes-256-gcm")
         self._aeads = {k: AESGCM(v) for k, v in derived.items()}
         self._sealer = self._aeads[kid]
         self._head = bytes([AES_GCM_VERSION]) + kid
