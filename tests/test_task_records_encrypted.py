@@ -401,3 +401,15 @@ def test_the_ring_is_checked_when_the_encryption_is_made() -> None:
     assert one.decrypt(tid(1), "record", sealed) == b"{}"
     with pytest.raises(ValueError, match="field"):
         one.encrypt(tid(1), "state", b"{}")
+
+
+def test_a_store_in_use_rotates_when_given_another_ring(backend: Backend) -> None:
+    store = backend.open(KEY_1)
+    assert store.create(record(1))
+    store.encryption = RecordEncryption([KEY_2, KEY_1])
+    assert store.get(tid(1)) == record(1)
+    assert store.create(record(2))
+    store.encryption = RecordEncryption([KEY_2])
+    assert store.get(tid(2)) == record(2)
+    with pytest.raises(TaskStoreError, match="not in the ring"):
+        store.get(tid(1))

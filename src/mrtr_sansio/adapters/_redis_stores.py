@@ -138,7 +138,8 @@ class RedisTaskStore:
     With ``encryption`` (a :class:`~mrtr_sansio.sealing.RecordEncryption`) ``rec`` and ``par``
     hold ciphertexts; the keys (task ids), ``rev``, ``own``, the owner and expiry sets and the
     byte counters, which the scripts use, stay in clear. Records written in clear before are
-    read as they are and encrypted at their next write (params: when the task ends).
+    read as they are and encrypted at their next write (params: when the task ends). Assign
+    another to :attr:`encryption` to rotate keys while the store is in use.
     """
 
     #: Every call is a network round trip: adapters run them in worker threads.

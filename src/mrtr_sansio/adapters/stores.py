@@ -146,7 +146,8 @@ class SqliteTaskStore:
     With ``encryption`` (a :class:`~mrtr_sansio.sealing.RecordEncryption`) the ``record`` and
     ``params`` columns hold ciphertexts; the id, owner, revision, expiry, size and change
     stamp, which the queries use, stay in clear. Records written in clear before are read as
-    they are and encrypted at their next write (params: when the task ends).
+    they are and encrypted at their next write (params: when the task ends). Assign
+    another to :attr:`encryption` to rotate keys while the store is in use.
     """
 
     #: Every call does disk IO: adapters run them in worker threads.
