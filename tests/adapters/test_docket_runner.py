@@ -1,6 +1,6 @@
 """The Docket runner against a real Redis (Debian's redis-server) and two ``mrtr-worker``
-processes: a front (the ASGI app, called in process) enqueues each round, the workers run the
-handler (``docket_app``) and write the outcome to the shared Redis task store, and the front
+processes: two fronts (ASGI apps, called in process) enqueue each round, the workers run the
+handler (``docket_app``) and write the outcome to the shared Redis task store, and either front
 answers from it. Two rounds of input complete; a worker killed mid-round leaves its round to
 be redelivered to the other and the task completes with its effect applied once; a cancel
 reaches the round on its worker; a round past its deadline fails its task. The workers are
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,7 +54,10 @@ def anyio_backend() -> str:
 
 
 def worker_command(url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "mrtr_sansio.adapters.docket", "docket_app:handle",
+    """The mrtr-worker command: the script this venv installed, else the module."""
+    script = shutil.which("mrtr-worker", path=str(Path(sys.executable).parent))
+    start = [script] if script else [sys.executable, "-m", "mrtr_sansio.adapters.docket"]
+    return [*start, "docket_app:handle",
             "--redis", url, "--redelivery-timeout", "1", "--deadline", str(DEADLINE),
             "--concurrency", "4", *extra]  # fmt: skip
 
@@ -118,15 +122,21 @@ def config(url: str) -> m.ServerConfig:
 
 
 @pytest.fixture
-async def front(redis_url: str) -> AsyncIterator[Client]:
-    """A front: the ASGI app with the Docket runner, called in process."""
-    cfg = config(redis_url)
-    runner = DocketRunner(cfg, redis_url, replay_safe=True, deadline=DEADLINE)
-    app = McpHttpApp(docket_app.handle, cfg, task_runner=runner)
+async def fronts(redis_url: str) -> AsyncIterator[list[Client]]:
+    """Two fronts: ASGI apps with a Docket runner each (and a store client each), called in
+    process; a test creates a task on one and goes on with it on the other."""
+    runners = []
     async with anyio.create_task_group() as tg:
-        runner.attach(tg)
-        yield Client(app, tg)
-        await runner.stop()
+        clients = []
+        for _ in range(2):
+            cfg = config(redis_url)
+            runner = DocketRunner(cfg, redis_url, replay_safe=True, deadline=DEADLINE)
+            runner.attach(tg)
+            runners.append(runner)
+            clients.append(Client(McpHttpApp(docket_app.handle, cfg, task_runner=runner), tg))
+        yield clients
+        for runner in runners:
+            await runner.stop()
         tg.cancel_scope.cancel()
 
 
@@ -155,17 +165,19 @@ async def respond(client: Client, task_id: str, key: str, word: str) -> None:
     assert ack["result"]["resultType"] == "complete", ack
 
 
-async def two_rounds_to_the_last(client: Client) -> str:
-    """Create a two_rounds task and answer both of its questions; its id."""
-    created = (await call(client, 1, "two_rounds", {}))["result"]
+async def two_rounds_to_the_last(fronts: list[Client]) -> str:
+    """Create a two_rounds task on one front and answer both of its questions, each on the
+    other front from the one before; its id."""
+    one, other = fronts
+    created = (await call(one, 1, "two_rounds", {}))["result"]
     assert created["resultType"] == "task", created
     task_id: str = created["taskId"]
-    asked = await until(client, task_id, "input_required")
+    asked = await until(other, task_id, "input_required")
     assert list(asked["inputRequests"]) == ["first"]
-    await respond(client, task_id, "first", "hello")
-    asked = await until(client, task_id, "input_required")
+    await respond(other, task_id, "first", "hello")
+    asked = await until(one, task_id, "input_required")
     assert list(asked["inputRequests"]) == ["second"]
-    await respond(client, task_id, "second", "world")
+    await respond(one, task_id, "second", "world")
     return task_id
 
 
@@ -184,10 +196,10 @@ async def eventually(check: Any, timeout: float = WAIT) -> Any:
 
 @pytest.mark.anyio
 async def test_two_rounds_of_input_complete_on_the_workers(
-    workers: list[subprocess.Popen[bytes]], front: Client, redis_url: str
+    workers: list[subprocess.Popen[bytes]], fronts: list[Client], redis_url: str
 ) -> None:
-    task_id = await two_rounds_to_the_last(front)
-    done = await until(front, task_id, "completed", "failed")
+    task_id = await two_rounds_to_the_last(fronts)
+    done = await until(fronts[1], task_id, "completed", "failed")
     assert done["status"] == "completed", done
     assert done["result"]["content"][0]["text"] == "hello world"
     with effects(redis_url) as r:
@@ -199,12 +211,13 @@ async def test_two_rounds_of_input_complete_on_the_workers(
 
 @pytest.mark.anyio
 async def test_a_cancel_reaches_the_round_on_its_worker(
-    workers: list[subprocess.Popen[bytes]], front: Client, redis_url: str
+    workers: list[subprocess.Popen[bytes]], fronts: list[Client], redis_url: str
 ) -> None:
+    front, other = fronts
     created = (await call(front, 1, "sleepy", {"seconds": 1.5}))["result"]
     task_id = created["taskId"]
     await anyio.sleep(0.5)  # the round is running on a worker
-    await answer(front, body(3, "tasks/cancel", {"taskId": task_id}))
+    await answer(other, body(3, "tasks/cancel", {"taskId": task_id}))  # through the other
     with effects(redis_url) as r:
         pids = await eventually(lambda: r.lrange(f"cancelled:{task_id}", 0, -1), 1.0)
     assert int(pids[0]) in {p.pid for p in workers}
@@ -213,8 +226,9 @@ async def test_a_cancel_reaches_the_round_on_its_worker(
 
 @pytest.mark.anyio
 async def test_a_round_past_its_deadline_fails_its_task(
-    workers: list[subprocess.Popen[bytes]], front: Client
+    workers: list[subprocess.Popen[bytes]], fronts: list[Client]
 ) -> None:
+    front = fronts[0]
     created = (await call(front, 1, "sleepy", {"seconds": 30}))["result"]
     failed = await until(front, created["taskId"], "failed", "completed")
     assert failed["status"] == "failed"
@@ -264,11 +278,12 @@ def test_a_lease_shorter_than_the_redelivery_timeout_is_refused(redis_url: str) 
 
 @pytest.mark.anyio
 async def test_a_worker_killed_mid_round_leaves_it_to_the_other(
-    workers: list[subprocess.Popen[bytes]], front: Client, redis_url: str
+    workers: list[subprocess.Popen[bytes]], fronts: list[Client], redis_url: str
 ) -> None:
+    front = fronts[0]
     with effects(redis_url) as r:
         r.set("hold", "1")  # the last round waits, so that its worker dies in it
-        task_id = await two_rounds_to_the_last(front)
+        task_id = await two_rounds_to_the_last(fronts)
         runs = f"runs:{task_id}"
         holder = int((await eventually(lambda: r.lrange(runs, 0, -1)))[0])
         (victim,) = [p for p in workers if p.pid == holder]
