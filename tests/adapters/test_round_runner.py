@@ -5,11 +5,14 @@ the default one (the task completes, asks, resumes, is cancelled)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
 from fixtures import Everything, server_config
 from http_harness import Client
 from test_tasks_http import answer, body, call, until
@@ -17,6 +20,7 @@ from test_tasks_http import answer, body, call, until
 import mrtr_sansio as m
 from mrtr_sansio import RequestReceived
 from mrtr_sansio.adapters._tasks import TaskRunner
+from mrtr_sansio.adapters.anyio import serve
 from mrtr_sansio.adapters.asgi import McpHttpApp, TaskRunOptions
 from mrtr_sansio.tasks import RoundRunner
 
@@ -128,3 +132,40 @@ async def test_a_full_runner_refuses_a_new_task_through_admit() -> None:
         assert refused["error"]["code"] == -32603
         await answer(client, body(3, "tasks/cancel", {"taskId": first["taskId"]}))
         tg.cancel_scope.cancel()
+
+
+async def test_the_anyio_stream_server_hands_its_rounds_to_the_runner_given() -> None:
+    """``anyio.serve(task_runner=...)``: a stream's task rounds go to that runner."""
+    cfg = config()
+    handler = Everything().handle
+    runner = Recording(TaskRunner(handler, cfg))
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+
+    async def one(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            await serve(handler, cfg, stream, task_runner=runner)
+
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, one)
+        async with await anyio.connect_tcp("127.0.0.1", port) as client:
+            lines = BufferedByteReceiveStream(client)
+
+            async def ask(message: dict[str, Any]) -> dict[str, Any]:
+                await client.send(json.dumps(message).encode() + b"\n")
+                with anyio.fail_after(5):
+                    reply: dict[str, Any] = json.loads(await lines.receive_until(b"\n", 1 << 20))
+                return reply
+
+            params = {"name": "slow_compute", "arguments": {"seconds": 0.05, "label": "x"}}
+            created = (await ask(body(1, "tools/call", params)))["result"]
+            task_id = created["taskId"]
+            with anyio.fail_after(5):
+                while True:
+                    task = (await ask(body(2, "tasks/get", {"taskId": task_id})))["result"]
+                    if task["status"] == "completed":
+                        break
+                    await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    assert runner.rounds == [(task_id, 1)]
+    assert task["result"]["content"][0]["text"] == "Computed x in 0.05s."
