@@ -24,6 +24,7 @@ import anyio
 import pytest
 from http_harness import Client
 from scale import cluster
+from test_task_pool_uvicorn import post, served
 from test_tasks_http import answer, body, call
 
 import mrtr_sansio as m
@@ -274,6 +275,38 @@ def test_a_lease_shorter_than_the_redelivery_timeout_is_refused(redis_url: str) 
     cfg = m.ServerConfig(tasks=TaskSettings(store=store, lease_seconds=5))
     with pytest.raises(ValueError, match="must exceed the redelivery timeout"):
         RoundWorker(docket_app.handle, cfg, redis_url, replay_safe=True, redelivery_timeout=30)
+
+
+def test_a_front_under_uvicorn_runs_its_lifespan_with_the_docket_runner(
+    workers: list[subprocess.Popen[bytes]], redis_url: str
+) -> None:
+    """Under uvicorn the lifespan attaches the runner and its shutdown closes it; a task's
+    rounds go to the workers through real HTTP."""
+    cfg = config(redis_url)
+    runner = DocketRunner(cfg, redis_url, replay_safe=True, deadline=DEADLINE)
+    app = McpHttpApp(docket_app.handle, cfg, task_runner=runner)
+    with served(app, "on") as url:
+        reply = post(url, "alice", body(1, "tools/call", {"name": "two_rounds", "arguments": {}}))
+        task_id = reply.json()["result"]["taskId"]
+        for key, word in (("first", "hello"), ("second", "world")):
+            deadline = time.monotonic() + WAIT
+            while True:
+                got = post(url, "alice", body(2, "tasks/get", {"taskId": task_id})).json()
+                if key in got["result"].get("inputRequests", {}):
+                    break
+                assert time.monotonic() < deadline, got
+                time.sleep(0.05)
+            answers = {key: {"action": "accept", "content": {"word": word}}}
+            update = {"taskId": task_id, "inputResponses": answers}
+            assert post(url, "alice", body(3, "tasks/update", update)).status_code == 200
+        deadline = time.monotonic() + WAIT
+        while (task := post(url, "alice", body(4, "tasks/get", {"taskId": task_id})).json())[
+            "result"
+        ]["status"] != "completed":
+            assert time.monotonic() < deadline, task
+            time.sleep(0.05)
+        assert runner.enqueued == 3  # one job per round
+    assert runner._docket is None  # the lifespan's shutdown closed it
 
 
 @pytest.mark.anyio
