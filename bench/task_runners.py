@@ -23,6 +23,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -32,16 +33,16 @@ from scale.docket import start_workers
 
 import mrtr_sansio as m
 
-CAPS = {"extensions": {m.tasks.EXTENSION: {}}}
+CAPS: dict[str, Any] = {"extensions": {m.tasks.EXTENSION: {}}}
 
 
-def post(http: httpx.Client, url: str, method: str, params: dict[str, object]) -> dict[str, object]:
+def post(http: httpx.Client, url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     meta = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
     message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
     name = str(params.get("name") or params["taskId"])
     headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": method, "mcp-name": name}
     reply = http.post(url, json=message, headers=headers).json()
-    result: dict[str, object] = reply["result"]
+    result: dict[str, Any] = reply["result"]
     return result
 
 
