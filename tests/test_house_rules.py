@@ -76,6 +76,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "tasks._values",
                 "tasks._store",
                 "tasks._settings",
+                "tasks._runner",  # the round-runner protocol: events in, nothing done
             }
         ),
     ),

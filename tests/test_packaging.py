@@ -89,7 +89,7 @@ def _requirements() -> list[tuple[str, str | None]]:
 
 
 #: Distributions whose top-level module has another name.
-_MODULE_OF = {"opentelemetry-api": "opentelemetry"}
+_MODULE_OF = {"opentelemetry-api": "opentelemetry", "pydocket": "docket"}
 
 
 def test_the_extras_table_matches_the_published_extras() -> None:

@@ -17,7 +17,9 @@ Tasks (extension ``io.modelcontextprotocol/tasks``) are kept in memory, or with
 ``--tasks-db PATH`` in a SQLite file that survives restarts and may be shared by the processes
 of one machine, or with ``--tasks-redis URL`` in Redis, shared by processes on any machine
 (the ``tasks-redis`` extra); ``--task-lease SECONDS`` fails a task whose run stopped renewing
-its lease (a process that died mid-task).
+its lease (a process that died mid-task). With ``--docket URL`` too (the ``tasks-docket``
+extra) the rounds of tasks run on ``mrtr-worker fixtures:Everything().handle --redis URL
+--replay-safe`` processes, not here (:class:`mrtr_sansio.adapters.docket.DocketRunner`).
 
 ``--trace-file PATH`` exports an OpenTelemetry span for every request, shim leg and task to
 PATH, one JSON object a line (:class:`mrtr_sansio.otel.OtelObserver`; needs the
@@ -114,6 +116,7 @@ def build_app(
     observer: Observer | None = None,
     replay_db: str | None = None,
     replay_redis: str | None = None,
+    docket: str | None = None,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
@@ -121,7 +124,8 @@ def build_app(
     ``max_sessions_per_principal``, ``session_idle_timeout``); ``observer`` is told what
     every connection does (:func:`file_observer`). ``replay_db`` (a SQLite file) or
     ``replay_redis`` (a Redis URL) is the replay guard that makes each token single-use
-    across the processes sharing it.
+    across the processes sharing it. ``docket`` (a Redis URL) has Docket workers run the
+    tasks' rounds (the fixtures are replay-safe: ``mrtr-check replay`` checks them).
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
@@ -151,7 +155,12 @@ def build_app(
         **(sessions or {}),
         observer=observer,
     )
-    return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts)
+    runner = None
+    if docket is not None:
+        from mrtr_sansio.adapters.docket import DocketRunner
+
+        runner = DocketRunner(config, docket, replay_safe=True)
+    return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts, task_runner=runner)
 
 
 def file_observer(out: TextIO, instance: str) -> Observer:
@@ -236,6 +245,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     tasks = parser.add_mutually_exclusive_group()
     tasks.add_argument("--tasks-db", metavar="PATH", help="keep tasks in this SQLite file")
     tasks.add_argument("--tasks-redis", metavar="URL", help="keep tasks in this Redis")
+    parser.add_argument(
+        "--docket",
+        metavar="URL",
+        help="run the tasks' rounds on mrtr-worker processes through the Docket at this Redis "
+        "(with --tasks-redis)",
+    )
     replay = parser.add_mutually_exclusive_group()
     replay.add_argument(
         "--replay-db", metavar="PATH", help="single-use requestState: a SQLite replay guard"
@@ -365,6 +380,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             observer=observer,
             replay_db=args.replay_db,
             replay_redis=args.replay_redis,
+            docket=args.docket,
         )
         options = serve_options(args)
     except (ValueError, OSError, ImportError) as exc:

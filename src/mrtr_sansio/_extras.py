@@ -21,6 +21,7 @@ EXTRAS: dict[str, frozenset[str]] = {
     "http": frozenset({"httpx", "anyio"}),
     "server": frozenset({"uvicorn", "anyio"}),
     "tasks-redis": frozenset({"redis"}),
+    "tasks-docket": frozenset({"docket", "anyio", "redis"}),
     "testing": frozenset({"hypothesis"}),
     "otel": frozenset({"opentelemetry"}),
 }

@@ -18,7 +18,13 @@ import httpx
 from fixtures import Everything, server_config
 from test_tasks_http import body
 
-from mrtr_sansio.adapters._tasks import POOL_FULL, SERVER_STOPPED, SHARE_FULL, TaskRunOptions
+from mrtr_sansio.adapters._tasks import (
+    POOL_FULL,
+    SERVER_STOPPED,
+    SHARE_FULL,
+    TaskRunner,
+    TaskRunOptions,
+)
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.serve import ServeOptions, http_server
 
@@ -164,6 +170,9 @@ def test_one_principal_filling_its_share_leaves_the_pool_to_the_others() -> None
 def test_the_default_share_is_a_quarter_of_the_pool() -> None:
     assert TaskRunOptions().max_running_per_principal is None
     app = McpHttpApp(Everything().handle, server_config(), principal=user)
+    assert isinstance(app._runner, TaskRunner)
     assert app._runner.share == 16  # a quarter of the default 64
     runs = TaskRunOptions(max_running=3)
-    assert McpHttpApp(Everything().handle, server_config(), task_runs=runs)._runner.share == 1
+    small = McpHttpApp(Everything().handle, server_config(), task_runs=runs)._runner
+    assert isinstance(small, TaskRunner)
+    assert small.share == 1

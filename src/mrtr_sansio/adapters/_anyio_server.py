@@ -11,6 +11,7 @@ import anyio.abc
 
 from mrtr_sansio import RequestReceived, ServerConnection
 from mrtr_sansio._mcp.subscriptions import CANCELLED, LISTEN
+from mrtr_sansio.tasks import RoundRunner
 
 from ._anyio_parts import GONE, Runner, Timer, Writer, receive
 from ._common import Handler, HandlerResult, RequestContext, call_handler, log
@@ -31,17 +32,20 @@ class Server:
         stream: anyio.abc.ByteStream,
         task_runs: TaskRunOptions | None = None,
         queue_limit: int = STREAM_QUEUE_BYTES,
+        task_runner: RoundRunner | None = None,
     ) -> None:
         self._handler = handler
         self._conn = conn
         # Task runs and store calls: only with the tasks extension (else nothing changes).
-        self._runner: TaskRunner | None = None
+        self._runner: RoundRunner | None = None
         self._calls: StoreCalls | None = None
         config = conn.config
         if config.tasks is not None:
             runs = task_runs if task_runs is not None else TaskRunOptions()
             calls = StoreCalls(config, runs.store_threads)
-            self._runner = TaskRunner(handler, config, runs, calls)
+            self._runner = (
+                task_runner if task_runner is not None else TaskRunner(handler, config, runs, calls)
+            )
             if calls.blocking:
                 self._calls = calls.serialized()
         self._stream = stream

@@ -136,19 +136,22 @@ class StoreCalls:
 
 
 class TaskRunner:
-    """The pool of one app or server's task runs (see the module docstring)."""
+    """The pool of one app or server's task runs (see the module docstring): the in-process
+    :class:`~mrtr_sansio.tasks.RoundRunner`, the default of every async server adapter.
+    ``options`` default to ``TaskRunOptions()``, ``calls`` to store calls of its own."""
 
     def __init__(
         self,
         handler: Handler,
         config: ServerConfig,
-        options: TaskRunOptions,
-        calls: StoreCalls,
+        options: TaskRunOptions | None = None,
+        calls: StoreCalls | None = None,
     ) -> None:
+        options = options if options is not None else TaskRunOptions()
         self._handler = handler
         self._config = config
         self.options = options
-        self._calls = calls
+        self._calls = calls if calls is not None else StoreCalls(config, options.store_threads)
         self._slots: anyio.Semaphore | None = None
         self._scopes: dict[str, anyio.CancelScope] = {}
         #: Runs started and not finished (waiting for a slot included).

@@ -51,6 +51,7 @@ except ModuleNotFoundError as exc:
     raise_missing_extra(exc, __name__, "anyio")
 
 from mrtr_sansio import ServerConfig, ServerConnection
+from mrtr_sansio.tasks import RoundRunner
 
 from ._anyio_client import Client
 from ._anyio_parts import StdioStream
@@ -70,15 +71,19 @@ async def serve(
     principal: str | None = None,
     task_runs: TaskRunOptions | None = None,
     stream_queue_bytes: int = STREAM_QUEUE_BYTES,
+    task_runner: RoundRunner | None = None,
 ) -> None:
     """Serve one stream until its input ends; the caller keeps (and closes) ``stream``.
 
     ``principal`` is the authenticated caller, bound into sealed request state; ``task_runs``
     bounds the task runs of this stream, ``stream_queue_bytes`` what its reader may leave
-    unread (see the module docstring).
+    unread (see the module docstring). ``task_runner`` runs the tasks' rounds elsewhere
+    (a :class:`~mrtr_sansio.tasks.RoundRunner`, such as the Docket runner; ``task_runs``
+    then bounds only the store threads); None: the stream's own pool.
     """
     conn = ServerConnection(config, principal=principal)
-    await Server(handler, conn, stream, task_runs, queue_bytes(stream_queue_bytes)).run()
+    limit = queue_bytes(stream_queue_bytes)
+    await Server(handler, conn, stream, task_runs, limit, task_runner).run()
 
 
 async def serve_stdio(
@@ -87,15 +92,21 @@ async def serve_stdio(
     *,
     task_runs: TaskRunOptions | None = None,
     stream_queue_bytes: int = STREAM_QUEUE_BYTES,
+    task_runner: RoundRunner | None = None,
 ) -> None:
     """Serve this process's stdin/stdout until stdin ends (see :class:`StdioStream` for what
-    they may be). While serving, ``sys.stdout`` is redirected to stderr so that a stray
-    ``print`` cannot corrupt the protocol stream."""
+    they may be; the options as for :func:`serve`). While serving, ``sys.stdout`` is
+    redirected to stderr so that a stray ``print`` cannot corrupt the protocol stream."""
     sys.stdout.flush()
     async with StdioStream(sys.stdin.fileno(), sys.stdout.fileno()) as stream:
         with contextlib.redirect_stdout(sys.stderr):
             await serve(
-                handler, config, stream, task_runs=task_runs, stream_queue_bytes=stream_queue_bytes
+                handler,
+                config,
+                stream,
+                task_runs=task_runs,
+                stream_queue_bytes=stream_queue_bytes,
+                task_runner=task_runner,
             )
 
 

@@ -63,6 +63,7 @@ from mrtr_sansio._wire.jsonrpc import is_valid_id
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts
 from mrtr_sansio.observe import RequestRefused, connection_key
+from mrtr_sansio.tasks import RoundRunner
 
 from ._asgi_peer import IDLE_CONNECTIONS, Peer, fault, may_stream, request_id, transport
 from ._asgi_serve import Responder
@@ -113,7 +114,9 @@ class McpHttpApp:
     lifespan protocol, or started with it off, or the app called directly), each run goes on
     in the POST that created it, after its response, holding that request's slot. At
     lifespan shutdown the runs going on are stopped and their tasks fail ("The server
-    stopped before the task finished"), in a durable store too.
+    stopped before the task finished"), in a durable store too. ``task_runner`` runs the
+    rounds elsewhere instead (a :class:`~mrtr_sansio.tasks.RoundRunner`: the Docket runner's
+    worker processes, say; ``task_runs`` then bounds only the store threads).
     Calls that reach a blocking task store or replay guard run in worker threads; a store
     fault is answered -32603 with its message, never a 500. A streamed response drops a
     client that leaves more than ``stream_queue_bytes`` unread (:data:`STREAM_QUEUE_BYTES`).
@@ -130,6 +133,7 @@ class McpHttpApp:
         principal: Callable[[Scope], str | None] | None = None,
         task_runs: TaskRunOptions | None = None,
         stream_queue_bytes: int = STREAM_QUEUE_BYTES,
+        task_runner: RoundRunner | None = None,
     ) -> None:
         self.stream_queue_bytes = queue_bytes(stream_queue_bytes)
         self.handler = handler
@@ -151,7 +155,11 @@ class McpHttpApp:
         )
         runs = task_runs if task_runs is not None else TaskRunOptions()
         self._calls = StoreCalls(self.config, runs.store_threads)
-        self._runner = TaskRunner(handler, self.config, runs, self._calls)
+        self._runner: RoundRunner = (
+            task_runner
+            if task_runner is not None
+            else TaskRunner(handler, self.config, runs, self._calls)
+        )
         # Stateless peers that answered their POST and hold nothing of it (IDLE_CONNECTIONS).
         self._idle: list[Peer] = []
         self._dumps = self.config.codec.dumps

@@ -9,12 +9,14 @@ JSON-RPC error (``failed``), or an :class:`~mrtr_sansio.InputRequiredResult` (th
 ``input_required`` until ``tasks/update`` answers, then the handler runs again).
 
 Records live in a :class:`TaskStore`: :class:`InMemoryTaskStore` here; SQLite in
-:mod:`mrtr_sansio.adapters.stores`.
+:mod:`mrtr_sansio.adapters.stores`. Where a round runs is a :class:`RoundRunner`'s choice (the
+serving process, or worker processes).
 """
 
 from __future__ import annotations
 
 from ._machine import EXPIRED, NOT_FOUND, TASK_METHOD, TaskLimitError, TaskMachine
+from ._runner import RoundRunner
 from ._settings import TaskSettings
 from ._store import (
     BatchTaskStore,
@@ -46,6 +48,7 @@ __all__ = [
     "BatchTaskStore",
     "InMemoryTaskStore",
     "MeteredTaskStore",
+    "RoundRunner",
     "RunAsTask",
     "StoredParams",
     "Task",

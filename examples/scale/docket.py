@@ -1,0 +1,168 @@
+"""Tasks on Docket workers apart from the HTTP fronts (``tasks-docket`` extra).
+
+    python examples/scale/docket.py [--fronts 2] [--workers 2] [--tasks 100]
+
+Starts one Redis, ``--workers`` ``mrtr-worker`` processes running the fixtures' handler and
+``--fronts`` example servers (``examples/http/server.py --tasks-redis URL --docket URL``)
+behind nginx, then:
+
+1. **every task completes**: ``--tasks`` tasks through nginx, half with an MRTR round first
+   and half asking inside the task (``examples/scale/tasks.py``'s flows), every round a
+   Docket job run by a worker, every read and answer on whichever front nginx picks.
+2. **a worker killed mid-round**: tasks whose round takes 3 s are created, the worker holding
+   a round is killed (SIGKILL), and every task must still complete: Docket redelivers the dead
+   worker's rounds to the other after the redelivery timeout.
+
+Prints the figures and exits 1 if anything is not as stated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scale.cluster import (
+    NGINX_MISSING,
+    ClusterError,
+    cluster,
+    find_nginx,
+    start_redis,
+    stop,
+    write_ring,
+)
+from scale.tasks import Peer, one_task
+
+EXAMPLES = Path(__file__).resolve().parents[1]
+REDELIVERY = 2.0  # seconds before a dead worker's round goes to another
+READY = b"running the rounds"
+
+
+def start_workers(
+    workdir: Path, url: str, count: int
+) -> list[tuple[subprocess.Popen[bytes], Path]]:
+    """``count`` worker processes on ``url``, each logging to a file of its own; returns once
+    each one says it runs rounds."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(EXAMPLES), os.environ.get("PYTHONPATH", "")]),
+    }
+    workers = []
+    for n in range(count):
+        log = workdir / f"worker-{n + 1}.log"
+        argv = [sys.executable, "-m", "mrtr_sansio.adapters.docket",
+                "fixtures:Everything().handle", "--redis", url, "--replay-safe",
+                "--redelivery-timeout", str(REDELIVERY)]  # fmt: skip
+        with log.open("wb") as out:
+            workers.append((subprocess.Popen(argv, env=env, stdout=out, stderr=out), log))
+    deadline = time.monotonic() + 30
+    for proc, log in workers:
+        while READY not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise ClusterError(f"a worker did not start: {log.read_text()[-500:]}")
+            time.sleep(0.05)
+    return workers
+
+
+def all_complete(url: str, tasks: int) -> list[str]:
+    peer = Peer(url)
+    started = time.monotonic()
+    crossed = 0
+    try:
+        for n in range(tasks):
+            crossed += len(one_task(peer, n)) > 1
+    finally:
+        peer.close()
+    seconds = time.monotonic() - started
+    print(f"1. {tasks} tasks completed through nginx on the workers in {seconds:.1f} s "
+          f"({tasks / seconds:.1f} tasks/s, one at a time); {crossed} touched both fronts; "
+          f"requests per front: {dict(sorted(peer.upstreams.items()))}")  # fmt: skip
+    return [] if crossed >= tasks // 2 else [f"only {crossed} tasks crossed fronts"]
+
+
+def worker_killed(url: str, workers: list[tuple[subprocess.Popen[bytes], Path]]) -> list[str]:
+    peer = Peer(url)
+    try:
+        ids = []
+        for n in range(4):
+            call = {"name": "slow_compute", "arguments": {"seconds": 3, "label": f"k{n}"}}
+            created, _ = peer.send("tools/call", call)
+            ids.append(created["taskId"])
+        time.sleep(1.0)  # the rounds are running on the workers
+        victim, victim_log = workers[0]
+        held = [i for i in ids if i in victim_log.read_text()]
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        killed = time.monotonic()
+        ended = [peer.until(i, {"completed", "failed", "cancelled"}, 30) for i in ids]
+    finally:
+        peer.close()
+    seconds = time.monotonic() - killed
+    statuses = sorted(t["status"] for t in ended)
+    _, other_log = workers[1]
+    redelivered = [i for i in held if i in other_log.read_text()]
+    print(
+        f"2. killed a worker holding {len(held)} of {len(ids)} rounds: {statuses} "
+        f"{seconds:.1f} s after the kill; {len(redelivered)} redelivered to the other"
+    )
+    problems = []
+    if statuses != ["completed"] * len(ids):
+        problems.append(f"not every task completed: {ended}")
+    if len(redelivered) != len(held):
+        problems.append(f"rounds not redelivered: {sorted(set(held) - set(redelivered))}")
+    if not held:
+        problems.append("the killed worker held no round (nothing was redelivered)")
+    return problems
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--fronts", type=int, default=2, help="front processes (default 2)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--tasks", type=int, default=100, help="tasks in step 1 (default 100)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    nginx = find_nginx()
+    if nginx is None:
+        print(NGINX_MISSING, file=sys.stderr)
+        return 1
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="mrtr-docket-") as tmp:
+        workdir = Path(tmp)
+        redis_url, redis = start_redis(workdir)
+        workers: list[tuple[subprocess.Popen[bytes], Path]] = []
+        try:
+            ring = workdir / "ring"
+            write_ring(ring, [secrets.token_bytes(32)])
+            workers = start_workers(workdir, redis_url, args.workers)
+            extra = ["--tasks-redis", redis_url, "--docket", redis_url]
+            with cluster(
+                workdir, args.fronts, keys_file=ring, ttl=60.0, nginx=nginx, extra=extra
+            ) as running:
+                problems += all_complete(running.url, args.tasks)
+                problems += worker_killed(running.url, workers)
+        except ClusterError as exc:
+            problems.append(str(exc))
+        finally:
+            for proc, _ in workers:
+                stop(proc)
+            stop(redis)
+    for problem in problems:
+        print(f"PROBLEM: {problem}", file=sys.stderr)
+    print("docket scale-out: " + ("FAILED" if problems else "ok"))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
