@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator, Iterator, Mapping, MutableMapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Mapping, MutableMapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -20,7 +20,7 @@ import uvicorn
 from fixtures import SERVER_INFO, Everything, server_config
 
 import mrtr_sansio as m
-from mrtr_sansio.adapters import CallFailedError, RoundsExhaustedError
+from mrtr_sansio.adapters import CallFailedError
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.bridge import Bridge, Upstream
 from mrtr_sansio.adapters.http import HttpClient
@@ -130,16 +130,17 @@ async def test_every_direction_carries_every_kind_of_input(down: str, up: str) -
         bridged(up) as (url, bridge, seen),
         HttpClient.connect(
             url,
-            m.ClientConfig(era=down),  # type: ignore[arg-type]
+            m.ClientConfig(era="auto" if down == "modern" else down),
             elicitation=name_it,
             sampling=model,
             roots=roots,
         ) as client,
     ):
         assert client.era is m.Era(down)
-        assert bridge.upstream_era == "modern"  # probed; the forced era applies per connection
+        assert bridge.upstream_era == ("legacy" if up == "legacy" else "modern")
         assert client.server_info == SERVER_INFO  # initialize/discover from the upstream's facts
-        assert client.instructions is not None and "book_trip" in client.instructions
+        assert client.instructions is not None
+        assert "book_trip" in client.instructions
         one = await client.call_tool("test_input_required_result_elicitation")
         assert text_of(one) == "Hello, Ada!"
         many = await client.call_tool("test_input_required_result_multiple_inputs")
@@ -154,12 +155,146 @@ async def test_every_direction_carries_every_kind_of_input(down: str, up: str) -
     calls = [msg for msg in seen if msg.get("method") == "tools/call"]
     for msg in calls:  # nothing of the downstream's envelope: the bridge's own, and its tag
         assert msg["params"]["_meta"][HOLD_META]
-    if up == "auto":
-        # every retry carried the upstream's own state back, byte for byte (C2)
-        retries = [msg for msg in calls if "inputResponses" in msg["params"]]
-        assert retries and all(isinstance(r["params"].get("requestState", ""), str) for r in retries)
+    if up == "legacy":  # the upstream asked with real requests, answered by POSTed responses
+        assert any(msg.get("method") == "initialize" for msg in seen)
+        assert any("result" in msg and "method" not in msg for msg in seen)
+    else:
+        # the retries went upstream (their sealed states verified there: the tampered-state
+        # tool answers only to its own state, C2), with the downstream's capabilities
+        assert [msg for msg in calls if "inputResponses" in msg["params"]]
         caps = {
             json.dumps(msg["params"]["_meta"][m.protocol.CLIENT_CAPABILITIES], sort_keys=True)
             for msg in calls
         }
-        assert caps == {json.dumps({"elicitation": {"form": {}}, "roots": {}, "sampling": {}}, sort_keys=True)}
+        assert caps == {
+            json.dumps({"elicitation": {"form": {}}, "roots": {}, "sampling": {}}, sort_keys=True)
+        }
+
+
+async def post(url: str, who: str, message: dict[str, Any]) -> dict[str, Any]:
+    """POST one modern request as ``who``; its JSON-RPC response."""
+    params = message["params"]
+    headers = {
+        "x-user": who,
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": message["method"],
+        "accept": "application/json, text/event-stream",
+    }
+    if "name" in params:
+        headers["mcp-name"] = params["name"]
+    async with httpx.AsyncClient(timeout=10) as http:
+        response = await http.post(url, json=message, headers=headers)
+    if response.headers["content-type"].startswith("text/event-stream"):
+        data = [ln[5:] for ln in response.text.splitlines() if ln.startswith("data:")]
+        return dict(json.loads([d for d in data if d.strip()][-1]))
+    return dict(response.json())
+
+
+def tool_call(rid: int, name: str, **extra: Any) -> dict[str, Any]:
+    meta = {
+        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.CLIENT_CAPABILITIES: {"elicitation": {}},
+    }
+    params = {"name": name, "arguments": {}, "_meta": meta, **extra}
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+NAME_TOOL = "test_input_required_result_elicitation"
+
+
+@pytest.mark.parametrize("sealed", [True, False])
+async def test_another_principal_cannot_continue_a_held_call(sealed: bool) -> None:
+    """Mallory replays Alice's requestState: refused (by the seal, or, unsealed, by the
+    bridge's own owner check), and Alice's held call goes on unharmed."""
+    state = m.sealing.RequestStateSecurity.ephemeral() if sealed else m.sealing.UNSEALED
+    async with bridged(request_state=state) as (url, bridge, _):
+        first = await post(url, "alice", tool_call(1, NAME_TOOL))
+        assert first["result"]["resultType"] == "input_required"
+        token = first["result"]["requestState"]
+        (key,) = first["result"]["inputRequests"]
+        answer = {key: {"action": "accept", "content": {"name": "Mallory"}}}
+        stolen = await post(
+            url, "mallory", tool_call(2, NAME_TOOL, inputResponses=answer, requestState=token)
+        )
+        assert stolen["error"]["code"] == -32602
+        assert "Mallory" not in json.dumps(stolen)
+        assert bridge.held == 1
+        answer = {key: {"action": "accept", "content": {"name": "Alice"}}}
+        done = await post(
+            url, "alice", tool_call(3, NAME_TOOL, inputResponses=answer, requestState=token)
+        )
+        assert text_of(done["result"]) == "Hello, Alice!"
+        assert bridge.held == 0
+        again = await post(  # the same state once more: the hold is gone
+            url, "alice", tool_call(4, NAME_TOOL, inputResponses=answer, requestState=token)
+        )
+        assert again["error"]["code"] == -32602
+        assert again["error"]["data"]["reason"] == "bridge_hold_unknown"
+
+
+async def test_held_calls_are_bounded_per_principal_at_and_past_the_limit() -> None:
+    limits = BridgeLimits(max_held=3, max_held_per_principal=2)
+    async with bridged(limits=limits) as (url, bridge, _):
+        for rid in (1, 2):  # at the limit: held
+            held = await post(url, "alice", tool_call(rid, NAME_TOOL))
+            assert held["result"]["resultType"] == "input_required"
+        past = await post(url, "alice", tool_call(3, NAME_TOOL))
+        assert past["error"]["code"] == -32603
+        assert past["error"]["data"]["reason"] == "bridge_holds_exhausted"
+        other = await post(url, "bob", tool_call(4, NAME_TOOL))  # bob's share is his own
+        assert other["result"]["resultType"] == "input_required"
+        whole = await post(url, "carol", tool_call(5, NAME_TOOL))  # the whole bridge: 3
+        assert whole["error"]["data"]["reason"] == "bridge_holds_exhausted"
+        assert bridge.held == 3
+
+
+async def test_a_held_call_expires_and_its_retry_is_told_so() -> None:
+    async with bridged(limits=BridgeLimits(hold_timeout=0.2)) as (url, bridge, _):
+        first = await post(url, "alice", tool_call(1, NAME_TOOL))
+        token = first["result"]["requestState"]
+        await anyio.sleep(0.6)
+        assert bridge.held == 0
+        late = await post(
+            url,
+            "alice",
+            tool_call(
+                2,
+                NAME_TOOL,
+                requestState=token,
+                inputResponses={"user_name": {"action": "decline"}},
+            ),
+        )
+        assert late["error"]["code"] == -32602
+        assert "not held by this bridge process" in late["error"]["message"]
+
+
+async def test_the_legacy_round_cap_ends_the_held_call() -> None:
+    """A legacy downstream with a cap of one round: the two-round tool fails as the shim
+    fails it, and the bridge lets the upstream call go."""
+    async with (
+        bridged(legacy_max_rounds=1) as (url, bridge, _),
+        HttpClient.connect(url, m.ClientConfig(era="legacy"), elicitation=name_it) as client,
+    ):
+        with pytest.raises(CallFailedError) as failed:
+            await client.call_tool("test_input_required_result_multi_round")
+        assert "still needed input after 1 round" in failed.value.error.message
+        with anyio.fail_after(5):
+            while bridge.held:
+                await anyio.sleep(0.01)
+
+
+async def test_lists_and_their_meta_are_relayed() -> None:
+    async with (
+        bridged() as (url, _, seen),
+        HttpClient.connect(url, m.ClientConfig(era="legacy")) as client,
+    ):
+        direct = list(seen)
+        tools = await client.request("tools/list", {"_meta": {"trace": "t-1"}})
+        names = {tool["name"] for tool in tools["tools"]}
+        assert {NAME_TOOL, "book_trip", "greet"} <= names
+        prompts = await client.list_prompts()
+        assert prompts["prompts"]
+        resources = await client.list_resources()
+        assert resources["resources"]
+        listed = [msg for msg in seen[len(direct) :] if msg.get("method") == "tools/list"]
+        assert listed[-1]["params"]["_meta"]["trace"] == "t-1"

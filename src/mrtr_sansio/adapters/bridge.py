@@ -73,13 +73,17 @@ UPSTREAMS_EXHAUSTED = JsonRpcError(
 )
 
 
+def _str_tuple(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class Upstream:
     """The upstream server: ``url`` (Streamable HTTP) or ``command`` (a stdio server the bridge
     launches, one process per upstream connection), and its era (``auto`` probes)."""
 
     url: str | None = None
-    command: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    command: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     era: Era = "auto"
 
     def __attrs_post_init__(self) -> None:
@@ -339,7 +343,9 @@ class Bridge:
         hold_id = meta.get(HOLD_META) if isinstance(meta, Mapping) else None
         held = self._by_id.get(hold_id) if isinstance(hold_id, str) else None
         if held is None:  # SEP-2260: not tied to a held call of ours
-            raise InputRejectedError(-32602, "No request of this client is waiting for this")
+            raise InputRejectedError(
+                JsonRpcError(-32602, "No request of this client is waiting for this request")
+            )
         slot = _Slot(need)
         held.pending.append(slot)
         held.changed()
@@ -464,7 +470,7 @@ def _downstream_base(era: str) -> ServerConfig:
 
 
 async def _serve(args: argparse.Namespace, command: Sequence[str]) -> None:
-    upstream = Upstream(url=args.upstream, command=tuple(command), era=args.upstream_era)
+    upstream = Upstream(url=args.upstream, command=command, era=args.upstream_era)
     limits = BridgeLimits(
         max_held=args.max_held,
         max_held_per_principal=args.max_held_per_principal,
