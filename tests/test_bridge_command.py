@@ -77,9 +77,10 @@ def process(args: list[str], url: str) -> Iterator[subprocess.Popen[bytes]]:
 
 @pytest.mark.parametrize(("down", "up"), [("legacy", "modern"), ("modern", "legacy")])
 async def test_http_bridge_in_front_of_an_http_server(down: str, up: str) -> None:
-    up_url = f"http://127.0.0.1:{free_port()}/mcp"
+    port = free_port()
+    up_url = f"http://127.0.0.1:{port}/mcp"
     server = [sys.executable, str(ROOT / "examples" / "http" / "server.py")]
-    with process([*server, "--port", up_url.split(":")[2].split("/")[0]], up_url):
+    with process([*server, "--port", str(port)], up_url):
         url = f"http://127.0.0.1:{free_port()}/mcp"
         bridge = [*BRIDGE, "--listen", url, "--upstream", up_url, "--upstream-era", up]
         with process(bridge, url):
