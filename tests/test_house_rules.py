@@ -98,6 +98,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "tasks._machine",
                 "tasks._client",
                 "tasks._server",
+                "bridge",  # the era bridge's rules: public, IO-free, values and mapping only
             }
         ),
     ),
