@@ -298,3 +298,26 @@ async def test_lists_and_their_meta_are_relayed() -> None:
         assert resources["resources"]
         listed = [msg for msg in seen[len(direct) :] if msg.get("method") == "tools/list"]
         assert listed[-1]["params"]["_meta"]["trace"] == "t-1"
+
+
+@pytest.mark.parametrize("down", ["legacy", "modern"])
+async def test_progress_and_logs_reach_the_request_they_are_about(down: str) -> None:
+    got: list[tuple[str, Any]] = []
+    async with (
+        bridged() as (url, _, _seen),
+        HttpClient.connect(
+            url,
+            m.ClientConfig(era=down),
+            progress=True,
+            log_level="info",
+            on_notification=lambda method, params: got.append((method, params)),
+        ) as client,
+    ):
+        await client.call_tool("test_tool_with_progress")
+        progress = [p["progress"] for method, p in got if method == "notifications/progress"]
+        assert progress == [0, 50, 100]
+        got.clear()
+        await client.call_tool("test_tool_with_logging")
+        assert [p["level"] for method, p in got if method == "notifications/message"] == [
+            "info"
+        ] * 3

@@ -166,3 +166,11 @@ def test_initialize_and_discover_come_from_the_upstreams_facts() -> None:
     assert config.server_info == {"name": "up", "version": "2"}
     assert dict(config.capabilities) == {"tools": {}}
     assert config.instructions == "hi"
+
+
+def test_an_expired_hold_frees_its_place_and_is_still_returned_for_cancelling() -> None:
+    holds, clock = table(max_held_per_principal=1, hold_timeout=1.0)
+    holds.hold("a", "old")
+    clock.now += 1.0
+    holds.hold("a", "new")  # the expired one does not count against the bound
+    assert holds.expire() == ["old"]  # ... and is still handed back, to be cancelled upstream

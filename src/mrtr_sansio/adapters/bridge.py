@@ -18,8 +18,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, Literal
 
 import anyio
@@ -118,8 +118,9 @@ class _Slot:
 class _Held:
     """One upstream call held by the bridge: its task, the questions asked and its outcome."""
 
-    def __init__(self, method: str) -> None:
+    def __init__(self, method: str, conn: _Conn) -> None:
         self.method = method
+        self.conn = conn
         self.scope = anyio.CancelScope()
         self.pending: list[_Slot] = []  # questions not yet asked downstream
         self.asked: list[_Slot] = []  # asked downstream, waiting for the retry
@@ -144,6 +145,32 @@ class _Conn:
         self.closing = anyio.Event()
         self.in_use = 0
         self.last_used = 0.0
+        #: The downstream requests waiting on this connection now, for its notifications.
+        self.active: list[RequestContext] = []
+
+    @contextmanager
+    def listening(self, ctx: RequestContext) -> Iterator[None]:
+        """While the block runs, the upstream's notifications may go to ``ctx``'s request."""
+        self.active.append(ctx)
+        try:
+            yield
+        finally:
+            self.active.remove(ctx)
+
+    def notified(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """Relay an upstream notification to the downstream request it is about: progress by
+        its token (the downstream's own, relayed), a log message when only one request waits
+        on this connection (it is then certainly that request's); anything else is dropped."""
+        target: RequestContext | None = None
+        if method == "notifications/progress" and params is not None:
+            token = params.get("progressToken")
+            target = next(
+                (c for c in self.active if c.request.meta.get("progressToken") == token), None
+            )
+        elif method == "notifications/message" and len(self.active) == 1:
+            target = self.active[0]
+        if target is not None:
+            target.notify(method, params)
 
 
 class Bridge:
@@ -234,19 +261,21 @@ class Bridge:
         """Relay ``request`` upstream; the handler of the downstream server."""
         try:
             if request.method not in INPUT_METHODS:
-                return await self._relay(request)
+                return await self._relay(request, ctx)
             if request.request_state is None:
-                return await self._start(request)
-            return await self._continue(request)
+                return await self._start(request, ctx)
+            return await self._continue(request, ctx)
         except BridgeRefusedError as exc:
             return exc.error
 
-    async def _relay(self, request: RequestReceived) -> HandlerResult:
+    async def _relay(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
         """A request that cannot ask for input: one upstream call, its answer as it is."""
         conn = await self._connection(request)
         try:
             assert conn.client is not None
-            return await conn.client.request(request.method, relay_params(request.params))
+            params = relay_params(request.params, log_level=_log_level(request))
+            with conn.listening(ctx):
+                return await conn.client.request(request.method, params)
         except CallFailedError as exc:
             return relay_error(exc.code, exc.error.message, exc.error.data, local=exc.local)
         except ClientError as exc:
@@ -254,20 +283,20 @@ class Bridge:
         finally:
             self._done_with(conn)
 
-    async def _start(self, request: RequestReceived) -> HandlerResult:
-        held = _Held(request.method)
-        hold_id = self._holds.hold(request.principal, held)
-        self._by_id[hold_id] = held
+    async def _start(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
+        conn = await self._connection(request)
+        held = _Held(request.method, conn)
         try:
-            conn = await self._connection(request)
+            hold_id = self._holds.hold(request.principal, held)
         except BaseException:
-            self._release(hold_id)
+            self._done_with(conn)
             raise
-        params = relay_params(request.params, hold_id)
+        self._by_id[hold_id] = held
+        params = relay_params(request.params, hold_id, _log_level(request))
         self._tg.start_soon(self._run, held, conn, request.method, params)
-        return await self._next(request, hold_id, held)
+        return await self._next(request, ctx, hold_id, held)
 
-    async def _continue(self, request: RequestReceived) -> HandlerResult:
+    async def _continue(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
         hold_id = request.request_state
         held = self._holds.get(hold_id, request.principal)
         assert isinstance(hold_id, str)
@@ -280,14 +309,17 @@ class Bridge:
             slot.answer = answer
             slot.done.set()
         held.asked = []
-        return await self._next(request, hold_id, held)
+        return await self._next(request, ctx, hold_id, held)
 
-    async def _next(self, request: RequestReceived, hold_id: str, held: _Held) -> HandlerResult:
+    async def _next(
+        self, request: RequestReceived, ctx: RequestContext, hold_id: str, held: _Held
+    ) -> HandlerResult:
         """Wait for the held call's next round of questions, or its end."""
         held.waiting = True
         try:
-            while held.outcome is None and not held.pending:
-                await held.wait()
+            with held.conn.listening(ctx):
+                while held.outcome is None and not held.pending:
+                    await held.wait()
             if held.outcome is None:
                 for _ in range(_ROUND_SETTLE):
                     await anyio.lowlevel.checkpoint()
@@ -420,15 +452,21 @@ class Bridge:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         config = ClientConfig(client_info=BRIDGE_INFO, capabilities=caps, era=self.upstream.era)
-        callbacks = dict.fromkeys(caps, self.ask_downstream)
+        callbacks: dict[str, Any] = dict.fromkeys(caps, self.ask_downstream)
         try:
-            async with self.upstream.connect(config, **callbacks) as client:
+            async with self.upstream.connect(
+                config, on_notification=conn.notified, **callbacks
+            ) as client:
                 conn.client = client
                 task_status.started()
                 await conn.closing.wait()
         finally:
             if self._conns.get(conn.key) is conn:
                 del self._conns[conn.key]
+
+
+def _log_level(request: RequestReceived) -> str | None:
+    return request.session.log_level if request.session is not None else None
 
 
 # --- the command ----------------------------------------------------------------------------

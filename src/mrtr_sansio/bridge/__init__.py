@@ -24,7 +24,7 @@ import attrs
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError
 from mrtr_sansio._events import InputNeeded, RequestReceived
-from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION
+from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
 
 __all__ = [
@@ -141,14 +141,16 @@ class HeldCalls(Generic[T]):
 
     def hold(self, principal: str | None, value: T) -> str:
         """Hold ``value`` for ``principal``; its id, or :class:`BridgeRefusedError` past a bound
-        (the expired are dropped first, so a bound counts only live holds)."""
-        self.expire()
+        (a bound counts only live holds; the expired wait for :meth:`expire`, which returns
+        them to be cancelled)."""
         limits = self.limits
-        mine = sum(1 for h in self._holds.values() if h.principal == principal)
-        if len(self._holds) >= limits.max_held or mine >= limits.max_held_per_principal:
+        now = self._clock()
+        live = [h for h in self._holds.values() if h.deadline > now]
+        mine = sum(1 for h in live if h.principal == principal)
+        if len(live) >= limits.max_held or mine >= limits.max_held_per_principal:
             raise BridgeRefusedError(HOLDS_EXHAUSTED)
         hold_id = self._token_hex(16)
-        self._holds[hold_id] = _Hold(principal, value, self._clock() + limits.hold_timeout)
+        self._holds[hold_id] = _Hold(principal, value, now + limits.hold_timeout)
         return hold_id
 
     def get(self, hold_id: object, principal: str | None) -> T:
@@ -185,12 +187,16 @@ class HeldCalls(Generic[T]):
         return min((h.deadline for h in self._holds.values()), default=None)
 
 
-def relay_params(params: Mapping[str, Any], hold_id: str | None = None) -> dict[str, Any]:
+def relay_params(
+    params: Mapping[str, Any], hold_id: str | None = None, log_level: str | None = None
+) -> dict[str, Any]:
     """The params of the upstream request for a downstream one: the same method and params
     (DIGEST §2.5 item 1), without the downstream's retry fields and envelope, which the
     upstream client makes anew for its own rounds (§2.5 items 3-5, C2, C5); ``_meta`` keys of
     the application (``progressToken``, ``logLevel``) are kept. ``hold_id`` tags the request
-    with :data:`HOLD_META`."""
+    with :data:`HOLD_META`; ``log_level`` (a legacy session's ``logging/setLevel``) becomes the
+    request's ``logLevel`` when it names none (§1.1: on the modern wire logs are asked for per
+    request)."""
     out = {k: v for k, v in params.items() if k not in _RETRY_FIELDS}
     meta = params.get("_meta")
     kept = (
@@ -200,6 +206,8 @@ def relay_params(params: Mapping[str, Any], hold_id: str | None = None) -> dict[
     )
     if hold_id is not None:
         kept[HOLD_META] = hold_id
+    if log_level is not None:
+        kept.setdefault(LOG_LEVEL, log_level)
     if kept:
         out["_meta"] = kept
     else:
