@@ -321,3 +321,44 @@ async def test_progress_and_logs_reach_the_request_they_are_about(down: str) -> 
         assert [p["level"] for method, p in got if method == "notifications/message"] == [
             "info"
         ] * 3
+
+
+@pytest.mark.parametrize(
+    ("down", "up"), [("legacy", "legacy"), ("modern", "legacy"), ("legacy", "auto")]
+)
+async def test_a_cancelled_downstream_call_cancels_the_upstream_call(down: str, up: str) -> None:
+    async with (
+        bridged(up) as (url, bridge, seen),
+        HttpClient.connect(url, m.ClientConfig(era=down)) as client,
+    ):
+        with anyio.move_on_after(0.5) as scope:
+            await client.call_tool("slow_compute", {"seconds": 30})
+        assert scope.cancelled_caught
+        with anyio.fail_after(5):
+            while bridge.held:
+                await anyio.sleep(0.01)
+            if up == "legacy":  # the upstream session was told (a modern one: its stream closed)
+                while not any(msg.get("method") == "notifications/cancelled" for msg in seen):
+                    await anyio.sleep(0.01)
+        after = await client.call_tool("greet", {"name": "Ada"})  # the bridge goes on
+        assert "Ada" in text_of(after)
+
+
+async def test_upstream_connections_are_bounded_per_principal_at_and_past_the_limit() -> None:
+    """One connection per principal and capability set; at the bound the idle one gives way,
+    and when it is in use (a held call) the new one is refused."""
+    limits = BridgeLimits(max_upstreams_per_principal=1)
+    async with bridged(limits=limits) as (url, bridge, _):
+        plain = tool_call(1, "greet", arguments={"name": "Ada"})
+        plain["params"]["_meta"][m.protocol.CLIENT_CAPABILITIES] = {}
+        assert "Ada" in text_of((await post(url, "alice", plain))["result"])
+        assert bridge.upstream_connections == 1  # at the limit
+        held = await post(url, "alice", tool_call(2, NAME_TOOL))  # {"elicitation": {}}: another
+        assert held["result"]["resultType"] == "input_required"  # the idle one gave way
+        assert bridge.upstream_connections == 1
+        plain["id"] = 3
+        past = await post(url, "alice", plain)  # the only one is busy: refused
+        assert past["error"]["data"]["reason"] == "bridge_upstreams_exhausted"
+        plain["id"] = 4
+        assert "Ada" in text_of((await post(url, "bob", plain))["result"])  # bob's own
+        assert bridge.upstream_connections == 2
