@@ -52,7 +52,7 @@ from mrtr_sansio.bridge import (
     upstream_key,
 )
 
-from ._client_common import AsyncClientBase, ClientOptions
+from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase, ClientOptions
 from ._client_errors import CallFailedError, ClientError, InputRejectedError
 from ._common import HandlerResult, RequestContext
 
@@ -233,6 +233,13 @@ class Bridge:
             finally:
                 for conn in bridge._conns.values():
                     conn.closing.set()
+                for held in bridge._by_id.values():
+                    held.scope.cancel()
+                # each connection closes as its client does (a launched server is asked to
+                # end first); cancelled only past the clients' own shutdown bound
+                with anyio.move_on_after(2 * SHUTDOWN_TIMEOUT, shield=True):
+                    while bridge._conns:
+                        await anyio.sleep(0.01)
                 tg.cancel_scope.cancel()
 
     def server_config(self, base: ServerConfig | None = None) -> ServerConfig:
