@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import mrtr_sansio as m
 from mrtr_sansio._mcp.session import LegacySession
@@ -174,3 +176,64 @@ def test_an_expired_hold_frees_its_place_and_is_still_returned_for_cancelling() 
     clock.now += 1.0
     holds.hold("a", "new")  # the expired one does not count against the bound
     assert holds.expire() == ["old"]  # ... and is still handed back, to be cancelled upstream
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["hold", "get", "release", "tick", "expire"]),
+        st.sampled_from(["a", "b", None]),
+        st.integers(0, 20),
+    ),
+    max_size=60,
+)
+
+
+@given(OPS)
+def test_no_sequence_exceeds_a_bound_or_reaches_another_principals_hold(ops: Any) -> None:
+    holds, clock = table(max_held=4, max_held_per_principal=2, hold_timeout=5.0)
+    owners: dict[str, str | None] = {}
+    for op, who, n in ops:
+        ids = sorted(owners)
+        if op == "hold":
+            made, refused = _attempt(holds.hold, who, f"v{n}")
+            if made is not None:
+                owners[made] = who
+            else:
+                assert refused == {"reason": "bridge_holds_exhausted"}
+        elif op == "get" and ids:
+            hold_id = ids[n % len(ids)]
+            live_before = _live(holds, hold_id)
+            got, refused = _attempt(holds.get, hold_id, who)
+            if got is not None:  # only its owner's, and only while live
+                assert owners[hold_id] == who
+                assert live_before
+            else:
+                assert refused == {"reason": "bridge_hold_unknown"}
+        elif op == "release" and ids:
+            holds.release(ids[n % len(ids)])
+            del owners[ids[n % len(ids)]]
+        elif op == "tick":
+            clock.now += n / 4
+        elif op == "expire":
+            holds.expire()
+        live = [k for k in owners if _live(holds, k)]
+        assert len(live) <= 4
+        for principal in ("a", "b", None):
+            assert sum(1 for k in live if owners[k] == principal) <= 2
+        owners = {k: v for k, v in owners.items() if k in _ids(holds)}
+
+
+def _attempt(op: Any, *args: Any) -> tuple[Any, Any]:
+    """``(op(*args), None)``, or ``(None, the refusal's data)``."""
+    try:
+        return op(*args), None
+    except BridgeRefusedError as exc:
+        return None, exc.error.data
+
+
+def _ids(holds: HeldCalls[str]) -> set[str]:
+    return set(holds._holds)
+
+
+def _live(holds: HeldCalls[str], hold_id: str) -> bool:
+    return holds._holds[hold_id].deadline > holds._clock()
