@@ -362,3 +362,31 @@ async def test_upstream_connections_are_bounded_per_principal_at_and_past_the_li
         plain["id"] = 4
         assert "Ada" in text_of((await post(url, "bob", plain))["result"])  # bob's own
         assert bridge.upstream_connections == 2
+
+
+async def test_a_retry_reaching_another_bridge_process_is_told_so() -> None:
+    """Two bridges sharing one key ring (as processes behind one URL must): the state unseals
+    at the other, which holds no such call and says so."""
+    ring = m.sealing.RequestStateSecurity.ephemeral()
+    async with (
+        bridged(request_state=ring) as (one, _, _),
+        bridged(request_state=ring) as (
+            other,
+            bridge,
+            _,
+        ),
+    ):
+        first = await post(one, "alice", tool_call(1, NAME_TOOL))
+        token = first["result"]["requestState"]
+        answer = {"user_name": {"action": "accept", "content": {"name": "Ada"}}}
+        elsewhere = await post(
+            other, "alice", tool_call(2, NAME_TOOL, inputResponses=answer, requestState=token)
+        )
+        assert elsewhere["error"]["code"] == -32602
+        assert elsewhere["error"]["data"] == {"reason": "bridge_hold_unknown"}
+        assert "held by another bridge process" in elsewhere["error"]["message"]
+        assert bridge.held == 0
+        back = await post(
+            one, "alice", tool_call(3, NAME_TOOL, inputResponses=answer, requestState=token)
+        )
+        assert text_of(back["result"]) == "Hello, Ada!"
