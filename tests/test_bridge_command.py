@@ -4,6 +4,7 @@ stdio (``--upstream -- COMMAND``), and on HTTP in front of a URL, for clients of
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -98,3 +99,18 @@ def test_the_command_needs_one_upstream() -> None:
     )
     assert done.returncode != 0
     assert b"--upstream URL or -- COMMAND" in done.stderr
+
+
+def test_the_bridge_bench_keeps_its_last_line() -> None:
+    """``bench/bridge.py`` runs (figures are not checked here: a quiet machine's job)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bridge.py"), "--calls", "2", "--batches", "1"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    last = done.stdout.strip().splitlines()[-1]
+    pattern = r"ratio bridge/direct: plain=\d+\.\d\d mrtr=\d+\.\d\d legacy-mrtr=\d+\.\d\d"
+    assert re.fullmatch(pattern, last), last
