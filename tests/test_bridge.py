@@ -390,3 +390,22 @@ async def test_a_retry_reaching_another_bridge_process_is_told_so() -> None:
             one, "alice", tool_call(3, NAME_TOOL, inputResponses=answer, requestState=token)
         )
         assert text_of(back["result"]) == "Hello, Ada!"
+
+
+async def test_an_idle_upstream_connection_is_closed() -> None:
+    async with (
+        bridged(limits=BridgeLimits(upstream_idle_timeout=0.2)) as (url, bridge, _),
+        HttpClient.connect(url, m.ClientConfig(era="legacy")) as client,
+    ):
+        await client.call_tool("greet", {"name": "Ada"})
+        assert bridge.upstream_connections == 1
+        await until_no_connection(bridge)
+        after = await client.call_tool("greet", {"name": "Bo"})  # a new one is opened
+        assert "Bo" in text_of(after)
+        assert bridge.upstream_connections == 1
+
+
+async def until_no_connection(bridge: Bridge) -> None:
+    with anyio.fail_after(5):
+        while bridge.upstream_connections:
+            await anyio.sleep(0.02)

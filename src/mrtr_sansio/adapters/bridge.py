@@ -143,6 +143,7 @@ class _Conn:
         self.key = key
         self.client: AsyncClientBase | None = None
         self.closing = anyio.Event()
+        self.ready = anyio.Event()  # set once opened (or failed to open)
         self.in_use = 0
         self.last_used = 0.0
         #: The downstream requests waiting on this connection now, for its notifications.
@@ -403,8 +404,14 @@ class Bridge:
             held.scope.cancel()
 
     async def _expire_loop(self) -> None:
+        limits = self.limits
         while True:
-            await anyio.sleep(min(1.0, self.limits.hold_timeout / 4))
+            await anyio.sleep(min(1.0, limits.hold_timeout / 4, limits.upstream_idle_timeout / 4))
+            now = self._clock()
+            for conn in list(self._conns.values()):
+                if conn.in_use == 0 and now - conn.last_used >= limits.upstream_idle_timeout:
+                    conn.closing.set()
+                    del self._conns[conn.key]
             for held in self._holds.expire(keep=lambda h: h.waiting):
                 held.scope.cancel()
             for hold_id in [k for k, h in self._by_id.items() if h.scope.cancel_called]:
@@ -413,19 +420,33 @@ class Bridge:
     # --- upstream connections ---------------------------------------------------------------
 
     async def _connection(self, request: RequestReceived) -> _Conn:
+        """The upstream connection for ``request``, counted in use until :meth:`_done_with`
+        (from before it is opened, so that it is never taken for idle meanwhile)."""
         session: Hashable | None = request.session
         key = upstream_key(request, session)
         conn = self._conns.get(key)
-        if conn is None or conn.closing.is_set():
+        if conn is not None and not conn.closing.is_set():
+            conn.in_use += 1
+            try:
+                await conn.ready.wait()  # opened by another request a moment ago
+            except BaseException:
+                self._done_with(conn)
+                raise
+            if conn.client is None:  # that opening failed
+                self._done_with(conn)
+                raise BridgeRefusedError(relay_error(-32603, "opening failed", None, local=True))
+        else:
             self._make_room(key)
             conn = self._conns[key] = _Conn(key)
+            conn.in_use += 1
             caps = upstream_capabilities(request.client_capabilities)
             try:
                 await self._tg.start(self._run_connection, conn, caps)
             except BaseException:
                 self._conns.pop(key, None)
+                conn.ready.set()
+                self._done_with(conn)
                 raise
-        conn.in_use += 1
         conn.last_used = self._clock()
         return conn
 
@@ -465,6 +486,7 @@ class Bridge:
                 config, on_notification=conn.notified, **callbacks
             ) as client:
                 conn.client = client
+                conn.ready.set()
                 task_status.started()
                 await conn.closing.wait()
         finally:

@@ -78,7 +78,9 @@ class BridgeLimits:
     ``max_held`` upstream calls held in all (``max_held_per_principal`` for one principal), each
     for at most ``hold_timeout`` seconds from its last round (S8: a downstream client need not
     retry, so a held call cannot wait for it forever); ``max_upstreams`` upstream connections
-    (``max_upstreams_per_principal`` for one principal), the longest idle closed first.
+    (``max_upstreams_per_principal`` for one principal), the longest idle closed first, and
+    any closed after ``upstream_idle_timeout`` seconds unused (a legacy downstream session that
+    ended leaves its upstream connection idle: nothing tells the bridge it ended).
     """
 
     max_held: int = attrs.field(default=256, validator=_positive)
@@ -86,6 +88,7 @@ class BridgeLimits:
     hold_timeout: float = attrs.field(default=600.0, validator=_positive)
     max_upstreams: int = attrs.field(default=64, validator=_positive)
     max_upstreams_per_principal: int = attrs.field(default=8, validator=_positive)
+    upstream_idle_timeout: float = attrs.field(default=300.0, validator=_positive)
 
 
 class BridgeRefusedError(Exception):
