@@ -409,3 +409,20 @@ async def until_no_connection(bridge: Bridge) -> None:
     with anyio.fail_after(5):
         while bridge.upstream_connections:
             await anyio.sleep(0.02)
+
+
+async def test_a_legacy_only_downstream_sends_a_dual_era_client_to_initialize() -> None:
+    async with (
+        bridged(supported_versions=()) as (url, _, _),  # what --downstream-era legacy serves
+        HttpClient.connect(url, m.ClientConfig(era="auto"), elicitation=name_it) as client,
+    ):
+        assert client.era is m.Era.LEGACY
+        result = await client.call_tool(NAME_TOOL)
+        assert text_of(result) == "Hello, Ada!"
+    async with (
+        bridged(supported_versions=()) as (url, _, _),
+        HttpClient.connect(url, m.ClientConfig(era="modern")) as modern,
+    ):
+        with pytest.raises(CallFailedError) as refused:
+            await modern.call_tool("greet", {"name": "Ada"})
+        assert refused.value.code == -32022

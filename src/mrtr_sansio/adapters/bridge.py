@@ -531,8 +531,8 @@ def _parser() -> argparse.ArgumentParser:
 def _downstream_base(era: str) -> ServerConfig:
     if era == "modern":
         return ServerConfig(legacy_versions=())
-    if era == "legacy":
-        return ServerConfig(answer_discovery=False)
+    if era == "legacy":  # no modern version: a modern request is refused -32022
+        return ServerConfig(supported_versions=())
     return ServerConfig()
 
 
