@@ -136,7 +136,9 @@ def test_the_wheel_carries_the_license_and_honest_metadata(tmp_path: Path) -> No
         meta = archive.read(f"{info}/METADATA").decode()
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
     # the testing kit's command ships in the wheel (issue 20: it was an example script)
-    assert "[console_scripts]\nmrtr-check = mrtr_sansio.testing.cli:main" in entry_points
+    assert entry_points.startswith("[console_scripts]\n")
+    assert "\nmrtr-check = mrtr_sansio.testing.cli:main\n" in entry_points
+    assert "\nmrtr-bridge = mrtr_sansio.adapters.bridge:main\n" in entry_points  # issue 29
     assert license_text == (ROOT / "LICENSE").read_text()
     assert "Copyright (c) 2026 the mrtr_sansio authors" in license_text
     assert "License-Expression: MIT" in meta

@@ -1,0 +1,240 @@
+"""The bridge's IO-free rules (``mrtr_sansio.bridge``), each against the spec rule it names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mrtr_sansio as m
+from mrtr_sansio._mcp.session import LegacySession
+from mrtr_sansio.bridge import (
+    HOLD_META,
+    BridgeLimits,
+    BridgeRefusedError,
+    HeldCalls,
+    answers_for,
+    downstream_config,
+    input_required_for,
+    over_round_cap,
+    relay_error,
+    relay_params,
+    upstream_capabilities,
+    upstream_key,
+)
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def table(**limits: Any) -> tuple[HeldCalls[str], Clock]:
+    clock = Clock()
+    counter = iter(range(1000))
+    return HeldCalls(BridgeLimits(**limits), clock, lambda n: f"id{next(counter)}"), clock
+
+
+def test_holds_at_and_past_the_per_principal_and_total_bounds() -> None:
+    holds, _ = table(max_held=3, max_held_per_principal=2)
+    holds.hold("a", "a1")
+    holds.hold("a", "a2")  # at the limit
+    with pytest.raises(BridgeRefusedError) as past:
+        holds.hold("a", "a3")
+    assert past.value.error.data == {"reason": "bridge_holds_exhausted"}
+    holds.hold("b", "b1")  # another principal's share; the whole table is now full
+    with pytest.raises(BridgeRefusedError):
+        holds.hold("c", "c1")
+    assert len(holds) == 3
+
+
+def test_a_hold_is_its_principals_only_and_ends_at_its_deadline() -> None:
+    holds, clock = table(hold_timeout=10.0)
+    hold_id = holds.hold("alice", "call")
+    for who in ("mallory", None):
+        with pytest.raises(BridgeRefusedError) as refused:
+            holds.get(hold_id, who)
+        assert refused.value.error.code == -32602
+    with pytest.raises(BridgeRefusedError):
+        holds.get("guess", "alice")
+    clock.now += 9.9
+    assert holds.get(hold_id, "alice") == "call"  # renewed: 10 s from now
+    clock.now += 9.9
+    assert holds.expire() == []
+    assert holds.next_deadline() == pytest.approx(clock.now + 0.1)
+    clock.now += 0.1  # exactly at the deadline: gone
+    with pytest.raises(BridgeRefusedError):
+        holds.get(hold_id, "alice")
+    assert holds.expire() == ["call"]
+    assert len(holds) == 0
+
+
+def test_a_hold_in_use_is_renewed_rather_than_expired() -> None:
+    holds, clock = table(hold_timeout=1.0)
+    holds.hold(None, "busy")
+    holds.hold(None, "idle")
+    clock.now += 1.0
+    assert holds.expire(keep=lambda v: v == "busy") == ["idle"]
+    assert len(holds) == 1
+
+
+def test_relayed_params_drop_the_downstream_round_and_envelope() -> None:
+    """DIGEST §2.5: the same params; the upstream client makes its own envelope and retry
+    fields (items 3-5); a downstream's hold tag is never trusted."""
+    params = {
+        "name": "t",
+        "arguments": {"x": 1},
+        "inputResponses": {"k": {}},
+        "requestState": "s",
+        "_meta": {
+            PROTOCOL_VERSION: "2026-07-28",
+            CLIENT_CAPABILITIES: {},
+            HOLD_META: "forged",
+            "progressToken": 7,
+        },
+    }
+    assert relay_params(params) == {
+        "name": "t",
+        "arguments": {"x": 1},
+        "_meta": {"progressToken": 7},
+    }
+    tagged = relay_params(params, "h1")
+    assert tagged["_meta"] == {"progressToken": 7, HOLD_META: "h1"}
+    assert relay_params({"uri": "u", "_meta": {PROTOCOL_VERSION: "x"}}) == {"uri": "u"}
+
+
+def test_capabilities_declared_upstream_are_what_the_downstream_declared() -> None:
+    """S7 / §3: only the three embedded-request capabilities, as the downstream gave them."""
+    caps = {"elicitation": {"url": {}}, "roots": {"listChanged": True}, "experimental": {"x": {}}}
+    assert upstream_capabilities(caps) == {
+        "elicitation": {"url": {}},
+        "roots": {"listChanged": True},
+    }
+    params = {"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: caps}}
+    a = upstream_key(m.RequestReceived(1, "tools/call", params, principal="a"))
+    b = upstream_key(m.RequestReceived(1, "tools/call", params, principal="b"))
+    assert a != b  # never shared across principals
+    assert a.capabilities == b.capabilities
+
+
+def test_a_round_goes_down_under_its_upstream_keys_with_the_hold_as_state() -> None:
+    call = m.Call(1, "tools/call", {})
+    needs = [
+        m.InputNeeded(call, "name", "elicitation/create", {"message": "?"}, 1),
+        m.InputNeeded(call, 7, "roots/list", {}, 1),  # a legacy server's request id
+    ]
+    result = input_required_for(needs, "h1")
+    assert set(result.input_requests or {}) == {"name", "7"}
+    assert result.request_state == "h1"
+    assert input_required_for([], "h1").input_requests is None  # state-only (S6, C1)
+    answered = m.InputResponses({"name": {"action": "accept", "content": {}}, "7": {"roots": []}})
+    assert answers_for(needs, answered) == [{"action": "accept", "content": {}}, {"roots": []}]
+    assert answers_for(needs, m.InputResponses({"name": {"action": "decline"}})) is None  # S13
+
+
+def test_the_round_cap_is_the_shims_on_a_legacy_session_only() -> None:
+    config = m.ServerConfig(legacy_max_rounds=2)
+    modern = m.RequestReceived(1, "tools/call", {}, round=None)
+    assert not over_round_cap(modern, config)
+    session = LegacySession("2025-11-25", {}, None)
+    at = m.RequestReceived(1, "tools/call", {}, session=session, round=2)
+    past = m.RequestReceived(1, "tools/call", {}, session=session, round=3)
+    assert not over_round_cap(at, config)  # the second run may still ask: round 2 of 2
+    assert over_round_cap(past, config)
+
+
+def test_errors_relay_as_they_are_unless_the_bridge_made_them() -> None:
+    assert relay_error(-32602, "bad", {"x": 1}, local=False) == m.JsonRpcError(
+        -32602, "bad", {"x": 1}
+    )
+    local = relay_error(-32000, "closed", None, local=True)
+    assert local.code == -32603
+    assert local.data == {"reason": "bridge_upstream_failed"}
+
+
+def test_initialize_and_discover_come_from_the_upstreams_facts() -> None:
+    config = downstream_config(
+        m.ServerConfig(),
+        {"name": "up", "version": "2"},
+        {"tools": {}, "extensions": {"x": {}}},
+        "hi",
+    )
+    assert config.server_info == {"name": "up", "version": "2"}
+    assert dict(config.capabilities) == {"tools": {}}
+    assert config.instructions == "hi"
+
+
+def test_an_expired_hold_frees_its_place_and_is_still_returned_for_cancelling() -> None:
+    holds, clock = table(max_held_per_principal=1, hold_timeout=1.0)
+    holds.hold("a", "old")
+    clock.now += 1.0
+    holds.hold("a", "new")  # the expired one does not count against the bound
+    assert holds.expire() == ["old"]  # ... and is still handed back, to be cancelled upstream
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["hold", "get", "release", "tick", "expire"]),
+        st.sampled_from(["a", "b", None]),
+        st.integers(0, 20),
+    ),
+    max_size=60,
+)
+
+
+@settings(deadline=None)  # a busy 2-core machine: time is not the property
+@given(OPS)
+def test_no_sequence_exceeds_a_bound_or_reaches_another_principals_hold(ops: Any) -> None:
+    holds, clock = table(max_held=4, max_held_per_principal=2, hold_timeout=5.0)
+    owners: dict[str, str | None] = {}
+    for op, who, n in ops:
+        ids = sorted(owners)
+        if op == "hold":
+            made, refused = _attempt(holds.hold, who, f"v{n}")
+            if made is not None:
+                owners[made] = who
+            else:
+                assert refused == {"reason": "bridge_holds_exhausted"}
+        elif op == "get" and ids:
+            hold_id = ids[n % len(ids)]
+            live_before = _live(holds, hold_id)
+            got, refused = _attempt(holds.get, hold_id, who)
+            if got is not None:  # only its owner's, and only while live
+                assert owners[hold_id] == who
+                assert live_before
+            else:
+                assert refused == {"reason": "bridge_hold_unknown"}
+        elif op == "release" and ids:
+            holds.release(ids[n % len(ids)])
+            del owners[ids[n % len(ids)]]
+        elif op == "tick":
+            clock.now += n / 4
+        elif op == "expire":
+            holds.expire()
+        owners = {k: v for k, v in owners.items() if k in _ids(holds)}  # released, expired
+        live = [k for k in owners if _live(holds, k)]
+        assert len(live) <= 4
+        for principal in ("a", "b", None):
+            assert sum(1 for k in live if owners[k] == principal) <= 2
+
+
+def _attempt(op: Any, *args: Any) -> tuple[Any, Any]:
+    """``(op(*args), None)``, or ``(None, the refusal's data)``."""
+    try:
+        return op(*args), None
+    except BridgeRefusedError as exc:
+        return None, exc.error.data
+
+
+def _ids(holds: HeldCalls[str]) -> set[str]:
+    return set(holds._holds)
+
+
+def _live(holds: HeldCalls[str], hold_id: str) -> bool:
+    return holds._holds[hold_id].deadline > holds._clock()
