@@ -40,7 +40,7 @@ class StateBinding:
     def __init__(
         self, method: str, target: str | None, arguments: Any, principal: str | None
     ) -> None:
-        # Written out, as attrs would, without its per-call setattr binding: docs/performance.md.
+        # Written out, as attrs would, without its per-call setattr binding: bench/README.md.
         fields = self.__dict__
         fields["method"] = method
         fields["target"] = target
@@ -58,7 +58,7 @@ class UnsealedState:
     carried: Mapping[str, str] | None = None
 
     def __init__(self, state: Any, round: int, carried: Mapping[str, str] | None = None) -> None:
-        # Written out, as attrs would, without its per-call setattr binding: docs/performance.md.
+        # Written out, as attrs would, without its per-call setattr binding: bench/README.md.
         fields = self.__dict__
         fields["state"] = state
         fields["round"] = round
