@@ -12,8 +12,9 @@ own types:
 * **asyncio** / **trio**: ``mrtr_sansio.adapters.anyio.serve_stdio`` (the one async adapter)
   run by ``asyncio.run`` / ``trio.run``; **asyncio-sealed**: the same as shipped, the state
   sealed with the default per-process key.
-* **asyncio@base** / **trio@base** (with ``--baseline SRC``): the same handler on the package
-  found at ``SRC`` (another checkout's ``src``), to compare two versions in one run.
+* **asyncio@base** / **asyncio-sealed@base** / **trio@base** (with ``--baseline SRC``): the
+  same handler on the package found at ``SRC`` (another checkout's ``src``), to compare two
+  versions in one run.
 * **sdk** (package ``mcp`` of the ``bench`` extra): its low-level ``Server.run()`` on
   ``mcp.server.stdio.stdio_server()`` under anyio.
 * **ts**: the official TypeScript SDK's ``serveStdio`` (``bench/ts/stdio_server.mjs``), when
@@ -70,12 +71,14 @@ HERE = Path(__file__).resolve().parent
 TS_SERVER = HERE / "ts" / "stdio_server.mjs"
 TS_SDK = HERE / "ts" / "node_modules" / "@modelcontextprotocol" / "server"
 SERVERS = ("ours", "asyncio", "asyncio-sealed", "trio", "sdk", "ts")
-BASELINE = ("asyncio@base", "trio@base")
+BASELINE = ("asyncio@base", "asyncio-sealed@base", "trio@base")
 #: The ratios printed, numerator / denominator, when both rows ran.
 RATIOS = (
     ("asyncio", "asyncio@base"),
     ("trio", "trio@base"),
     ("asyncio-sealed", "asyncio"),
+    ("asyncio-sealed@base", "asyncio@base"),
+    ("asyncio-sealed", "asyncio-sealed@base"),
     ("asyncio", "ours"),
     ("asyncio", "ts"),
     ("asyncio", "sdk"),
@@ -178,8 +181,8 @@ def serve(name: str) -> None:
     elif name == "sdk":
         serve_sdk()
     else:
-        backend = name.split("@", 1)[0].removesuffix("-sealed")
-        serve_async(backend, sealed=name.endswith("-sealed"))
+        row = name.split("@", 1)[0]
+        serve_async(row.removesuffix("-sealed"), sealed=row.endswith("-sealed"))
 
 
 def _pin(cpu: int) -> None:

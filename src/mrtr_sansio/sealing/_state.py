@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@attrs.frozen(slots=False, init=False)
 class StateBinding:
     """What a sealed state is bound to: the request it belongs to and who made it.
 
@@ -37,8 +37,18 @@ class StateBinding:
     arguments: Any
     principal: str | None
 
+    def __init__(
+        self, method: str, target: str | None, arguments: Any, principal: str | None
+    ) -> None:
+        # Written out, as attrs would, without its per-call setattr binding: bench/README.md.
+        fields = self.__dict__
+        fields["method"] = method
+        fields["target"] = target
+        fields["arguments"] = arguments
+        fields["principal"] = principal
 
-@attrs.frozen
+
+@attrs.frozen(slots=False, init=False)
 class UnsealedState:
     """The state a handler wrote, recovered from a token, and the round that wrote it;
     ``carried`` is the observer's trace context sealed beside it (``mrtr_sansio.observe``)."""
@@ -46,6 +56,13 @@ class UnsealedState:
     state: Any
     round: int
     carried: Mapping[str, str] | None = None
+
+    def __init__(self, state: Any, round: int, carried: Mapping[str, str] | None = None) -> None:
+        # Written out, as attrs would, without its per-call setattr binding: bench/README.md.
+        fields = self.__dict__
+        fields["state"] = state
+        fields["round"] = round
+        fields["carried"] = carried
 
 
 class RequestStateError(Exception):
