@@ -92,6 +92,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_client.observing",
                 "_client.era",
                 "_client.server_requests",
+                "_client.legacy_rounds",
                 "_client.http",
                 "tasks._bounds",
                 "tasks._outcomes",

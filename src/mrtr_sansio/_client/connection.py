@@ -40,7 +40,6 @@ from mrtr_sansio._events import (
     OutgoingNotification,
     OutgoingRequest,
     OutgoingResult,
-    RoundsExhausted,
     UnexpectedResponse,
 )
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
@@ -50,7 +49,6 @@ from mrtr_sansio._wire.jsonrpc import (
     REQUEST,
     RESPONSE,
     classify,
-    error_message,
     is_valid_id,
     notification_message,
     request_message,
@@ -62,9 +60,10 @@ from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, task_params, u
 from .checks import check_answer, check_call
 from .era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
+from .legacy_rounds import Exhausted, closed_move, place
 from .observing import Reporter
 from .results import Reading, invalid, read_answer, read_task_answer
-from .server_requests import Accept, Refuse, Reply, ServerRequests
+from .server_requests import Refuse, Reply, ServerRequests
 
 __all__ = ["ClientConnection"]
 
@@ -560,8 +559,8 @@ class ClientConnection(Connection):
             self._end(st, detail, was)
 
     def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
-        """A legacy server's request: what :class:`ServerRequests` decides, and the round of
-        the call it belongs to (a new round when the previous one is answered)."""
+        """A legacy server's request: what :class:`ServerRequests` decides, then where it
+        falls in the rounds of the call it belongs to (``legacy_rounds.place``)."""
         legs = {rid: st.call.method for rid, st in self._legs.items()}
         verdict = self._server.on_request(msg, related, self.era, legs)
         if isinstance(verdict, Reply):
@@ -570,46 +569,21 @@ class ClientConnection(Connection):
         if isinstance(verdict, Refuse):
             self._invalid(verdict.exc, answer=verdict.answer)
             return
-        accepted: Accept = verdict
-        st = None if accepted.origin is None else self._legs[accepted.origin]
-        round_ = 1
+        st = None if verdict.origin is None else self._legs[verdict.origin]
+        step = place(verdict, st, msg, self.config.max_rounds)
+        if isinstance(step, Exhausted):
+            self._reply(step.reply)
+            self._abandon(st, "Too many rounds of input", K.ROUND_CAP)  # type: ignore[arg-type]
+            self._events.append(step.event)
+            return
+        event = step.event
         if st is not None:
-            if st.phase is _AWAITING:  # the previous round is answered: a new one
-                if st.round >= self.config.max_rounds:
-                    self._server_rounds_exhausted(st, msg)
-                    return
-                st.round += 1
+            st.round = event.round
             st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
-            round_ = st.round
-        call = None if st is None else st.call
-        event = InputNeeded(call, accepted.request_id, accepted.method, accepted.params, round_)
         self._server.opened(event)
         if self._report is not None:
-            meta = accepted.params.get("_meta")  # an object: checked on receipt
-            self._report.request_received(
-                call,
-                accepted.request_id,
-                accepted.method,
-                round_,
-                meta,
-                self.session_id,
-                self.protocol_version,
-            )
+            self._report.request_received(event, self.session_id, self.protocol_version)
         self._events.append(event)
-
-    def _server_rounds_exhausted(self, st: CallState, msg: dict[str, Any]) -> None:
-        """The server asked for one round more than ``max_rounds``: end the call (cancelling
-        it on the wire), refuse the request, and report :class:`RoundsExhausted` with the
-        request as ``last_result``."""
-        rounds = st.round
-        error = JsonRpcError(
-            ErrorCode.INTERNAL_ERROR,
-            f"The client ended the request after {rounds} rounds of input "
-            f"(max_rounds={self.config.max_rounds})",
-        )
-        self._reply(Reply(error_message(msg["id"], error), error))
-        self._abandon(st, "Too many rounds of input", K.ROUND_CAP)
-        self._events.append(RoundsExhausted(st.call, rounds, msg))
 
     def _reply(self, reply: Reply) -> None:
         """Queue a response to a server request."""
@@ -636,9 +610,8 @@ class ClientConnection(Connection):
         """A server request was answered or withdrawn: its call, if alive, may have no more."""
         call = event.call
         if call is not None:  # alive: a call's end drops its requests (drop_call)
-            more = self._server.has_open(call)
             st = self._calls[call.call_id]
-            st.phase = _MOVES[_ANSWERED if more else K.LAST_ANSWERED][st.phase]
+            st.phase = _MOVES[closed_move(self._server.has_open(call))][st.phase]
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:

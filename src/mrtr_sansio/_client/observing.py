@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mrtr_sansio._errors import JsonRpcError
-from mrtr_sansio._events import Call
+from mrtr_sansio._events import Call, InputNeeded
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS
 from mrtr_sansio.http._facts import NAME_FIELDS
 from mrtr_sansio.observe import (
@@ -128,25 +128,19 @@ class Reporter:
         )
 
     def request_received(
-        self,
-        call: Call | None,
-        request_id: Any,
-        method: str,
-        round_: int,
-        meta: Any,
-        session_id: str | None,
-        version: str | None,
+        self, event: InputNeeded, session_id: str | None, version: str | None
     ) -> None:
-        """A legacy server's request went to the application."""
+        """A legacy server's request went to the application as ``event``."""
+        call = event.call
         self.observer.observe(
             LegReceived(
                 self.clock(),
                 self.key,
                 None if call is None else call.call_id,
-                request_id,
-                method,
-                round_,
-                trace_of(meta),
+                event.key,
+                event.method,
+                event.round,
+                trace_of(event.params.get("_meta")),  # an object: checked on receipt
                 session_id,
                 version,
             )
