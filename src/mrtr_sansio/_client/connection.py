@@ -29,7 +29,6 @@ from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, Rem
 from mrtr_sansio._events import (
     Call,
     CallFailed,
-    EraDetected,
     Event,
     HandshakeFailed,
     InputNeeded,
@@ -44,7 +43,7 @@ from mrtr_sansio._events import (
 )
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from mrtr_sansio._mcp.capabilities import declares_tasks
-from mrtr_sansio._mcp.envelope import Era, modern_envelope
+from mrtr_sansio._mcp.envelope import Era
 from mrtr_sansio._wire.jsonrpc import (
     REQUEST,
     RESPONSE,
@@ -58,7 +57,7 @@ from mrtr_sansio.tasks._values import TaskStarted
 
 from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, task_params, unsendable
 from .checks import check_answer, check_call
-from .era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
+from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
 from .legacy_rounds import Exhausted, closed_move, place
 from .observing import Reporter
@@ -102,7 +101,6 @@ class ClientConnection(Connection):
         super().__init__(config.limits, config.codec)
         #: The configuration this connection runs with.
         self.config = config
-        self._caps = config.capabilities
         self._tasks = declares_tasks(config.capabilities)
         self._clock = config.clock
         observer = config.observer
@@ -128,10 +126,9 @@ class ClientConnection(Connection):
         self.server_info: Mapping[str, Any] | None = None
         self.instructions: str | None = None
         if config.era == "modern":
-            self._use_version(config.protocol_version)
-            self._ready = True
+            self._agree(self._handshake.pinned())
         elif config.era == "legacy":
-            self._start_initialize()
+            self._apply_handshake([StartInitialize()])
         else:
             self._request(self._handshake.probe(self._new_id()))
 
@@ -347,68 +344,46 @@ class ClientConnection(Connection):
 
     # --- era (what the Handshake decides) ----------------------------------------------------
 
-    def _start_initialize(self) -> None:
-        self.era = Era.LEGACY
-        self.protocol_version = None
-        self._request(self._handshake.initialize(self._new_id()))
-
     def _apply_handshake(self, actions: list[HandshakeAction]) -> None:
         """Carry out the handshake's decisions, in order."""
         for action in actions:
             if isinstance(action, StartInitialize):
-                self._start_initialize()
+                self.era, self.protocol_version = Era.LEGACY, None
+                self._request(self._handshake.initialize(self._new_id()))
             elif isinstance(action, Ignore):
                 self._ignore(action.request_id)
             elif isinstance(action, Settled):
-                if action.era is Era.MODERN:
-                    self._use_version(action.protocol_version)
-                else:
-                    self.protocol_version = action.protocol_version
-                self.server_capabilities = action.server_capabilities
-                self.server_info = action.server_info
-                self.instructions = action.instructions
-                if action.era is Era.LEGACY:
-                    note = notification_message("notifications/initialized", None)
-                    self._send(OutgoingNotification, self._encode(note), note, None)
-                self._era_known()
+                self._agree(action)
+                self._era_known(action)
             else:
-                assert isinstance(action, Failed)
-                self._fail_handshake(action.error, local=action.local)
+                self._fail_handshake(action.error, action.local)
 
-    def _use_version(self, version: str) -> None:
-        self.era = Era.MODERN
-        self.protocol_version = version
-        self._envelope = modern_envelope(version, self._caps, self.config.client_info)
+    def _agree(self, settled: Settled) -> None:
+        """Take the era, version and server facts the handshake agreed."""
+        known = settled.detected
+        self.era, self.protocol_version = known.era, known.protocol_version
+        self.server_capabilities, self.server_info = known.capabilities, known.server_info
+        self.instructions, self._envelope, self._ready = known.instructions, settled.envelope, True
 
-    def _era_known(self) -> None:
+    def _era_known(self, settled: Settled) -> None:
         """The handshake settled: report it and send the calls that waited for it."""
-        self._ready = True
-        assert self.era is not None
-        assert self.protocol_version is not None
-        self._events.append(
-            EraDetected(
-                self.era,
-                self.protocol_version,
-                self.server_capabilities,
-                self.server_info,
-                self.instructions,
-            )
-        )
+        self._events.append(settled.detected)
         if self.era is Era.LEGACY:
+            note = notification_message("notifications/initialized", None)
+            self._send(OutgoingNotification, self._encode(note), note, None)
             if self._report is not None:
-                self._report.session_started(self.protocol_version, self.transport)
-            # Ask for ClientConfig.log_level once, when the server declares logging; the
-            # answer is dropped (a refusal leaves the server's default).
-            level, caps = self.config.log_level, self.server_capabilities
-            if level is not None and isinstance(caps, dict) and "logging" in caps:
+                self._report.session_started(settled.detected.protocol_version, self.transport)
+            if settled.log_level is not None:  # the answer is dropped: a refusal changes nothing
                 rid = self._new_id()
-                self._request(request_message(rid, "logging/setLevel", {"level": level}))
+                self._request(
+                    request_message(rid, "logging/setLevel", {"level": settled.log_level})
+                )
                 self._ignore(rid)
         queue, self._queue = self._queue, []
         for st in queue:
             self._send_leg(st, _SENT)
 
-    def _fail_handshake(self, error: JsonRpcError, *, local: bool = False) -> None:
+    def _fail_handshake(self, error: JsonRpcError, local: bool) -> None:
         self._failure = error
         self._handshake.stop()
         self._events.append(HandshakeFailed(error, local))
