@@ -4,8 +4,8 @@
 ``phase`` moves only through the :data:`~mrtr_sansio._lifecycle.CLIENT_CALL` table and
 decides what the connection does next. The functions build the
 params of a call's legs: the first request and each retry (the call's params, the envelope on
-the modern wire, this round's ``inputResponses`` and the echoed ``requestState``), and the
-``tasks/get`` / ``tasks/update`` of a call that became a task.
+the modern wire, this round's ``inputResponses`` and the echoed ``requestState``); those of a
+call that became a task are ``task_follow.py``'s.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ __all__ = [
     "TASK_PHASES",
     "CallState",
     "leg_params",
-    "task_params",
     "unsendable",
 ]
 
@@ -139,15 +138,6 @@ def _base_params(
         params["_meta"] = dict(envelope) if meta is None else {**meta, **envelope}
     elif meta is not None:
         params["_meta"] = meta
-    return params
-
-
-def task_params(st: CallState, answers: bool, envelope: dict[str, Any]) -> dict[str, Any]:
-    """The params of ``tasks/get``, or of ``tasks/update`` with this round's answers."""
-    params: dict[str, Any] = {"taskId": st.task_id}
-    if answers:
-        params["inputResponses"] = st.answers
-    params["_meta"] = dict(envelope)
     return params
 
 

@@ -53,16 +53,23 @@ from mrtr_sansio._wire.jsonrpc import (
     request_message,
 )
 from mrtr_sansio.tasks._machine import TASK_METHOD
-from mrtr_sansio.tasks._values import TaskStarted
 
-from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, task_params, unsendable
+from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, unsendable
 from .checks import check_answer, check_call
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
 from .legacy_rounds import Exhausted, closed_move, place
 from .observing import Reporter
-from .results import Reading, invalid, read_answer, read_task_answer
+from .results import Reading, read_answer, unanswered
 from .server_requests import Refuse, Reply, ServerRequests
+from .task_follow import (
+    cancel_message,
+    check_resumable,
+    poll_delay,
+    read_task_answer,
+    started,
+    task_params,
+)
 
 __all__ = ["ClientConnection"]
 
@@ -225,12 +232,7 @@ class ClientConnection(Connection):
         earlier connection, say after a restart) as a new ``tools/call`` call: it is polled,
         its input requests surface as :class:`InputNeeded`, and it ends with the tool's result.
         Needs the modern wire and the tasks extension in ``ClientConfig.capabilities``."""
-        if type(task_id) is not str or not task_id:
-            raise TypeError("task_id: must be a non-empty string")
-        if not (self._ready and self.era is Era.MODERN and self._tasks):
-            raise LocalProtocolError(
-                "resume_task needs the modern wire and the tasks extension in the capabilities"
-            )
+        check_resumable(task_id, self._ready and self.era is Era.MODERN and self._tasks)
         call = Call(self._next_call, TASK_METHOD, {})
         st = CallState(call, self.config.retry_backoff)
         st.task_id = task_id
@@ -311,15 +313,7 @@ class ClientConnection(Connection):
         not a recognised modern one; ``initialize`` fails the handshake. Returns False, doing
         nothing, when no request of ours awaits an answer under that id (answered, cancelled).
         """
-        st = self._legs.pop(request_id, None)
-        if st is not None:
-            error = JsonRpcError(ErrorCode.INTERNAL_ERROR, reason)
-            self._settle(st, (K.LOST, CallFailed(st.call, error, True)))
-            return True
-        if self._handshake.owns(request_id):
-            self._apply_handshake(self._handshake.on_broken(request_id, reason, lost=True))
-            return True
-        return False
+        return self._unanswered(request_id, reason, lost=True)
 
     @property
     def in_flight(self) -> frozenset[Call]:
@@ -450,8 +444,7 @@ class ClientConnection(Connection):
         was = st.phase
         if trigger is K.CANCELLED and was in TASK_PHASES:
             rid = self._new_id()
-            body = {"taskId": st.task_id, "_meta": dict(self._envelope)}
-            self._request(request_message(rid, "tasks/cancel", body))
+            self._request(cancel_message(rid, st, self._envelope))
             self._ignore(rid)
         st.phase = _MOVES[trigger][was]
         if was in IN_FLIGHT:
@@ -523,13 +516,8 @@ class ClientConnection(Connection):
             self._events.extend(st.ask(detail))
         elif phase is _TASK_WAITING:
             if trigger is K.TASK_CREATED:
-                st.task_id, st.task_poll = detail.task_id, detail.poll_interval_ms
-                self._events.append(TaskStarted(st.call, detail.task_id))
-            config, ms = self.config, st.task_poll
-            delay = config.task_poll_interval if ms is None else ms / 1000
-            self._timers[st.call.call_id] = self._clock() + min(
-                delay, config.max_task_poll_interval
-            )
+                self._events.append(started(st, detail))
+            self._timers[st.call.call_id] = self._clock() + poll_delay(st, self.config)
         else:  # every other phase a reading moves a call to is terminal
             self._end(st, detail, was)
 
@@ -603,20 +591,25 @@ class ClientConnection(Connection):
         """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
         that request as an invalid response; anything else is reported (and a legacy
         server request with a readable id is answered)."""
-        if type(msg) is dict and "method" not in msg:
-            rid = msg.get("id")
-            if is_valid_id(rid) and (rid in self._legs or self._handshake.owns(rid)):
-                reason = "the response is not valid JSON-RPC"
-                st = self._legs.pop(rid, None)
-                if st is None:
-                    self._apply_handshake(self._handshake.on_broken(rid, reason))
-                else:
-                    st.leg = None
-                    self._settle(st, (K.INVALID, invalid(st, reason)))
-                return
+        if type(msg) is not dict or "method" in msg:
+            self._invalid(exc, answer=True)
+        elif not is_valid_id(rid := msg.get("id")) or not self._unanswered(
+            rid, "the response is not valid JSON-RPC", lost=False
+        ):
             self._invalid(exc, answer=False)
-            return
-        self._invalid(exc, answer=True)
+
+    def _unanswered(self, rid: Any, reason: str, *, lost: bool) -> bool:
+        """Our request ``rid`` gets no usable answer: none will come (``lost``), or a broken
+        one came. What waited for it ends; False when nothing did."""
+        st = self._legs.pop(rid, None)
+        if st is not None:
+            st.leg = None
+            self._settle(st, unanswered(st, reason, lost))
+        elif self._handshake.owns(rid):
+            self._apply_handshake(self._handshake.on_broken(rid, reason, lost=lost))
+        else:
+            return False
+        return True
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
         # A client answers only identifiable server requests, and only on the legacy wire.
