@@ -58,7 +58,7 @@ from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, unsendable
 from .checks import check_answer, check_call
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
-from .legacy_rounds import Exhausted, closed_move, place
+from .legacy_rounds import Exhausted, closed_move, receive
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered
 from .server_requests import Refuse, Reply, ServerRequests
@@ -523,30 +523,25 @@ class ClientConnection(Connection):
 
     def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
         """A legacy server's request: what :class:`ServerRequests` decides, then where it
-        falls in the rounds of the call it belongs to (``legacy_rounds.place``)."""
-        legs = {rid: st.call.method for rid, st in self._legs.items()}
-        verdict = self._server.on_request(msg, related, self.era, legs)
-        if isinstance(verdict, Reply):
-            self._reply(verdict)
-            return
-        if isinstance(verdict, Refuse):
-            self._invalid(verdict.exc, answer=verdict.answer)
-            return
-        st = None if verdict.origin is None else self._legs[verdict.origin]
-        step = place(verdict, st, msg, self.config.max_rounds)
-        if isinstance(step, Exhausted):
+        falls in the rounds of the call it belongs to (``legacy_rounds.receive``)."""
+        step = receive(self._server, msg, related, self.era, self._legs, self.config.max_rounds)
+        if isinstance(step, Reply):
+            self._reply(step)
+        elif isinstance(step, Refuse):
+            self._invalid(step.exc, answer=step.answer)
+        elif isinstance(step, Exhausted):
             self._reply(step.reply)
-            self._abandon(st, "Too many rounds of input", K.ROUND_CAP)  # type: ignore[arg-type]
+            self._abandon(step.st, "Too many rounds of input", K.ROUND_CAP)
             self._events.append(step.event)
-            return
-        event = step.event
-        if st is not None:
-            st.round = event.round
-            st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
-        self._server.opened(event)
-        if self._report is not None:
-            self._report.request_received(event, self.session_id, self.protocol_version)
-        self._events.append(event)
+        else:
+            event, st = step.event, step.st
+            if st is not None:
+                st.round = event.round
+                st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
+            self._server.opened(event)
+            if self._report is not None:
+                self._report.request_received(event, self.session_id, self.protocol_version)
+            self._events.append(event)
 
     def _reply(self, reply: Reply) -> None:
         """Queue a response to a server request."""
