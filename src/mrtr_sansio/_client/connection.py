@@ -55,7 +55,14 @@ from mrtr_sansio._wire.jsonrpc import (
 from mrtr_sansio.tasks._machine import TASK_METHOD
 
 from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, unsendable
-from .checks import check_answer, check_call
+from .checks import (
+    check_answer,
+    check_call,
+    check_capabilities,
+    check_elicitation,
+    check_event,
+    check_rejection,
+)
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
 from .legacy_rounds import Exhausted, closed_move, receive
@@ -102,9 +109,7 @@ class ClientConnection(Connection):
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         config = config if config is not None else ClientConfig()  # (ClientConfig checks era)
-        for name, value in config.capabilities.items():
-            if not isinstance(value, Mapping):
-                raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
+        check_capabilities(config.capabilities)
         super().__init__(config.limits, config.codec)
         #: The configuration this connection runs with.
         self.config = config
@@ -190,7 +195,7 @@ class ClientConnection(Connection):
         False, doing nothing, when the request is no longer pending (answered, withdrawn, or
         its call ended); raises :class:`LocalProtocolError` for an answer of the wrong shape.
         """
-        answer = check_answer(_event(event).method, result)
+        answer = check_answer(check_event(event).method, result)
         st = self._round_of(event)
         if st is None:
             return self._answer_server_request(event, self._server.answer(event, answer))
@@ -206,7 +211,7 @@ class ClientConnection(Connection):
 
     def decline(self, event: InputNeeded) -> bool:
         """Answer an elicitation with ``{"action": "decline"}`` (the user said no)."""
-        return self._elicitation_action(event, "decline")
+        return self.fulfil(check_elicitation(event, "decline"), {"action": "decline"})
 
     def cancel(self, target: Call | InputNeeded, reason: str | None = None) -> bool:
         """Cancel a call, or answer an elicitation with ``{"action": "cancel"}``.
@@ -218,7 +223,7 @@ class ClientConnection(Connection):
         ended. For an :class:`InputNeeded` of ``elicitation/create``: the user dismissed it.
         """
         if type(target) is InputNeeded:
-            return self._elicitation_action(target, "cancel")
+            return self.fulfil(check_elicitation(target, "cancel"), {"action": "cancel"})
         if type(target) is not Call:
             raise TypeError(f"cannot cancel {type(target).__name__}")
         st = self._calls.get(target.call_id)
@@ -251,11 +256,8 @@ class ClientConnection(Connection):
         (DIGEST §2.6), so the call is abandoned, as with :meth:`cancel`. Prefer
         :meth:`decline` for elicitation. Returns False when the request is no longer pending.
         """
-        if error is None:
-            error = JsonRpcError(-1, "User rejected the request")
-        elif type(error) is not JsonRpcError:
-            raise TypeError(f"error: must be a JsonRpcError, not {type(error).__name__}")
-        st = self._round_of(_event(event))
+        error = check_rejection(error)
+        st = self._round_of(check_event(event))
         if st is not None:
             return self.cancel(st.call)
         return self._answer_server_request(event, self._server.answer_error(event, error))
@@ -327,14 +329,6 @@ class ClientConnection(Connection):
         if st is None or st.asked.get(event.key) is not event or event.key in st.answers:  # type: ignore[arg-type]
             return None
         return st
-
-    def _elicitation_action(self, event: InputNeeded, action: str) -> bool:
-        if _event(event).method != "elicitation/create":
-            raise LocalProtocolError(
-                f"{action} answers elicitation/create, not {event.method}; use reject() or "
-                "cancel(event.call)"
-            )
-        return self.fulfil(event, {"action": action})
 
     # --- era (what the Handshake decides) ----------------------------------------------------
 
@@ -413,8 +407,7 @@ class ClientConnection(Connection):
         rid = self._new_id()
         report = self._report
         if report is not None:
-            legacy = self.era is Era.LEGACY
-            session = self.session_id if legacy else None
+            session = self.session_id if self.era is Era.LEGACY else None
             version = self.protocol_version
             params = report.leg_sent(st.call, rid, method, st.round + 1, params, version, session)
         msg = request_message(rid, method, params)
@@ -629,9 +622,7 @@ class ClientConnection(Connection):
 
     def _end(self, st: CallState, event: Event, was: CallPhase) -> None:
         if self._report is not None:
-            error = getattr(event, "error", None)
-            code = error.code if isinstance(error, JsonRpcError) else None
-            self._report.finished(st.call, type(event).__name__, st.round, code)
+            self._report.finished(st.call, event, st.round)
         self._forget(st, was)
         self._events.append(event)
 
@@ -649,9 +640,3 @@ class ClientConnection(Connection):
             self._events.append(InputWithdrawn(event.call, event.key))
         if self._report is not None and self.era is Era.LEGACY and self._ready:
             self._report.session_ended()
-
-
-def _event(event: InputNeeded) -> InputNeeded:
-    if type(event) is not InputNeeded:
-        raise TypeError(f"event: must be an InputNeeded, not {type(event).__name__}")
-    return event

@@ -121,8 +121,13 @@ class Reporter:
             )
         )
 
-    def finished(self, call: Call, outcome: str, rounds: int, code: int | None = None) -> None:
-        """The call ended (``outcome``: the name of its last event, or how it was dropped)."""
+    def finished(self, call: Call, outcome: Any, rounds: int) -> None:
+        """The call ended: ``outcome`` is its last event, or how it was dropped (a string)."""
+        code = None
+        if type(outcome) is not str:
+            error = getattr(outcome, "error", None)
+            code = error.code if isinstance(error, JsonRpcError) else None
+            outcome = type(outcome).__name__
         self.observer.observe(
             CallFinished(self.clock(), self.key, call.call_id, outcome, rounds, code)
         )
