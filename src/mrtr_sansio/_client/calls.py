@@ -4,8 +4,9 @@
 ``phase`` moves only through the :data:`~mrtr_sansio._lifecycle.CLIENT_CALL` table and
 decides what the connection does next. The functions build the
 params of a call's legs: the first request and each retry (the call's params, the envelope on
-the modern wire, this round's ``inputResponses`` and the echoed ``requestState``); those of a
-call that became a task are ``task_follow.py``'s.
+the modern wire, this round's ``inputResponses`` and the echoed ``requestState``), and the
+``notifications/cancelled`` of a leg; those of a call that became a task are
+``task_follow.py``'s.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ from mrtr_sansio._errors import LocalProtocolError
 from mrtr_sansio._events import Call, InputNeeded
 from mrtr_sansio._lifecycle import CallPhase
 from mrtr_sansio._mcp.envelope import LOG_LEVEL, Era
+from mrtr_sansio._wire.jsonrpc import notification_message
 
 __all__ = [
     "IN_FLIGHT",
     "PROGRESS_TOKEN",
     "TASK_PHASES",
     "CallState",
+    "cancelled_message",
     "leg_params",
     "unsendable",
 ]
@@ -139,6 +142,14 @@ def _base_params(
     elif meta is not None:
         params["_meta"] = meta
     return params
+
+
+def cancelled_message(st: CallState, reason: str | None) -> dict[str, Any]:
+    """The ``notifications/cancelled`` of the call's request in flight."""
+    params: dict[str, Any] = {"requestId": st.leg}
+    if reason is not None:
+        params["reason"] = reason
+    return notification_message("notifications/cancelled", params)
 
 
 def unsendable(st: CallState, encode: Callable[[Any], bytes]) -> list[str]:

@@ -54,7 +54,8 @@ from mrtr_sansio._wire.jsonrpc import (
 )
 from mrtr_sansio.tasks._machine import TASK_METHOD
 
-from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, unsendable
+from . import task_follow as follow
+from .calls import IN_FLIGHT, TASK_PHASES, CallState, cancelled_message, leg_params, unsendable
 from .checks import (
     check_answer,
     check_call,
@@ -69,14 +70,6 @@ from .legacy_rounds import Exhausted, closed_move, receive
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered
 from .server_requests import Refuse, Reply, ServerRequests
-from .task_follow import (
-    cancel_message,
-    check_resumable,
-    poll_delay,
-    read_task_answer,
-    started,
-    task_params,
-)
 
 __all__ = ["ClientConnection"]
 
@@ -237,7 +230,7 @@ class ClientConnection(Connection):
         earlier connection, say after a restart) as a new ``tools/call`` call: it is polled,
         its input requests surface as :class:`InputNeeded`, and it ends with the tool's result.
         Needs the modern wire and the tasks extension in ``ClientConfig.capabilities``."""
-        check_resumable(task_id, self._ready and self.era is Era.MODERN and self._tasks)
+        follow.check_resumable(task_id, self._ready and self.era is Era.MODERN and self._tasks)
         call = Call(self._next_call, TASK_METHOD, {})
         st = CallState(call, self.config.retry_backoff)
         st.task_id = task_id
@@ -403,7 +396,7 @@ class ClientConnection(Connection):
             method = st.call.method
             params = leg_params(st, self.era, self._envelope, self.config)
         else:
-            params = task_params(st, method == "tasks/update", self._envelope)
+            params = follow.task_params(st, method == "tasks/update", self._envelope)
         rid = self._new_id()
         report = self._report
         if report is not None:
@@ -437,14 +430,11 @@ class ClientConnection(Connection):
         was = st.phase
         if trigger is K.CANCELLED and was in TASK_PHASES:
             rid = self._new_id()
-            self._request(cancel_message(rid, st, self._envelope))
+            self._request(follow.cancel_message(rid, st, self._envelope))
             self._ignore(rid)
         st.phase = _MOVES[trigger][was]
         if was in IN_FLIGHT:
-            params: dict[str, Any] = {"requestId": st.leg}
-            if reason is not None:
-                params["reason"] = reason
-            msg = notification_message("notifications/cancelled", params)
+            msg = cancelled_message(st, reason)
             self._send(OutgoingNotification, self._encode(msg), msg, None)
             self._ignore(st.leg)
             if self.era is Era.LEGACY:
@@ -482,7 +472,7 @@ class ClientConnection(Connection):
             if self._report is not None:
                 self._report.answered(st.call, msg, task_leg)
             if task_leg:
-                self._settle(st, read_task_answer(st, msg, self.config))
+                self._settle(st, follow.read_task_answer(st, msg, self.config))
             else:
                 self._settle(st, read_answer(st, msg, self.era, self._tasks, self.config))
         elif self._handshake.owns(rid):
@@ -509,8 +499,8 @@ class ClientConnection(Connection):
             self._events.extend(st.ask(detail))
         elif phase is _TASK_WAITING:
             if trigger is K.TASK_CREATED:
-                self._events.append(started(st, detail))
-            self._timers[st.call.call_id] = self._clock() + poll_delay(st, self.config)
+                self._events.append(follow.started(st, detail))
+            self._timers[st.call.call_id] = self._clock() + follow.poll_delay(st, self.config)
         else:  # every other phase a reading moves a call to is terminal
             self._end(st, detail, was)
 
@@ -552,13 +542,14 @@ class ClientConnection(Connection):
             return False
         self._reply(reply)
         self._server.closed(event)
-        if self._report is not None:
-            self._report.replied(event.key, "answered" if reply.error is None else "error")
-        self._server_request_closed(event)
+        self._server_request_closed(event, "answered" if reply.error is None else "error")
         return True
 
-    def _server_request_closed(self, event: InputNeeded) -> None:
-        """A server request was answered or withdrawn: its call, if alive, may have no more."""
+    def _server_request_closed(self, event: InputNeeded, outcome: str) -> None:
+        """A server request was answered or withdrawn (``outcome``): its call, if alive, may
+        have no more."""
+        if self._report is not None:
+            self._report.replied(event.key, outcome)
         call = event.call
         if call is not None:  # alive: a call's end drops its requests (drop_call)
             st = self._calls[call.call_id]
@@ -568,9 +559,7 @@ class ClientConnection(Connection):
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
             withdrawn = self._server.on_cancelled(params)
             if withdrawn is not None:
-                if self._report is not None:
-                    self._report.replied(withdrawn.key, "withdrawn")
-                self._server_request_closed(withdrawn)
+                self._server_request_closed(withdrawn, "withdrawn")
                 self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
             return
         self._events.append(NotificationReceived(method, params))
