@@ -52,7 +52,6 @@ from mrtr_sansio._wire.jsonrpc import (
     notification_message,
     request_message,
 )
-from mrtr_sansio.tasks._machine import TASK_METHOD
 
 from . import task_follow as follow
 from .calls import IN_FLIGHT, TASK_PHASES, CallState, cancelled_message, leg_params, unsendable
@@ -230,10 +229,9 @@ class ClientConnection(Connection):
         earlier connection, say after a restart) as a new ``tools/call`` call: it is polled,
         its input requests surface as :class:`InputNeeded`, and it ends with the tool's result.
         Needs the modern wire and the tasks extension in ``ClientConfig.capabilities``."""
-        follow.check_resumable(task_id, self._ready and self.era is Era.MODERN and self._tasks)
-        call = Call(self._next_call, TASK_METHOD, {})
-        st = CallState(call, self.config.retry_backoff)
-        st.task_id = task_id
+        resumable = self._ready and self.era is Era.MODERN and self._tasks
+        st = follow.resumed(self._next_call, task_id, resumable, self.config.retry_backoff)
+        call = st.call
         if self._report is not None:
             self._report.started(call, self.transport)
         self._send_leg(st, K.POLL, "tasks/get")

@@ -14,10 +14,11 @@ from typing import Any
 
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError, LocalProtocolError
-from mrtr_sansio._events import CallCompleted, CallFailed, RoundsExhausted
+from mrtr_sansio._events import Call, CallCompleted, CallFailed, RoundsExhausted
 from mrtr_sansio._lifecycle import CallPhase, CallTrigger
 from mrtr_sansio._wire.jsonrpc import request_message
 from mrtr_sansio.tasks._client import TaskView, read_task
+from mrtr_sansio.tasks._machine import TASK_METHOD
 from mrtr_sansio.tasks._table import TaskStatus
 from mrtr_sansio.tasks._values import TaskStarted
 
@@ -27,9 +28,9 @@ from .results import Reading, invalid
 
 __all__ = [
     "cancel_message",
-    "check_resumable",
     "poll_delay",
     "read_task_answer",
+    "resumed",
     "started",
     "task_params",
 ]
@@ -39,15 +40,19 @@ _COMPLETE, _ERROR, _INVALID = CallTrigger.COMPLETE, CallTrigger.ERROR, CallTrigg
 _TASK_WORKING, _TASK_UPDATING = CallTrigger.TASK_WORKING, CallPhase.TASK_UPDATING
 
 
-def check_resumable(task_id: Any, modern_with_tasks: bool) -> None:
-    """Raise unless ``task_id`` can be followed: a non-empty string, on the modern wire with
-    the tasks extension declared (``modern_with_tasks``)."""
+def resumed(call_id: int, task_id: Any, resumable: bool, backoff: float) -> CallState:
+    """The call ``call_id`` following the task ``task_id`` of an earlier connection, as a
+    ``tools/call``. Raises unless ``task_id`` is a non-empty string and the connection is
+    ``resumable`` (the modern wire, the tasks extension declared)."""
     if type(task_id) is not str or not task_id:
         raise TypeError("task_id: must be a non-empty string")
-    if not modern_with_tasks:
+    if not resumable:
         raise LocalProtocolError(
             "resume_task needs the modern wire and the tasks extension in the capabilities"
         )
+    st = CallState(Call(call_id, TASK_METHOD, {}), backoff)
+    st.task_id = task_id
+    return st
 
 
 def started(st: CallState, view: TaskView) -> TaskStarted:
