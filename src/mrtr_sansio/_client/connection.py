@@ -10,8 +10,10 @@ requests as the same events (see ``server_requests.py``). With ``era="auto"`` it
 
 The connection owns the state (calls, requests in flight, timers, queues) and carries out what
 its pure parts decide: ``calls.py`` (a call's state and its legs' params), ``results.py`` (what
-an answer means: the trigger that moves the call), ``era.py`` (the handshake),
-``server_requests.py`` (the legacy server's requests), ``observing.py`` (the observer's facts).
+an answer means: the trigger that moves the call), ``task_follow.py`` (a call that became a
+task), ``era.py`` (the handshake), ``server_requests.py`` and ``legacy_rounds.py`` (the legacy
+server's requests and their rounds), ``checks.py`` (what the application and the server hand
+us), ``observing.py`` (the observer's facts).
 Each call's phase (:data:`~mrtr_sansio._lifecycle.CLIENT_CALL`) decides what happens next.
 
 Time enters only through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`, which
