@@ -93,6 +93,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_client.observing",
                 "_client.era",
                 "_client.server_requests",
+                "_client.legacy_rounds",
+                "_client.task_follow",
                 "_client.http",
                 "tasks._bounds",
                 "tasks._outcomes",

@@ -5,7 +5,8 @@
 decides what the connection does next. The functions build the
 params of a call's legs: the first request and each retry (the call's params, the envelope on
 the modern wire, this round's ``inputResponses`` and the echoed ``requestState``), and the
-``tasks/get`` / ``tasks/update`` of a call that became a task.
+``notifications/cancelled`` of a leg; those of a call that became a task are
+``task_follow.py``'s.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ from mrtr_sansio._errors import LocalProtocolError
 from mrtr_sansio._events import Call, InputNeeded
 from mrtr_sansio._lifecycle import CallPhase
 from mrtr_sansio._mcp.envelope import LOG_LEVEL, Era
+from mrtr_sansio._wire.jsonrpc import notification_message
 
 __all__ = [
     "IN_FLIGHT",
     "PROGRESS_TOKEN",
     "TASK_PHASES",
     "CallState",
+    "cancelled_message",
     "leg_params",
-    "task_params",
     "unsendable",
 ]
 
@@ -142,13 +144,12 @@ def _base_params(
     return params
 
 
-def task_params(st: CallState, answers: bool, envelope: dict[str, Any]) -> dict[str, Any]:
-    """The params of ``tasks/get``, or of ``tasks/update`` with this round's answers."""
-    params: dict[str, Any] = {"taskId": st.task_id}
-    if answers:
-        params["inputResponses"] = st.answers
-    params["_meta"] = dict(envelope)
-    return params
+def cancelled_message(st: CallState, reason: str | None) -> dict[str, Any]:
+    """The ``notifications/cancelled`` of the call's request in flight."""
+    params: dict[str, Any] = {"requestId": st.leg}
+    if reason is not None:
+        params["reason"] = reason
+    return notification_message("notifications/cancelled", params)
 
 
 def unsendable(st: CallState, encode: Callable[[Any], bytes]) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from mrtr_sansio._config import Limits
 from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError, LocalProtocolError
+from mrtr_sansio._events import InputNeeded
 from mrtr_sansio._mcp.capabilities import (
     ELICIT,
     ROOTS,
@@ -29,6 +30,10 @@ from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
 __all__ = [
     "check_answer",
     "check_call",
+    "check_capabilities",
+    "check_elicitation",
+    "check_event",
+    "check_rejection",
     "check_server_request",
     "read_input_required",
     "request_problem",
@@ -197,6 +202,41 @@ def check_answer(method: str, result: Any) -> dict[str, Any]:
     elif not isinstance(answer.get("roots"), list):
         raise LocalProtocolError('a roots/list answer needs a "roots" list')
     return answer
+
+
+def check_capabilities(capabilities: Mapping[str, Any]) -> None:
+    """Raise :class:`ValueError` unless each capability ``ClientConfig`` declares is an object."""
+    for name, value in capabilities.items():
+        if not isinstance(value, Mapping):
+            raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
+
+
+def check_event(event: Any) -> InputNeeded:
+    """``event``, when the application answers an :class:`InputNeeded`; else TypeError."""
+    if type(event) is not InputNeeded:
+        raise TypeError(f"event: must be an InputNeeded, not {type(event).__name__}")
+    return event
+
+
+def check_elicitation(event: Any, action: str) -> InputNeeded:
+    """``event``, when the elicitation ``action`` (decline, cancel) can answer it."""
+    needed = check_event(event)
+    if needed.method != ELICIT:
+        raise LocalProtocolError(
+            f"{action} answers elicitation/create, not {needed.method}; use reject() or "
+            "cancel(event.call)"
+        )
+    return needed
+
+
+def check_rejection(error: Any) -> JsonRpcError:
+    """The error ``reject(event, error)`` sends: ``error``, or by default -1, "User rejected
+    the request" (the convention for sampling)."""
+    if error is None:
+        return JsonRpcError(-1, "User rejected the request")
+    if type(error) is not JsonRpcError:
+        raise TypeError(f"error: must be a JsonRpcError, not {type(error).__name__}")
+    return error
 
 
 def check_call(method: Any, params: Any) -> dict[str, Any]:

@@ -10,8 +10,10 @@ requests as the same events (see ``server_requests.py``). With ``era="auto"`` it
 
 The connection owns the state (calls, requests in flight, timers, queues) and carries out what
 its pure parts decide: ``calls.py`` (a call's state and its legs' params), ``results.py`` (what
-an answer means: the trigger that moves the call), ``era.py`` (the handshake),
-``server_requests.py`` (the legacy server's requests), ``observing.py`` (the observer's facts).
+an answer means: the trigger that moves the call), ``task_follow.py`` (a call that became a
+task), ``era.py`` (the handshake), ``server_requests.py`` and ``legacy_rounds.py`` (the legacy
+server's requests and their rounds), ``checks.py`` (what the application and the server hand
+us), ``observing.py`` (the observer's facts).
 Each call's phase (:data:`~mrtr_sansio._lifecycle.CLIENT_CALL`) decides what happens next.
 
 Time enters only through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`, which
@@ -29,7 +31,6 @@ from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, Rem
 from mrtr_sansio._events import (
     Call,
     CallFailed,
-    EraDetected,
     Event,
     HandshakeFailed,
     InputNeeded,
@@ -40,31 +41,36 @@ from mrtr_sansio._events import (
     OutgoingNotification,
     OutgoingRequest,
     OutgoingResult,
-    RoundsExhausted,
     UnexpectedResponse,
 )
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from mrtr_sansio._mcp.capabilities import declares_tasks
-from mrtr_sansio._mcp.envelope import Era, modern_envelope
+from mrtr_sansio._mcp.envelope import Era
 from mrtr_sansio._wire.jsonrpc import (
     REQUEST,
     RESPONSE,
     classify,
-    error_message,
     is_valid_id,
     notification_message,
     request_message,
 )
-from mrtr_sansio.tasks._machine import TASK_METHOD
-from mrtr_sansio.tasks._values import TaskStarted
 
-from .calls import IN_FLIGHT, TASK_PHASES, CallState, leg_params, task_params, unsendable
-from .checks import check_answer, check_call
-from .era import Failed, Handshake, HandshakeAction, Ignore, Settled, StartInitialize
+from . import task_follow as follow
+from .calls import IN_FLIGHT, TASK_PHASES, CallState, cancelled_message, leg_params, unsendable
+from .checks import (
+    check_answer,
+    check_call,
+    check_capabilities,
+    check_elicitation,
+    check_event,
+    check_rejection,
+)
+from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
+from .legacy_rounds import Exhausted, closed_move, receive
 from .observing import Reporter
-from .results import Reading, invalid, read_answer, read_task_answer
-from .server_requests import Accept, Refuse, Reply, ServerRequests
+from .results import Reading, read_answer, unanswered
+from .server_requests import Refuse, Reply, ServerRequests
 
 __all__ = ["ClientConnection"]
 
@@ -97,13 +103,10 @@ class ClientConnection(Connection):
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         config = config if config is not None else ClientConfig()  # (ClientConfig checks era)
-        for name, value in config.capabilities.items():
-            if not isinstance(value, Mapping):
-                raise ValueError(f"capabilities: {name} must be an object, got {value!r}")
+        check_capabilities(config.capabilities)
         super().__init__(config.limits, config.codec)
         #: The configuration this connection runs with.
         self.config = config
-        self._caps = config.capabilities
         self._tasks = declares_tasks(config.capabilities)
         self._clock = config.clock
         observer = config.observer
@@ -129,10 +132,9 @@ class ClientConnection(Connection):
         self.server_info: Mapping[str, Any] | None = None
         self.instructions: str | None = None
         if config.era == "modern":
-            self._use_version(config.protocol_version)
-            self._ready = True
+            self._agree(self._handshake.pinned())
         elif config.era == "legacy":
-            self._start_initialize()
+            self._apply_handshake([StartInitialize()])
         else:
             self._request(self._handshake.probe(self._new_id()))
 
@@ -187,7 +189,7 @@ class ClientConnection(Connection):
         False, doing nothing, when the request is no longer pending (answered, withdrawn, or
         its call ended); raises :class:`LocalProtocolError` for an answer of the wrong shape.
         """
-        answer = check_answer(_event(event).method, result)
+        answer = check_answer(check_event(event).method, result)
         st = self._round_of(event)
         if st is None:
             return self._answer_server_request(event, self._server.answer(event, answer))
@@ -203,7 +205,7 @@ class ClientConnection(Connection):
 
     def decline(self, event: InputNeeded) -> bool:
         """Answer an elicitation with ``{"action": "decline"}`` (the user said no)."""
-        return self._elicitation_action(event, "decline")
+        return self.fulfil(check_elicitation(event, "decline"), {"action": "decline"})
 
     def cancel(self, target: Call | InputNeeded, reason: str | None = None) -> bool:
         """Cancel a call, or answer an elicitation with ``{"action": "cancel"}``.
@@ -215,7 +217,7 @@ class ClientConnection(Connection):
         ended. For an :class:`InputNeeded` of ``elicitation/create``: the user dismissed it.
         """
         if type(target) is InputNeeded:
-            return self._elicitation_action(target, "cancel")
+            return self.fulfil(check_elicitation(target, "cancel"), {"action": "cancel"})
         if type(target) is not Call:
             raise TypeError(f"cannot cancel {type(target).__name__}")
         st = self._calls.get(target.call_id)
@@ -229,15 +231,9 @@ class ClientConnection(Connection):
         earlier connection, say after a restart) as a new ``tools/call`` call: it is polled,
         its input requests surface as :class:`InputNeeded`, and it ends with the tool's result.
         Needs the modern wire and the tasks extension in ``ClientConfig.capabilities``."""
-        if type(task_id) is not str or not task_id:
-            raise TypeError("task_id: must be a non-empty string")
-        if not (self._ready and self.era is Era.MODERN and self._tasks):
-            raise LocalProtocolError(
-                "resume_task needs the modern wire and the tasks extension in the capabilities"
-            )
-        call = Call(self._next_call, TASK_METHOD, {})
-        st = CallState(call, self.config.retry_backoff)
-        st.task_id = task_id
+        resumable = self._ready and self.era is Era.MODERN and self._tasks
+        st = follow.resumed(self._next_call, task_id, resumable, self.config.retry_backoff)
+        call = st.call
         if self._report is not None:
             self._report.started(call, self.transport)
         self._send_leg(st, K.POLL, "tasks/get")
@@ -253,11 +249,8 @@ class ClientConnection(Connection):
         (DIGEST §2.6), so the call is abandoned, as with :meth:`cancel`. Prefer
         :meth:`decline` for elicitation. Returns False when the request is no longer pending.
         """
-        if error is None:
-            error = JsonRpcError(-1, "User rejected the request")
-        elif type(error) is not JsonRpcError:
-            raise TypeError(f"error: must be a JsonRpcError, not {type(error).__name__}")
-        st = self._round_of(_event(event))
+        error = check_rejection(error)
+        st = self._round_of(check_event(event))
         if st is not None:
             return self.cancel(st.call)
         return self._answer_server_request(event, self._server.answer_error(event, error))
@@ -315,15 +308,7 @@ class ClientConnection(Connection):
         not a recognised modern one; ``initialize`` fails the handshake. Returns False, doing
         nothing, when no request of ours awaits an answer under that id (answered, cancelled).
         """
-        st = self._legs.pop(request_id, None)
-        if st is not None:
-            error = JsonRpcError(ErrorCode.INTERNAL_ERROR, reason)
-            self._settle(st, (K.LOST, CallFailed(st.call, error, True)))
-            return True
-        if self._handshake.owns(request_id):
-            self._apply_handshake(self._handshake.on_broken(request_id, reason, lost=True))
-            return True
-        return False
+        return self._unanswered(request_id, reason, lost=True)
 
     @property
     def in_flight(self) -> frozenset[Call]:
@@ -338,78 +323,48 @@ class ClientConnection(Connection):
             return None
         return st
 
-    def _elicitation_action(self, event: InputNeeded, action: str) -> bool:
-        if _event(event).method != "elicitation/create":
-            raise LocalProtocolError(
-                f"{action} answers elicitation/create, not {event.method}; use reject() or "
-                "cancel(event.call)"
-            )
-        return self.fulfil(event, {"action": action})
-
     # --- era (what the Handshake decides) ----------------------------------------------------
-
-    def _start_initialize(self) -> None:
-        self.era = Era.LEGACY
-        self.protocol_version = None
-        self._request(self._handshake.initialize(self._new_id()))
 
     def _apply_handshake(self, actions: list[HandshakeAction]) -> None:
         """Carry out the handshake's decisions, in order."""
         for action in actions:
             if isinstance(action, StartInitialize):
-                self._start_initialize()
+                self.era, self.protocol_version = Era.LEGACY, None
+                self._request(self._handshake.initialize(self._new_id()))
             elif isinstance(action, Ignore):
                 self._ignore(action.request_id)
             elif isinstance(action, Settled):
-                if action.era is Era.MODERN:
-                    self._use_version(action.protocol_version)
-                else:
-                    self.protocol_version = action.protocol_version
-                self.server_capabilities = action.server_capabilities
-                self.server_info = action.server_info
-                self.instructions = action.instructions
-                if action.era is Era.LEGACY:
-                    note = notification_message("notifications/initialized", None)
-                    self._send(OutgoingNotification, self._encode(note), note, None)
-                self._era_known()
+                self._agree(action)
+                self._era_known(action)
             else:
-                assert isinstance(action, Failed)
-                self._fail_handshake(action.error, local=action.local)
+                self._fail_handshake(action.error, action.local)
 
-    def _use_version(self, version: str) -> None:
-        self.era = Era.MODERN
-        self.protocol_version = version
-        self._envelope = modern_envelope(version, self._caps, self.config.client_info)
+    def _agree(self, settled: Settled) -> None:
+        """Take the era, version and server facts the handshake agreed."""
+        known = settled.detected
+        self.era, self.protocol_version = known.era, known.protocol_version
+        self.server_capabilities, self.server_info = known.capabilities, known.server_info
+        self.instructions, self._envelope, self._ready = known.instructions, settled.envelope, True
 
-    def _era_known(self) -> None:
+    def _era_known(self, settled: Settled) -> None:
         """The handshake settled: report it and send the calls that waited for it."""
-        self._ready = True
-        assert self.era is not None
-        assert self.protocol_version is not None
-        self._events.append(
-            EraDetected(
-                self.era,
-                self.protocol_version,
-                self.server_capabilities,
-                self.server_info,
-                self.instructions,
-            )
-        )
+        self._events.append(settled.detected)
         if self.era is Era.LEGACY:
+            note = notification_message("notifications/initialized", None)
+            self._send(OutgoingNotification, self._encode(note), note, None)
             if self._report is not None:
-                self._report.session_started(self.protocol_version, self.transport)
-            # Ask for ClientConfig.log_level once, when the server declares logging; the
-            # answer is dropped (a refusal leaves the server's default).
-            level, caps = self.config.log_level, self.server_capabilities
-            if level is not None and isinstance(caps, dict) and "logging" in caps:
+                self._report.session_started(settled.detected.protocol_version, self.transport)
+            if settled.log_level is not None:  # the answer is dropped: a refusal changes nothing
                 rid = self._new_id()
-                self._request(request_message(rid, "logging/setLevel", {"level": level}))
+                self._request(
+                    request_message(rid, "logging/setLevel", {"level": settled.log_level})
+                )
                 self._ignore(rid)
         queue, self._queue = self._queue, []
         for st in queue:
             self._send_leg(st, _SENT)
 
-    def _fail_handshake(self, error: JsonRpcError, *, local: bool = False) -> None:
+    def _fail_handshake(self, error: JsonRpcError, local: bool) -> None:
         self._failure = error
         self._handshake.stop()
         self._events.append(HandshakeFailed(error, local))
@@ -441,12 +396,11 @@ class ClientConnection(Connection):
             method = st.call.method
             params = leg_params(st, self.era, self._envelope, self.config)
         else:
-            params = task_params(st, method == "tasks/update", self._envelope)
+            params = follow.task_params(st, method == "tasks/update", self._envelope)
         rid = self._new_id()
         report = self._report
         if report is not None:
-            legacy = self.era is Era.LEGACY
-            session = self.session_id if legacy else None
+            session = self.session_id if self.era is Era.LEGACY else None
             version = self.protocol_version
             params = report.leg_sent(st.call, rid, method, st.round + 1, params, version, session)
         msg = request_message(rid, method, params)
@@ -476,15 +430,11 @@ class ClientConnection(Connection):
         was = st.phase
         if trigger is K.CANCELLED and was in TASK_PHASES:
             rid = self._new_id()
-            body = {"taskId": st.task_id, "_meta": dict(self._envelope)}
-            self._request(request_message(rid, "tasks/cancel", body))
+            self._request(follow.cancel_message(rid, st, self._envelope))
             self._ignore(rid)
         st.phase = _MOVES[trigger][was]
         if was in IN_FLIGHT:
-            params: dict[str, Any] = {"requestId": st.leg}
-            if reason is not None:
-                params["reason"] = reason
-            msg = notification_message("notifications/cancelled", params)
+            msg = cancelled_message(st, reason)
             self._send(OutgoingNotification, self._encode(msg), msg, None)
             self._ignore(st.leg)
             if self.era is Era.LEGACY:
@@ -522,7 +472,7 @@ class ClientConnection(Connection):
             if self._report is not None:
                 self._report.answered(st.call, msg, task_leg)
             if task_leg:
-                self._settle(st, read_task_answer(st, msg, self.config))
+                self._settle(st, follow.read_task_answer(st, msg, self.config))
             else:
                 self._settle(st, read_answer(st, msg, self.era, self._tasks, self.config))
         elif self._handshake.owns(rid):
@@ -549,67 +499,32 @@ class ClientConnection(Connection):
             self._events.extend(st.ask(detail))
         elif phase is _TASK_WAITING:
             if trigger is K.TASK_CREATED:
-                st.task_id, st.task_poll = detail.task_id, detail.poll_interval_ms
-                self._events.append(TaskStarted(st.call, detail.task_id))
-            config, ms = self.config, st.task_poll
-            delay = config.task_poll_interval if ms is None else ms / 1000
-            self._timers[st.call.call_id] = self._clock() + min(
-                delay, config.max_task_poll_interval
-            )
+                self._events.append(follow.started(st, detail))
+            self._timers[st.call.call_id] = self._clock() + follow.poll_delay(st, self.config)
         else:  # every other phase a reading moves a call to is terminal
             self._end(st, detail, was)
 
     def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
-        """A legacy server's request: what :class:`ServerRequests` decides, and the round of
-        the call it belongs to (a new round when the previous one is answered)."""
-        legs = {rid: st.call.method for rid, st in self._legs.items()}
-        verdict = self._server.on_request(msg, related, self.era, legs)
-        if isinstance(verdict, Reply):
-            self._reply(verdict)
-            return
-        if isinstance(verdict, Refuse):
-            self._invalid(verdict.exc, answer=verdict.answer)
-            return
-        accepted: Accept = verdict
-        st = None if accepted.origin is None else self._legs[accepted.origin]
-        round_ = 1
-        if st is not None:
-            if st.phase is _AWAITING:  # the previous round is answered: a new one
-                if st.round >= self.config.max_rounds:
-                    self._server_rounds_exhausted(st, msg)
-                    return
-                st.round += 1
-            st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
-            round_ = st.round
-        call = None if st is None else st.call
-        event = InputNeeded(call, accepted.request_id, accepted.method, accepted.params, round_)
-        self._server.opened(event)
-        if self._report is not None:
-            meta = accepted.params.get("_meta")  # an object: checked on receipt
-            self._report.request_received(
-                call,
-                accepted.request_id,
-                accepted.method,
-                round_,
-                meta,
-                self.session_id,
-                self.protocol_version,
-            )
-        self._events.append(event)
-
-    def _server_rounds_exhausted(self, st: CallState, msg: dict[str, Any]) -> None:
-        """The server asked for one round more than ``max_rounds``: end the call (cancelling
-        it on the wire), refuse the request, and report :class:`RoundsExhausted` with the
-        request as ``last_result``."""
-        rounds = st.round
-        error = JsonRpcError(
-            ErrorCode.INTERNAL_ERROR,
-            f"The client ended the request after {rounds} rounds of input "
-            f"(max_rounds={self.config.max_rounds})",
-        )
-        self._reply(Reply(error_message(msg["id"], error), error))
-        self._abandon(st, "Too many rounds of input", K.ROUND_CAP)
-        self._events.append(RoundsExhausted(st.call, rounds, msg))
+        """A legacy server's request: what :class:`ServerRequests` decides, then where it
+        falls in the rounds of the call it belongs to (``legacy_rounds.receive``)."""
+        step = receive(self._server, msg, related, self.era, self._legs, self.config.max_rounds)
+        if isinstance(step, Reply):
+            self._reply(step)
+        elif isinstance(step, Refuse):
+            self._invalid(step.exc, answer=step.answer)
+        elif isinstance(step, Exhausted):
+            self._reply(step.reply)
+            self._abandon(step.st, "Too many rounds of input", K.ROUND_CAP)
+            self._events.append(step.event)
+        else:
+            event, st = step.event, step.st
+            if st is not None:
+                st.round = event.round
+                st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
+            self._server.opened(event)
+            if self._report is not None:
+                self._report.request_received(event, self.session_id, self.protocol_version)
+            self._events.append(event)
 
     def _reply(self, reply: Reply) -> None:
         """Queue a response to a server request."""
@@ -627,26 +542,24 @@ class ClientConnection(Connection):
             return False
         self._reply(reply)
         self._server.closed(event)
-        if self._report is not None:
-            self._report.replied(event.key, "answered" if reply.error is None else "error")
-        self._server_request_closed(event)
+        self._server_request_closed(event, "answered" if reply.error is None else "error")
         return True
 
-    def _server_request_closed(self, event: InputNeeded) -> None:
-        """A server request was answered or withdrawn: its call, if alive, may have no more."""
+    def _server_request_closed(self, event: InputNeeded, outcome: str) -> None:
+        """A server request was answered or withdrawn (``outcome``): its call, if alive, may
+        have no more."""
+        if self._report is not None:
+            self._report.replied(event.key, outcome)
         call = event.call
         if call is not None:  # alive: a call's end drops its requests (drop_call)
-            more = self._server.has_open(call)
             st = self._calls[call.call_id]
-            st.phase = _MOVES[_ANSWERED if more else K.LAST_ANSWERED][st.phase]
+            st.phase = _MOVES[closed_move(self._server.has_open(call))][st.phase]
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
             withdrawn = self._server.on_cancelled(params)
             if withdrawn is not None:
-                if self._report is not None:
-                    self._report.replied(withdrawn.key, "withdrawn")
-                self._server_request_closed(withdrawn)
+                self._server_request_closed(withdrawn, "withdrawn")
                 self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
             return
         self._events.append(NotificationReceived(method, params))
@@ -655,20 +568,25 @@ class ClientConnection(Connection):
         """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
         that request as an invalid response; anything else is reported (and a legacy
         server request with a readable id is answered)."""
-        if type(msg) is dict and "method" not in msg:
-            rid = msg.get("id")
-            if is_valid_id(rid) and (rid in self._legs or self._handshake.owns(rid)):
-                reason = "the response is not valid JSON-RPC"
-                st = self._legs.pop(rid, None)
-                if st is None:
-                    self._apply_handshake(self._handshake.on_broken(rid, reason))
-                else:
-                    st.leg = None
-                    self._settle(st, (K.INVALID, invalid(st, reason)))
-                return
+        if type(msg) is not dict or "method" in msg:
+            self._invalid(exc, answer=True)
+        elif not is_valid_id(rid := msg.get("id")) or not self._unanswered(
+            rid, "the response is not valid JSON-RPC", lost=False
+        ):
             self._invalid(exc, answer=False)
-            return
-        self._invalid(exc, answer=True)
+
+    def _unanswered(self, rid: Any, reason: str, *, lost: bool) -> bool:
+        """Our request ``rid`` gets no usable answer: none will come (``lost``), or a broken
+        one came. What waited for it ends; False when nothing did."""
+        st = self._legs.pop(rid, None)
+        if st is not None:
+            st.leg = None
+            self._settle(st, unanswered(st, reason, lost))
+        elif self._handshake.owns(rid):
+            self._apply_handshake(self._handshake.on_broken(rid, reason, lost=lost))
+        else:
+            return False
+        return True
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool) -> None:
         # A client answers only identifiable server requests, and only on the legacy wire.
@@ -693,9 +611,7 @@ class ClientConnection(Connection):
 
     def _end(self, st: CallState, event: Event, was: CallPhase) -> None:
         if self._report is not None:
-            error = getattr(event, "error", None)
-            code = error.code if isinstance(error, JsonRpcError) else None
-            self._report.finished(st.call, type(event).__name__, st.round, code)
+            self._report.finished(st.call, event, st.round)
         self._forget(st, was)
         self._events.append(event)
 
@@ -713,9 +629,3 @@ class ClientConnection(Connection):
             self._events.append(InputWithdrawn(event.call, event.key))
         if self._report is not None and self.era is Era.LEGACY and self._ready:
             self._report.session_ended()
-
-
-def _event(event: InputNeeded) -> InputNeeded:
-    if type(event) is not InputNeeded:
-        raise TypeError(f"event: must be an InputNeeded, not {type(event).__name__}")
-    return event

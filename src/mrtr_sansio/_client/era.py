@@ -23,6 +23,7 @@ import attrs
 
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError
+from mrtr_sansio._events import EraDetected
 from mrtr_sansio._mcp.envelope import (
     LEGACY_VERSIONS,
     MODERN_VERSIONS,
@@ -93,14 +94,15 @@ class Ignore:
 
 @attrs.frozen
 class Settled:
-    """The era and version are agreed, with what the server said about itself (None where
-    it said nothing). On the legacy wire ``notifications/initialized`` follows."""
+    """The era and version are agreed: ``detected`` says so, with what the server said about
+    itself (None where it said nothing), and is what the connection takes; ``envelope`` is the
+    modern ``_meta`` of every request ({} on the legacy wire). On the legacy wire
+    ``notifications/initialized`` follows, then ``logging/setLevel`` at ``log_level`` if set
+    (``ClientConfig.log_level``, asked once when the server declares logging)."""
 
-    era: Era
-    protocol_version: str
-    server_capabilities: dict[str, Any] | None
-    server_info: dict[str, Any] | None
-    instructions: str | None
+    detected: EraDetected
+    envelope: dict[str, Any]
+    log_level: str | None = None
 
 
 @attrs.frozen
@@ -140,6 +142,10 @@ class Handshake:
         self._probe_id = self._probe_due = self._init_id = None
 
     # --- starting ---------------------------------------------------------------------------
+
+    def pinned(self) -> Settled:
+        """``era="modern"``: the configured version, agreed without asking."""
+        return _modern(self._config, self._config.protocol_version, None)
 
     def probe(self, rid: int) -> dict[str, Any]:
         """The ``server/discover`` probe to send under ``rid``; its deadline starts now."""
@@ -191,7 +197,7 @@ class Handshake:
             if error.code not in MODERN_ERRORS:
                 return [StartInitialize()]
             if error.code != ErrorCode.UNSUPPORTED_PROTOCOL_VERSION:
-                return [_modern(self._config.protocol_version, None)]
+                return [_modern(self._config, self._config.protocol_version, None)]
             data = error.data
             supported = data.get("supported") if isinstance(data, Mapping) else None
             if type(supported) is list:
@@ -210,7 +216,7 @@ class Handshake:
         config = self._config
         for version in (config.protocol_version, *MODERN_VERSIONS):
             if version in supported:
-                return _modern(version, discovered)
+                return _modern(config, version, discovered)
         if any(v in supported for v in LEGACY_VERSIONS):
             return StartInitialize()
         return Failed(
@@ -247,21 +253,24 @@ class Handshake:
                     local=True,
                 )
             ]
-        return [Settled(Era.LEGACY, version, caps, info, instructions)]
+        level = self._config.log_level if "logging" in caps else None
+        return [Settled(EraDetected(Era.LEGACY, version, caps, info, instructions), {}, level)]
 
 
-def _modern(version: str, discovered: dict[str, Any] | None) -> Settled:
+def _modern(config: ClientConfig, version: str, discovered: dict[str, Any] | None) -> Settled:
     """The modern wire at ``version``, with what a ``DiscoverResult`` said (if one came)."""
+    envelope = modern_envelope(version, config.capabilities, config.client_info)
     if discovered is None:
-        return Settled(Era.MODERN, version, None, None, None)
+        return Settled(EraDetected(Era.MODERN, version, None, None, None), envelope)
     caps = discovered.get("capabilities")
     meta = discovered.get("_meta")
     info = meta.get(SERVER_INFO) if type(meta) is dict else None
     instructions = discovered.get("instructions")
-    return Settled(
+    detected = EraDetected(
         Era.MODERN,
         version,
         caps if type(caps) is dict else None,
         info if type(info) is dict else None,
         instructions if type(instructions) is str else None,
     )
+    return Settled(detected, envelope)

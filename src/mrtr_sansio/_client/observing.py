@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mrtr_sansio._errors import JsonRpcError
-from mrtr_sansio._events import Call
+from mrtr_sansio._events import Call, InputNeeded
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS
 from mrtr_sansio.http._facts import NAME_FIELDS
 from mrtr_sansio.observe import (
@@ -121,32 +121,31 @@ class Reporter:
             )
         )
 
-    def finished(self, call: Call, outcome: str, rounds: int, code: int | None = None) -> None:
-        """The call ended (``outcome``: the name of its last event, or how it was dropped)."""
+    def finished(self, call: Call, outcome: Any, rounds: int) -> None:
+        """The call ended: ``outcome`` is its last event, or how it was dropped (a string)."""
+        code = None
+        if type(outcome) is not str:
+            error = getattr(outcome, "error", None)
+            code = error.code if isinstance(error, JsonRpcError) else None
+            outcome = type(outcome).__name__
         self.observer.observe(
             CallFinished(self.clock(), self.key, call.call_id, outcome, rounds, code)
         )
 
     def request_received(
-        self,
-        call: Call | None,
-        request_id: Any,
-        method: str,
-        round_: int,
-        meta: Any,
-        session_id: str | None,
-        version: str | None,
+        self, event: InputNeeded, session_id: str | None, version: str | None
     ) -> None:
-        """A legacy server's request went to the application."""
+        """A legacy server's request went to the application as ``event``."""
+        call = event.call
         self.observer.observe(
             LegReceived(
                 self.clock(),
                 self.key,
                 None if call is None else call.call_id,
-                request_id,
-                method,
-                round_,
-                trace_of(meta),
+                event.key,
+                event.method,
+                event.round,
+                trace_of(event.params.get("_meta")),  # an object: checked on receipt
                 session_id,
                 version,
             )
