@@ -1,0 +1,145 @@
+"""What the server sends for a handler's answer, as values: a complete result decorated for
+its wire (``resultType``, ``serverInfo``, cache hints, the listen tag; stripped for the legacy
+wire), an ``input_required`` result checked and gated on the client's capabilities (-32021),
+and the ``DiscoverResult``. The connection decides which applies and queues what comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mrtr_sansio._config import ServerConfig
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
+from mrtr_sansio._mcp.capabilities import capability_paths, missing_capabilities
+from mrtr_sansio._mcp.envelope import SERVER_INFO
+from mrtr_sansio._mcp.subscriptions import LISTEN, tag
+from mrtr_sansio._mcp.values import MRTR_METHODS, InputRequiredResult
+from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
+
+__all__ = [
+    "CACHEABLE_METHODS",
+    "check_input_required",
+    "complete_result",
+    "discover_result",
+    "input_required_wire",
+    "legacy_result",
+    "missing_capability",
+    "parse_input_required",
+]
+
+#: Methods whose complete results carry ``ttlMs`` and ``cacheScope`` (SEP-2549).
+CACHEABLE_METHODS = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+
+
+def legacy_result(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``result`` for the legacy wire: never a ``resultType``."""
+    if "resultType" in result:
+        return {k: v for k, v in result.items() if k != "resultType"}
+    return result
+
+
+def complete_result(
+    config: ServerConfig, method: str, rid: Any, result: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``result`` for the modern wire, a new dict: ``resultType`` (``complete`` unless the
+    handler said), the server's ``serverInfo`` unless the handler gave one, the listen tag of a
+    ``subscriptions/listen`` stream's end, the cache hints of a cacheable method."""
+    out = dict(result)
+    if "resultType" not in out:
+        out["resultType"] = "complete"
+    info = config.server_info
+    if info is not None:
+        meta = out.get("_meta")
+        if meta is None:
+            out["_meta"] = {SERVER_INFO: info}
+        elif SERVER_INFO not in meta:
+            out["_meta"] = {**meta, SERVER_INFO: info}
+    if method == LISTEN:
+        out["_meta"] = tag(out, rid)["_meta"]
+    elif method in CACHEABLE_METHODS and out["resultType"] == "complete":
+        if "ttlMs" not in out:
+            out["ttlMs"] = config.cache_ttl_ms
+        if "cacheScope" not in out:
+            out["cacheScope"] = config.cache_scope
+    return out
+
+
+def check_input_required(method: str, ir: InputRequiredResult, max_input_requests: int) -> None:
+    """Refuse (LocalProtocolError) ``input_required`` on a method that does not allow it, or
+    with more input requests than the limit."""
+    if method not in MRTR_METHODS:
+        raise LocalProtocolError(
+            f"input_required is only allowed on {', '.join(sorted(MRTR_METHODS))}, not on {method}"
+        )
+    requests = ir.input_requests
+    if requests is not None and len(requests) > max_input_requests:
+        raise LocalProtocolError(f"input_requests has more than {max_input_requests} entries")
+
+
+def missing_capability(ir: InputRequiredResult, capabilities: Any) -> JsonRpcError | None:
+    """The -32021 for input requests the client's ``capabilities`` cannot answer, or None."""
+    if not ir.input_requests or ir.allowed_by(capabilities):
+        return None
+    required = ir.required_capabilities()
+    # data carries the full merged set; the message names what is missing.
+    names = ", ".join(capability_paths(missing_capabilities(required, capabilities)))
+    return JsonRpcError.missing_capability(required, f"Missing required client capability: {names}")
+
+
+def input_required_wire(
+    ir: InputRequiredResult,
+    request_state: Any,
+    meta: Mapping[str, Any] | None,
+    info: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The wire form of ``ir`` with its sealed ``request_state`` and its ``_meta``: the
+    handler's own (``meta``), merged with the server's ``serverInfo`` unless it gave one."""
+    wire = ir.to_wire(request_state)
+    if meta:
+        keep = info is None or SERVER_INFO in meta  # the app's own serverInfo wins
+        wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
+    elif info is not None:
+        wire["_meta"] = {SERVER_INFO: info}
+    return wire
+
+
+def parse_input_required(
+    result: Mapping[str, Any],
+) -> tuple[InputRequiredResult, Mapping[str, Any] | None]:
+    """An application's ``input_required`` mapping, validated like a constructed value, and
+    its ``_meta`` (kept on the wire, merged with serverInfo)."""
+    meta = result.get("_meta")
+    try:
+        if meta is not None and not isinstance(meta, Mapping):
+            raise TypeError("_meta: must be an object")
+        return InputRequiredResult.from_wire(result), meta
+    except (TypeError, ValueError) as exc:
+        raise LocalProtocolError(f"invalid input_required result: {exc}") from exc
+
+
+def discover_result(config: ServerConfig) -> dict[str, Any]:
+    """The ``DiscoverResult`` of ``config``: versions, capabilities, instructions, the tasks
+    extension when it is on."""
+    result: dict[str, Any] = {
+        "supportedVersions": [*config.supported_versions, *config.legacy_versions],
+        "capabilities": dict(config.capabilities),
+    }
+    if config.instructions is not None:
+        result["instructions"] = config.instructions
+    if config.tasks is not None:
+        capabilities = result["capabilities"]
+        extensions = capabilities.get("extensions")
+        extensions = dict(extensions) if isinstance(extensions, Mapping) else {}
+        extensions.setdefault(TASKS_EXTENSION, {})
+        capabilities["extensions"] = extensions
+    return result
