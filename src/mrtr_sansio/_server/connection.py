@@ -37,11 +37,9 @@ from mrtr_sansio._events import (
 from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
 from mrtr_sansio._mcp.envelope import (
     CLIENT_CAPABILITIES,
-    NOT_INITIALIZED,
     PROTOCOL_VERSION,
     invalid,
     log_allowed,
-    missing_meta_message,
 )
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
@@ -68,7 +66,12 @@ from mrtr_sansio.observe import (
     connection_key,
 )
 from mrtr_sansio.tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
-from mrtr_sansio.tasks._server import TASK_REQUESTS, answer_task_request, required_task_error
+from mrtr_sansio.tasks._server import (
+    TASK_REQUESTS,
+    answer_task_request,
+    required_task_error,
+    start_task,
+)
 from mrtr_sansio.tasks._store import TaskStoreError
 from mrtr_sansio.tasks._values import RunAsTask
 
@@ -533,20 +536,8 @@ class ServerConnection(Connection):
                 if self._observer is not None:
                     self._observe_start(request, None)
                 self._events.append(request)
-        elif method == "initialize":
-            raise RemoteProtocolError(
-                JsonRpcError(
-                    ErrorCode.METHOD_NOT_FOUND,
-                    "initialize is not supported: send the 2026-07-28 _meta envelope on every "
-                    "request",
-                    {"supported": list(self.config.supported_versions)},
-                ),
-                rid,
-            )
-        elif meta is None and self.config.legacy_versions:  # likely a legacy client
-            raise invalid(rid, NOT_INITIALIZED)
         else:
-            raise invalid(rid, missing_meta_message(meta))
+            raise legacy.unsessioned(self.config, rid, method, meta)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
@@ -696,20 +687,8 @@ class ServerConnection(Connection):
 
     def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
         """Make ``event`` a task: store it, answer ``CreateTaskResult``, queue its first run."""
-        tasks = self._tasks
-        if tasks is None:
-            raise LocalProtocolError("RunAsTask needs the tasks extension (ServerConfig.tasks)")
-        if not event.can_create_task:
-            raise LocalProtocolError(
-                f"{event.method} {event.request_id!r} cannot become a task "
-                "(answer RunAsTask only when request.can_create_task)"
-            )
-        if tasks.settings.support(event.name).value == "forbidden":
-            raise LocalProtocolError(
-                f"tool {event.name!r} may not run as a task (TaskSettings.tools)"
-            )
         try:
-            task, first_run = tasks.create(event, run)
+            task, first_run = start_task(self._tasks, event, run)
         except (TaskLimitError, TaskStoreError) as exc:
             self._respond_error(event, JsonRpcError.internal(str(exc)))
             return
