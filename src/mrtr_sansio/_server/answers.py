@@ -86,12 +86,11 @@ def check_input_required(method: str, ir: InputRequiredResult, max_input_request
         raise LocalProtocolError(f"input_requests has more than {max_input_requests} entries")
 
 
-def missing_capability(ir: InputRequiredResult, capabilities: Any) -> JsonRpcError | None:
-    """The -32021 for input requests the client's ``capabilities`` cannot answer, or None."""
-    if not ir.input_requests or ir.allowed_by(capabilities):
-        return None
+def missing_capability(ir: InputRequiredResult, capabilities: Any) -> JsonRpcError:
+    """The -32021 for the input requests of ``ir`` that the client's ``capabilities`` do not
+    allow (the caller asked :meth:`InputRequiredResult.allowed_by` first: the hot path skips
+    this call): ``data`` carries the full merged set, the message names what is missing."""
     required = ir.required_capabilities()
-    # data carries the full merged set; the message names what is missing.
     names = ", ".join(capability_paths(missing_capabilities(required, capabilities)))
     return JsonRpcError.missing_capability(required, f"Missing required client capability: {names}")
 

@@ -677,9 +677,9 @@ class ServerConnection(Connection):
             hold = session is not None and not session.initialized
             self._apply(self._shim.start_round(event, ir, self._encode, hold))
             return
-        error = missing_capability(ir, event.client_capabilities)
-        if error is not None:
-            self._respond_error(event, error, _MISSING_CAPABILITY)
+        capabilities = event.client_capabilities
+        if ir.input_requests and not ir.allowed_by(capabilities):
+            self._respond_error(event, missing_capability(ir, capabilities), _MISSING_CAPABILITY)
             return
         state = self._state.write(event, ir.request_state)
         wire = input_required_wire(ir, state, meta, self._server_info)
