@@ -461,11 +461,11 @@ class ServerConnection(Connection):
         if version is None:
             self._on_legacy_request(rid, method, params, meta, http, principal)
             return
-        check_modern(self.config, self._tasks, rid, method, params, meta, version, http)  # type: ignore[arg-type]
+        tasks = self._tasks
+        check_modern(self.config, tasks, rid, method, params, meta, version, http)  # type: ignore[arg-type]
         state: Any = None
         round_: int | None = 1
         carried = None
-        tasks = self._tasks
         if method in MRTR_METHODS:
             if "inputResponses" in params or "requestState" in params:
                 try:
