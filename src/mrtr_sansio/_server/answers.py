@@ -22,7 +22,6 @@ __all__ = [
     "check_input_required",
     "complete_result",
     "discover_result",
-    "input_required_wire",
     "legacy_result",
     "missing_capability",
     "parse_input_required",
@@ -93,23 +92,6 @@ def missing_capability(ir: InputRequiredResult, capabilities: Any) -> JsonRpcErr
     required = ir.required_capabilities()
     names = ", ".join(capability_paths(missing_capabilities(required, capabilities)))
     return JsonRpcError.missing_capability(required, f"Missing required client capability: {names}")
-
-
-def input_required_wire(
-    ir: InputRequiredResult,
-    request_state: Any,
-    meta: Mapping[str, Any] | None,
-    info: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """The wire form of ``ir`` with its sealed ``request_state`` and its ``_meta``: the
-    handler's own (``meta``), merged with the server's ``serverInfo`` unless it gave one."""
-    wire = ir.to_wire(request_state)
-    if meta:
-        keep = info is None or SERVER_INFO in meta  # the app's own serverInfo wins
-        wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
-    elif info is not None:
-        wire["_meta"] = {SERVER_INFO: info}
-    return wire
 
 
 def parse_input_required(

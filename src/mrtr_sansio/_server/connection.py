@@ -80,7 +80,6 @@ from .answers import (
     check_input_required,
     complete_result,
     discover_result,
-    input_required_wire,
     legacy_result,
     missing_capability,
     parse_input_required,
@@ -682,7 +681,7 @@ class ServerConnection(Connection):
             self._respond_error(event, missing_capability(ir, capabilities), _MISSING_CAPABILITY)
             return
         state = self._state.write(event, ir.request_state)
-        wire = input_required_wire(ir, state, meta, self._server_info)
+        wire = ir.to_wire(state, meta, self._server_info)
         self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
     def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
