@@ -73,9 +73,14 @@ def complete_result(
     return out
 
 
-def check_input_required(method: str, ir: InputRequiredResult, max_input_requests: int) -> None:
-    """Refuse (LocalProtocolError) ``input_required`` on a method that does not allow it, or
-    with more input requests than the limit."""
+def check_input_required(
+    method: str, ir: InputRequiredResult, max_input_requests: int, seals: bool
+) -> None:
+    """Refuse (LocalProtocolError) ``input_required`` on a method that does not allow it, with
+    more input requests than the limit, or with a state that could not travel unsealed on a
+    server that does not ``seals`` it. That last rule holds on both wires: the legacy shim
+    keeps state in memory, but a handler that works there must not fail when the same request
+    arrives on the modern wire."""
     if method not in MRTR_METHODS:
         raise LocalProtocolError(
             f"input_required is only allowed on {', '.join(sorted(MRTR_METHODS))}, not on {method}"
@@ -83,6 +88,13 @@ def check_input_required(method: str, ir: InputRequiredResult, max_input_request
     requests = ir.input_requests
     if requests is not None and len(requests) > max_input_requests:
         raise LocalProtocolError(f"input_requests has more than {max_input_requests} entries")
+    state = ir.request_state
+    if state is not None and not seals and type(state) is not str:
+        raise LocalProtocolError(
+            f"request_state must be a string on a server that does not seal state "
+            f"(ServerConfig.request_state=UNSEALED), got {type(state).__name__}; "
+            f"encode it yourself, or keep the default sealing"
+        )
 
 
 def missing_capability(ir: InputRequiredResult, capabilities: Any) -> JsonRpcError:

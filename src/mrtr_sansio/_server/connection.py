@@ -660,8 +660,7 @@ class ServerConnection(Connection):
         ir: InputRequiredResult,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        check_input_required(event.method, ir, self._limits.max_input_requests)
-        self._state.check(ir.request_state)
+        check_input_required(event.method, ir, self._limits.max_input_requests, self._state.seals)
         if event.session is not None:
             if not (self.config.legacy_shim and self._server_requests):
                 self._respond_error(
