@@ -86,7 +86,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_server.state",
                 "_server.legacy",
                 "_server.shim",
-                "_server.modern",
                 "_server.answers",
                 "_server.observing",
                 "_client.checks",

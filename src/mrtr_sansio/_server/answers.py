@@ -1,9 +1,9 @@
-"""What the server sends for a handler's answer, as values: a complete result decorated for
-its wire (``resultType``, ``serverInfo``, cache hints, the listen tag; stripped for the legacy
-wire), an ``input_required`` result checked and gated on the client's capabilities (-32021),
-and the ``DiscoverResult``. The connection decides which applies and queues what comes back.
+"""What the server sends for a handler's answer, as values: a result stripped for the legacy
+wire, the checks of an ``input_required`` answer and its -32021 refusal, and the
+``DiscoverResult``; the methods whose results carry cache hints. The connection decides which
+applies and queues what comes back (it decorates a modern complete result itself: that runs
+on every answer, and a call there would cost every exchange).
 """
-
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -12,15 +12,12 @@ from typing import Any
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
 from mrtr_sansio._mcp.capabilities import capability_paths, missing_capabilities
-from mrtr_sansio._mcp.envelope import SERVER_INFO
-from mrtr_sansio._mcp.subscriptions import LISTEN, tag
 from mrtr_sansio._mcp.values import MRTR_METHODS, InputRequiredResult
 from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
 
 __all__ = [
     "CACHEABLE_METHODS",
     "check_input_required",
-    "complete_result",
     "discover_result",
     "legacy_result",
     "missing_capability",
@@ -45,32 +42,6 @@ def legacy_result(result: Mapping[str, Any]) -> Mapping[str, Any]:
     if "resultType" in result:
         return {k: v for k, v in result.items() if k != "resultType"}
     return result
-
-
-def complete_result(
-    config: ServerConfig, method: str, rid: Any, result: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``result`` for the modern wire, a new dict: ``resultType`` (``complete`` unless the
-    handler said), the server's ``serverInfo`` unless the handler gave one, the listen tag of a
-    ``subscriptions/listen`` stream's end, the cache hints of a cacheable method."""
-    out = dict(result)
-    if "resultType" not in out:
-        out["resultType"] = "complete"
-    info = config.server_info
-    if info is not None:
-        meta = out.get("_meta")
-        if meta is None:
-            out["_meta"] = {SERVER_INFO: info}
-        elif SERVER_INFO not in meta:
-            out["_meta"] = {**meta, SERVER_INFO: info}
-    if method == LISTEN:
-        out["_meta"] = tag(out, rid)["_meta"]
-    elif method in CACHEABLE_METHODS and out["resultType"] == "complete":
-        if "ttlMs" not in out:
-            out["ttlMs"] = config.cache_ttl_ms
-        if "cacheScope" not in out:
-            out["cacheScope"] = config.cache_scope
-    return out
 
 
 def check_input_required(

@@ -35,12 +35,19 @@ from mrtr_sansio._events import (
     RequestReceived,
 )
 from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
+from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import (
     CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    LOG_LEVEL_RANK,
     PROTOCOL_VERSION,
+    SERVER_INFO,
+    envelope_error,
     invalid,
     log_allowed,
 )
+from mrtr_sansio._mcp.methods import LEGACY_ONLY_METHODS, PARAM_HEADER_METHOD
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
@@ -56,7 +63,8 @@ from mrtr_sansio._wire.jsonrpc import (
     request_message,
     result_message,
 )
-from mrtr_sansio.http._facts import HttpRequestFacts
+from mrtr_sansio.http._facts import HttpRequestFacts, check_headers
+from mrtr_sansio.http._param_headers import check_param_headers
 from mrtr_sansio.observe import (
     ErrorSent,
     LegKey,
@@ -69,6 +77,7 @@ from mrtr_sansio.tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
 from mrtr_sansio.tasks._server import (
     TASK_REQUESTS,
     answer_task_request,
+    missing_tasks,
     required_task_error,
     start_task,
 )
@@ -77,14 +86,13 @@ from mrtr_sansio.tasks._values import RunAsTask
 
 from . import legacy
 from .answers import (
+    CACHEABLE_METHODS,
     check_input_required,
-    complete_result,
     discover_result,
     legacy_result,
     missing_capability,
     parse_input_required,
 )
-from .modern import check_modern
 from .observing import answered, leg_ended, leg_sent, refusal, started, traced
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from .state import StateGate, StateRejectedError
@@ -461,7 +469,45 @@ class ServerConnection(Connection):
             self._on_legacy_request(rid, method, params, meta, http, principal)
             return
         tasks = self._tasks
-        check_modern(self.config, tasks, rid, method, params, meta, version, http)  # type: ignore[arg-type]
+        # the modern checks, in the order conformance pins (the module docstring)
+        info = meta.get(CLIENT_INFO)
+        level = meta.get(LOG_LEVEL)
+        capabilities = meta.get(CLIENT_CAPABILITIES)
+        if not (
+            type(capabilities) is dict
+            and type(version) is str
+            and (info is None or type(info) is dict)
+            and (level is None or (type(level) is str and level in LOG_LEVEL_RANK))
+        ):
+            raise envelope_error(rid, meta)
+        if http is not None:
+            check_headers(http, rid, method, params, version)
+            mirrored_params = self.config.param_headers
+            if method == PARAM_HEADER_METHOD and mirrored_params:
+                name = params.get("name")
+                mirrored = mirrored_params.get(name) if type(name) is str else None
+                if mirrored:
+                    check_param_headers(http, rid, params.get("arguments"), mirrored)
+        if version not in self.config.supported_versions:
+            raise RemoteProtocolError(
+                JsonRpcError.unsupported_version(
+                    [*self.config.supported_versions, *self.config.legacy_versions], version
+                ),
+                rid,
+            )
+        if method in MRTR_METHODS:
+            if tasks is not None and method == TASK_METHOD:
+                refused = required_task_error(tasks, rid, params, capabilities, legacy=False)
+                if refused is not None:
+                    raise refused
+        elif method in LEGACY_ONLY_METHODS:
+            raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
+        elif method == LISTEN:
+            wanted = params.get("notifications")
+            if type(wanted) is not dict:
+                raise invalid(rid, "subscriptions/listen: notifications must be an object")
+            if tasks is not None and "taskIds" in wanted and not declares_tasks(capabilities):
+                raise missing_tasks(rid)
         state: Any = None
         round_: int | None = 1
         carried = None
@@ -616,7 +662,25 @@ class ServerConnection(Connection):
             return
         if event.method == LISTEN:
             self._acknowledged.discard(rid)
-        out = complete_result(self.config, event.method, rid, result)
+        # the modern wire's decoration: resultType (complete unless the handler said),
+        # serverInfo unless the handler gave one, the listen tag, cache hints (SEP-2549)
+        out = dict(result)
+        if "resultType" not in out:
+            out["resultType"] = "complete"
+        info = self._server_info
+        if info is not None:
+            meta = out.get("_meta")
+            if meta is None:
+                out["_meta"] = {SERVER_INFO: info}
+            elif SERVER_INFO not in meta:
+                out["_meta"] = {**meta, SERVER_INFO: info}
+        if event.method == LISTEN:
+            out["_meta"] = tag(out, rid)["_meta"]
+        elif event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
+            if "ttlMs" not in out:
+                out["ttlMs"] = self.config.cache_ttl_ms
+            if "cacheScope" not in out:
+                out["cacheScope"] = self.config.cache_scope
         self._emit(_RESULT, rid, out)
 
     def _emit(self, carrier: type[Outgoing], rid: Any, result: Mapping[str, Any]) -> None:
