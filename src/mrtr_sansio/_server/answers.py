@@ -4,6 +4,7 @@ wire, the checks of an ``input_required`` answer and its -32021 refusal, and the
 applies and queues what comes back (it decorates a modern complete result itself: that runs
 on every answer, and a call there would cost every exchange).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -469,7 +469,9 @@ class ServerConnection(Connection):
             self._on_legacy_request(rid, method, params, meta, http, principal)
             return
         tasks = self._tasks
-        # the modern checks, in the order conformance pins (the module docstring)
+        # the modern checks, in the order conformance pins (the module docstring); a version
+        # came from _meta, so _meta is a dict
+        assert meta is not None
         info = meta.get(CLIENT_INFO)
         level = meta.get(LOG_LEVEL)
         capabilities = meta.get(CLIENT_CAPABILITIES)
@@ -524,7 +526,7 @@ class ServerConnection(Connection):
                 rid,
                 method,
                 params,
-                meta.get(CLIENT_CAPABILITIES),  # type: ignore[union-attr]
+                meta.get(CLIENT_CAPABILITIES),
                 principal,
                 self._limits.max_input_responses,
             )
