@@ -497,11 +497,20 @@ class ServerConnection(Connection):
                 ),
                 rid,
             )
+        state: Any = None
+        round_: int | None = 1
+        carried = None
         if method in MRTR_METHODS:
             if tasks is not None and method == TASK_METHOD:
                 refused = required_task_error(tasks, rid, params, capabilities, legacy=False)
                 if refused is not None:
                     raise refused
+            if "inputResponses" in params or "requestState" in params:
+                try:
+                    state, round_, carried = self._state.read(rid, method, params, principal)
+                except StateRejectedError as exc:
+                    self._events.append(exc.event)
+                    raise
         elif method in LEGACY_ONLY_METHODS:
             raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
         elif method == LISTEN:
@@ -510,23 +519,13 @@ class ServerConnection(Connection):
                 raise invalid(rid, "subscriptions/listen: notifications must be an object")
             if tasks is not None and "taskIds" in wanted and not declares_tasks(capabilities):
                 raise missing_tasks(rid)
-        state: Any = None
-        round_: int | None = 1
-        carried = None
-        if method in MRTR_METHODS:
-            if "inputResponses" in params or "requestState" in params:
-                try:
-                    state, round_, carried = self._state.read(rid, method, params, principal)
-                except StateRejectedError as exc:
-                    self._events.append(exc.event)
-                    raise
         elif method in TASK_REQUESTS and tasks is not None:
             result, found, caused = answer_task_request(
                 tasks,
                 rid,
                 method,
                 params,
-                meta.get(CLIENT_CAPABILITIES),
+                capabilities,
                 principal,
                 self._limits.max_input_responses,
             )
