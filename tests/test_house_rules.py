@@ -87,6 +87,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_server.state",
                 "_server.legacy",
                 "_server.shim",
+                "_server.answers",
+                "_server.observing",
                 "_client.checks",
                 "_client.calls",
                 "_client.results",
@@ -393,14 +395,15 @@ def test_every_module_is_placed_in_a_layer() -> None:
 
 #: The modules that own a connection's queues (``_events``, ``_out``): the role machines.
 QUEUE_OWNERS = frozenset({"_connection", "_server.connection", "_client.connection"})
-#: What a connection queues into; a part returns what to queue instead.
-QUEUE_NAMES = frozenset({"_events", "_out"})
+#: What a connection queues into; a part returns what to queue instead. ``deque`` (the type of
+#: both) catches a part handed a queue under another name (``def read(self, events: deque)``).
+QUEUE_NAMES = frozenset({"_events", "_out", "deque"})
 
 
 def queue_touches(modules: dict[str, tuple[Path, bool]]) -> list[str]:
     """Every core module outside :data:`QUEUE_OWNERS` that names a connection's queue
-    (an attribute or a name ``_events``/``_out``): a pure part handed a queue, or holding
-    one, could append to it; it returns what to queue instead."""
+    (an attribute or a name ``_events``/``_out``) or the ``deque`` type: a pure part handed a
+    queue, or holding one, could append to it; it returns what to queue instead."""
     found = []
     for module, (path, _) in sorted(modules.items()):
         top = module.split(".")[0]
@@ -430,3 +433,11 @@ def test_the_queue_check_sees_a_part_holding_a_queue(tmp_path: Path) -> None:
     part.write_text("class Gate:\n    def __init__(self, events):\n        self._events = events\n")
     assert queue_touches({"_server.part": (part, False)}) == ["mrtr_sansio._server.part:3: _events"]
     assert queue_touches({"_server.connection": (part, False)}) == []
+    renamed = tmp_path / "renamed.py"
+    renamed.write_text(
+        "import collections\n\ndef read(queue: collections.deque[int]) -> None:\n"
+        "    queue.append(1)\n"
+    )
+    assert queue_touches({"_server.part": (renamed, False)}) == [
+        "mrtr_sansio._server.part:3: deque"
+    ]

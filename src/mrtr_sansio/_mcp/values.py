@@ -23,6 +23,7 @@ from .capabilities import (
     needs_of,
     required_capabilities,
 )
+from .envelope import SERVER_INFO
 
 __all__ = [
     "EMBEDDABLE_METHODS",
@@ -214,8 +215,15 @@ class InputRequiredResult:
                     return False
         return True
 
-    def to_wire(self, request_state: str | None = None) -> dict[str, Any]:
-        """The result object; ``request_state`` overrides the field (the sealed form)."""
+    def to_wire(
+        self,
+        request_state: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        server_info: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The result object; ``request_state`` overrides the field (the sealed form), ``meta``
+        is its ``_meta``, with ``server_info`` added under ``serverInfo`` unless ``meta`` has
+        one (a server's answer: the application's own wins)."""
         out: dict[str, Any] = {"resultType": INPUT_REQUIRED}
         requests = self.input_requests
         if requests is not None:
@@ -226,6 +234,11 @@ class InputRequiredResult:
         state = self.request_state if request_state is None else request_state
         if state is not None:
             out["requestState"] = state
+        if meta:
+            keep = server_info is None or SERVER_INFO in meta
+            out["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: server_info}
+        elif server_info is not None:
+            out["_meta"] = {SERVER_INFO: server_info}
         return out
 
 

@@ -35,21 +35,19 @@ from mrtr_sansio._events import (
     RequestReceived,
 )
 from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
-from mrtr_sansio._mcp.capabilities import capability_paths, declares_tasks, missing_capabilities
+from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
-    NOT_INITIALIZED,
     PROTOCOL_VERSION,
     SERVER_INFO,
     envelope_error,
     invalid,
     log_allowed,
-    missing_meta_message,
 )
-from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
+from mrtr_sansio._mcp.methods import LEGACY_ONLY_METHODS, PARAM_HEADER_METHOD
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
@@ -69,19 +67,11 @@ from mrtr_sansio.http._facts import HttpRequestFacts, check_headers
 from mrtr_sansio.http._param_headers import check_param_headers
 from mrtr_sansio.observe import (
     ErrorSent,
-    LegAnswered,
     LegKey,
-    LegSent,
-    LegTimedOut,
     RequestAbandoned,
-    RequestAnswered,
-    RequestRefused,
-    RequestStarted,
     SessionEnded,
     SessionStarted,
-    Transport,
     connection_key,
-    trace_of,
 )
 from mrtr_sansio.tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
 from mrtr_sansio.tasks._server import (
@@ -89,38 +79,31 @@ from mrtr_sansio.tasks._server import (
     answer_task_request,
     missing_tasks,
     required_task_error,
+    start_task,
 )
 from mrtr_sansio.tasks._store import TaskStoreError
-from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
 from mrtr_sansio.tasks._values import RunAsTask
 
 from . import legacy
+from .answers import (
+    CACHEABLE_METHODS,
+    check_input_required,
+    discover_result,
+    legacy_result,
+    missing_capability,
+    parse_input_required,
+)
+from .observing import answered, leg_ended, leg_sent, refusal, started, traced
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from .state import StateGate, StateRejectedError
 
-__all__ = ["ServerConnection"]
+__all__ = ["ServerConnection", "refusal"]
 
 # What each answer to a request in flight sends, as the table says (ANSWER_CARRIER), read once.
 _RESULT = ANSWER_CARRIER[RequestTrigger.RESULT]
 _INPUT_REQUIRED = ANSWER_CARRIER[RequestTrigger.INPUT_REQUIRED]
 _ERROR = ANSWER_CARRIER[RequestTrigger.ERROR]
 _MISSING_CAPABILITY = ANSWER_CARRIER[RequestTrigger.MISSING_CAPABILITY]
-
-#: Methods of the legacy wire that the modern wire removed; with an envelope they are -32601.
-LEGACY_ONLY_METHODS = frozenset(
-    {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
-)
-#: Methods whose complete results carry ``ttlMs`` and ``cacheScope`` (SEP-2549).
-CACHEABLE_METHODS = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
 
 
 class ServerConnection(Connection):
@@ -241,7 +224,7 @@ class ServerConnection(Connection):
         kind = type(result)
         if kind is dict:
             if result.get("resultType") == INPUT_REQUIRED:  # type: ignore[union-attr]
-                self._respond_input_required(event, *_input_required(result))  # type: ignore[arg-type]
+                self._respond_input_required(event, *parse_input_required(result))  # type: ignore[arg-type]
             else:
                 self._respond_complete(event, result)  # type: ignore[arg-type]
         elif kind is InputRequiredResult:
@@ -252,7 +235,7 @@ class ServerConnection(Connection):
             self._respond_input_required(event, result)
         elif isinstance(result, Mapping):
             if result.get("resultType") == INPUT_REQUIRED:
-                self._respond_input_required(event, *_input_required(result))
+                self._respond_input_required(event, *parse_input_required(result))
             else:
                 self._respond_complete(event, result)
         elif isinstance(result, RunAsTask):
@@ -336,20 +319,7 @@ class ServerConnection(Connection):
 
     def discover_result(self) -> dict[str, Any]:
         """The ``DiscoverResult``: versions, capabilities, instructions, cache hints."""
-        config = self.config
-        result: dict[str, Any] = {
-            "supportedVersions": [*config.supported_versions, *config.legacy_versions],
-            "capabilities": dict(config.capabilities),
-        }
-        if config.instructions is not None:
-            result["instructions"] = config.instructions
-        if config.tasks is not None:
-            capabilities = result["capabilities"]
-            extensions = capabilities.get("extensions")
-            extensions = dict(extensions) if isinstance(extensions, Mapping) else {}
-            extensions.setdefault(TASKS_EXTENSION, {})
-            capabilities["extensions"] = extensions
-        return result
+        return discover_result(self.config)
 
     def settle_task(
         self,
@@ -498,35 +468,41 @@ class ServerConnection(Connection):
         if version is None:
             self._on_legacy_request(rid, method, params, meta, http, principal)
             return
-        # The modern envelope. Order (conformance-pinned): required _meta fields (-32602),
-        # mirror headers (-32020), version (-32022), method (-32601), then per-method params.
-        info = meta.get(CLIENT_INFO)  # type: ignore[union-attr]
-        level = meta.get(LOG_LEVEL)  # type: ignore[union-attr]
+        tasks = self._tasks
+        # the modern checks, in the order conformance pins (the module docstring); a version
+        # came from _meta, so _meta is a dict
+        assert meta is not None
+        info = meta.get(CLIENT_INFO)
+        level = meta.get(LOG_LEVEL)
+        capabilities = meta.get(CLIENT_CAPABILITIES)
         if not (
-            type(meta.get(CLIENT_CAPABILITIES)) is dict  # type: ignore[union-attr]
+            type(capabilities) is dict
             and type(version) is str
             and (info is None or type(info) is dict)
             and (level is None or (type(level) is str and level in LOG_LEVEL_RANK))
         ):
-            raise envelope_error(rid, meta)  # type: ignore[arg-type]
-        config = self.config
+            raise envelope_error(rid, meta)
         if http is not None:
-            self._check_headers(http, rid, method, params, version)
-        if version not in config.supported_versions:
+            check_headers(http, rid, method, params, version)
+            mirrored_params = self.config.param_headers
+            if method == PARAM_HEADER_METHOD and mirrored_params:
+                name = params.get("name")
+                mirrored = mirrored_params.get(name) if type(name) is str else None
+                if mirrored:
+                    check_param_headers(http, rid, params.get("arguments"), mirrored)
+        if version not in self.config.supported_versions:
             raise RemoteProtocolError(
                 JsonRpcError.unsupported_version(
-                    [*config.supported_versions, *config.legacy_versions], version
+                    [*self.config.supported_versions, *self.config.legacy_versions], version
                 ),
                 rid,
             )
         state: Any = None
         round_: int | None = 1
         carried = None
-        tasks = self._tasks
         if method in MRTR_METHODS:
             if tasks is not None and method == TASK_METHOD:
-                caps = meta.get(CLIENT_CAPABILITIES)  # type: ignore[union-attr]
-                refused = required_task_error(tasks, rid, params, caps, legacy=False)
+                refused = required_task_error(tasks, rid, params, capabilities, legacy=False)
                 if refused is not None:
                     raise refused
             if "inputResponses" in params or "requestState" in params:
@@ -541,13 +517,7 @@ class ServerConnection(Connection):
             wanted = params.get("notifications")
             if type(wanted) is not dict:
                 raise invalid(rid, "subscriptions/listen: notifications must be an object")
-            if (
-                tasks is not None
-                and "taskIds" in wanted
-                and not declares_tasks(
-                    meta.get(CLIENT_CAPABILITIES)  # type: ignore[union-attr]
-                )
-            ):
+            if tasks is not None and "taskIds" in wanted and not declares_tasks(capabilities):
                 raise missing_tasks(rid)
         elif method in TASK_REQUESTS and tasks is not None:
             result, found, caused = answer_task_request(
@@ -555,7 +525,7 @@ class ServerConnection(Connection):
                 rid,
                 method,
                 params,
-                meta.get(CLIENT_CAPABILITIES),  # type: ignore[union-attr]
+                capabilities,
                 principal,
                 self._limits.max_input_responses,
             )
@@ -569,24 +539,12 @@ class ServerConnection(Connection):
             return
         event = RequestReceived(rid, method, params, None, state, round_, principal)
         inflight[rid] = event
-        if method == "server/discover" and config.answer_discovery:
-            self._respond_complete(event, self.discover_result())
+        if method == "server/discover" and self.config.answer_discovery:
+            self._respond_complete(event, discover_result(self.config))
             return
         if self._observer is not None:
             self._observe_start(event, carried)
         self._events.append(event)
-
-    def _check_headers(
-        self, http: HttpRequestFacts, rid: Any, method: str, params: dict[str, Any], version: str
-    ) -> None:
-        """The modern wire's mirror headers (-32020), and the configured param headers."""
-        check_headers(http, rid, method, params, version)
-        mirrored_params = self.config.param_headers
-        if method == PARAM_HEADER_METHOD and mirrored_params:
-            name = params.get("name")
-            mirrored = mirrored_params.get(name) if type(name) is str else None
-            if mirrored:
-                check_param_headers(http, rid, params.get("arguments"), mirrored)
 
     def _on_legacy_request(
         self,
@@ -624,20 +582,8 @@ class ServerConnection(Connection):
                 if self._observer is not None:
                     self._observe_start(request, None)
                 self._events.append(request)
-        elif method == "initialize":
-            raise RemoteProtocolError(
-                JsonRpcError(
-                    ErrorCode.METHOD_NOT_FOUND,
-                    "initialize is not supported: send the 2026-07-28 _meta envelope on every "
-                    "request",
-                    {"supported": list(self.config.supported_versions)},
-                ),
-                rid,
-            )
-        elif meta is None and self.config.legacy_versions:  # likely a legacy client
-            raise invalid(rid, NOT_INITIALIZED)
         else:
-            raise invalid(rid, missing_meta_message(meta))
+            raise legacy.unsessioned(self.config, rid, method, meta)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
@@ -699,11 +645,7 @@ class ServerConnection(Connection):
         rid = event.request_id
         session = event.session
         if session is not None:
-            legacy_out = (
-                {k: v for k, v in result.items() if k != "resultType"}
-                if "resultType" in result
-                else result
-            )
+            legacy_out = legacy_result(result)
             self._emit(_RESULT, rid, legacy_out)
             self._shim.finish(rid, ShimTrigger.RESULT)
             if event.method == "initialize":
@@ -719,6 +661,10 @@ class ServerConnection(Connection):
                     )
                 self._events.append(legacy.session_opened(session, legacy_out))
             return
+        if event.method == LISTEN:
+            self._acknowledged.discard(rid)
+        # the modern wire's decoration: resultType (complete unless the handler said),
+        # serverInfo unless the handler gave one, the listen tag, cache hints (SEP-2549)
         out = dict(result)
         if "resultType" not in out:
             out["resultType"] = "complete"
@@ -730,7 +676,6 @@ class ServerConnection(Connection):
             elif SERVER_INFO not in meta:
                 out["_meta"] = {**meta, SERVER_INFO: info}
         if event.method == LISTEN:
-            self._acknowledged.discard(rid)
             out["_meta"] = tag(out, rid)["_meta"]
         elif event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
             if "ttlMs" not in out:
@@ -752,7 +697,7 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._send(carrier, data, msg, rid)
         if self._observer is not None:
-            self._observe_answer(rid, result)
+            self._observer.observe(answered(self.config.clock(), self._obs_key, rid, result))
 
     def _respond_error(
         self,
@@ -780,17 +725,7 @@ class ServerConnection(Connection):
         ir: InputRequiredResult,
         meta: Mapping[str, Any] | None = None,
     ) -> None:
-        if event.method not in MRTR_METHODS:
-            raise LocalProtocolError(
-                f"input_required is only allowed on {', '.join(sorted(MRTR_METHODS))}, "
-                f"not on {event.method}"
-            )
-        requests = ir.input_requests
-        if requests is not None and len(requests) > self._limits.max_input_requests:
-            raise LocalProtocolError(
-                f"input_requests has more than {self._limits.max_input_requests} entries"
-            )
-        self._state.check(ir.request_state)
+        check_input_required(event.method, ir, self._limits.max_input_requests, self._state.seals)
         if event.session is not None:
             if not (self.config.legacy_shim and self._server_requests):
                 self._respond_error(
@@ -805,40 +740,18 @@ class ServerConnection(Connection):
             hold = session is not None and not session.initialized
             self._apply(self._shim.start_round(event, ir, self._encode, hold))
             return
-        if requests and not ir.allowed_by(event.client_capabilities):
-            required = ir.required_capabilities()
-            # data carries the full merged set; the message names what is missing.
-            missing = missing_capabilities(required, event.client_capabilities)
-            names = ", ".join(capability_paths(missing))
-            message = f"Missing required client capability: {names}"
-            error = JsonRpcError.missing_capability(required, message)
-            self._respond_error(event, error, _MISSING_CAPABILITY)
+        capabilities = event.client_capabilities
+        if ir.input_requests and not ir.allowed_by(capabilities):
+            self._respond_error(event, missing_capability(ir, capabilities), _MISSING_CAPABILITY)
             return
-        wire = ir.to_wire(self._state.write(event, ir.request_state))
-        info = self._server_info
-        if meta:
-            keep = info is None or SERVER_INFO in meta  # the app's own serverInfo wins
-            wire["_meta"] = dict(meta) if keep else {**meta, SERVER_INFO: info}
-        elif info is not None:
-            wire["_meta"] = {SERVER_INFO: info}
+        state = self._state.write(event, ir.request_state)
+        wire = ir.to_wire(state, meta, self._server_info)
         self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
     def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
         """Make ``event`` a task: store it, answer ``CreateTaskResult``, queue its first run."""
-        tasks = self._tasks
-        if tasks is None:
-            raise LocalProtocolError("RunAsTask needs the tasks extension (ServerConfig.tasks)")
-        if not event.can_create_task:
-            raise LocalProtocolError(
-                f"{event.method} {event.request_id!r} cannot become a task "
-                "(answer RunAsTask only when request.can_create_task)"
-            )
-        if tasks.settings.support(event.name).value == "forbidden":
-            raise LocalProtocolError(
-                f"tool {event.name!r} may not run as a task (TaskSettings.tools)"
-            )
         try:
-            task, first_run = tasks.create(event, run)
+            task, first_run = start_task(self._tasks, event, run)
         except (TaskLimitError, TaskStoreError) as exc:
             self._respond_error(event, JsonRpcError.internal(str(exc)))
             return
@@ -850,81 +763,21 @@ class ServerConnection(Connection):
     def _observe_start(self, event: RequestReceived, carried: Mapping[str, str] | None) -> None:
         """Tell the observer a request reached the handler (a round, or a legacy request)."""
         assert self._observer is not None
-        meta = event.params.get("_meta")
-        meta = meta if type(meta) is dict else None
-        session = event.session
-        if session is not None:
-            version: Any = session.protocol_version
-        else:
-            version = meta.get(PROTOCOL_VERSION) if meta is not None else None
-        self._observer.observe(
-            RequestStarted(
-                self.config.clock(),
-                self._obs_key,
-                event.request_id,
-                event.method,
-                _target_of(event.method, event.params),
-                event.round,
-                session is not None,
-                version if type(version) is str else None,
-                None if session is None else session.session_id,  # the adapter's name
-                event.principal,
-                trace_of(meta),
-                carried,
-                self.transport,
-            )
-        )
-
-    def _observe_answer(self, rid: Any, result: Mapping[str, Any]) -> None:
-        """Tell the observer a request was answered with a result."""
-        assert self._observer is not None
-        kind = result.get("resultType", "complete")
-        requests = result.get("inputRequests") if kind == INPUT_REQUIRED else None
-        keys = tuple(requests) if isinstance(requests, Mapping) else ()
-        status = result.get("status")
-        self._observer.observe(
-            RequestAnswered(
-                self.config.clock(),
-                self._obs_key,
-                rid,
-                kind if type(kind) is str else "",
-                keys,
-                result.get("isError") is True,
-                status if type(status) is str else None,
-            )
-        )
-
-    def _observe_leg_end(self, ended: LegEnded) -> None:
-        """Tell the observer a shim leg was answered, failed or timed out."""
-        assert self._observer is not None
-        at, key = self.config.clock(), self._obs_key
-        if ended.how == "timed_out":
-            fact: Any = LegTimedOut(at, key, ended.request_id, ended.leg_id, ended.key)
-        else:
-            failed = ended.how == "failed"
-            fact = LegAnswered(at, key, ended.request_id, ended.leg_id, ended.key, failed)
-        self._observer.observe(fact)
+        at = self.config.clock()
+        self._observer.observe(started(at, self._obs_key, event, carried, self.transport))
 
     def _observe_leg_sent(self, action: SendRequest) -> Pending:
         """Tell the observer a shim leg goes out; the leg's queue entry, re-encoded with the
         trace keys the observer carries for it in ``params._meta`` (as is without any)."""
-        assert self._observer is not None
-        at, key = self.config.clock(), self._obs_key
-        self._observer.observe(
-            LegSent(
-                at, key, action.request_id, action.leg_id, action.key, action.method, action.round
-            )
-        )
-        carry = self._observer.carry(key, LegKey(action.leg_id))
-        trace = trace_of(carry) if isinstance(carry, Mapping) else None
-        if not trace:
-            return action.item
+        observer = self._observer
+        assert observer is not None
+        key = self._obs_key
+        observer.observe(leg_sent(self.config.clock(), key, action))
         kind, _, msg, related, extra = action.item
-        params = dict(msg.get("params") or {})
-        meta = params.get("_meta")
-        params["_meta"] = {**meta, **trace} if isinstance(meta, Mapping) else dict(trace)
-        msg = {**msg, "params": params}
-        return (kind, self._dumps(msg), msg, related, extra)
+        carried = traced(msg, observer.carry(key, LegKey(action.leg_id)))
+        if carried is None:
+            return action.item
+        return (kind, self._dumps(carried), carried, related, extra)
 
     # --- what the legacy shim asks for --------------------------------------------------------
 
@@ -938,7 +791,8 @@ class ServerConnection(Connection):
                     self._send(*self._observe_leg_sent(action))
             elif isinstance(action, LegEnded):
                 if self._observer is not None:
-                    self._observe_leg_end(action)
+                    at = self.config.clock()
+                    self._observer.observe(leg_ended(at, self._obs_key, action))
             elif isinstance(action, CancelLeg):
                 msg = notification_message(
                     "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}
@@ -953,74 +807,3 @@ class ServerConnection(Connection):
                 self._respond_error(self._inflight[action.request_id], action.error)
             else:
                 self._events.append(action.event)
-
-
-def _target_of(method: Any, params: Any) -> str | None:
-    """What a request is about, for an observer: the task id of a ``tasks/*`` request, the
-    URI of ``resources/read``, else ``params.name`` (a tool or prompt)."""
-    if type(params) is not dict:
-        return None
-    if method in TASK_REQUESTS:
-        target = params.get("taskId")
-    elif method == "resources/read":
-        target = params.get("uri")
-    else:
-        target = params.get("name")
-    return target if type(target) is str else None
-
-
-def refusal(
-    at: float,
-    key: int,
-    request: Any,
-    exc: RemoteProtocolError,
-    session: LegacySession | None = None,
-    transport: Transport | None = None,
-    header_version: str | None = None,
-) -> RequestRefused:
-    """The :class:`~mrtr_sansio.observe.RequestRefused` fact for ``request`` (the decoded
-    message, or None when none could be read) refused with ``exc``; adapters that refuse a
-    message before any connection reads it (an unknown session) report it with this too,
-    with the ``MCP-Protocol-Version`` header as ``header_version``."""
-    method = params = meta = None
-    if type(request) is dict:
-        method = request.get("method")
-        method = method if type(method) is str else None
-        params = request.get("params")
-        meta = params.get("_meta") if type(params) is dict else None
-        meta = meta if type(meta) is dict else None
-    version = meta.get(PROTOCOL_VERSION) if meta is not None else None
-    legacy = type(version) is not str
-    if legacy and session is not None:
-        version = session.protocol_version
-    elif legacy and header_version is not None:
-        version = header_version
-    error = exc.error
-    return RequestRefused(
-        at,
-        key,
-        exc.request_id,
-        method,
-        _target_of(method, params),
-        error.code,
-        error.message,
-        legacy,
-        version if type(version) is str else None,
-        session.session_id if legacy and session is not None else None,
-        trace_of(meta),
-        transport,
-    )
-
-
-def _input_required(
-    result: Mapping[str, Any],
-) -> tuple[InputRequiredResult, Mapping[str, Any] | None]:
-    """An application's ``input_required`` mapping, validated like a constructed value, and
-    its ``_meta`` (kept on the wire, merged with serverInfo)."""
-    meta = result.get("_meta")
-    try:
-        if meta is not None and not isinstance(meta, Mapping):
-            raise TypeError("_meta: must be an object")
-        return InputRequiredResult.from_wire(result), meta
-    except (TypeError, ValueError) as exc:
-        raise LocalProtocolError(f"invalid input_required result: {exc}") from exc

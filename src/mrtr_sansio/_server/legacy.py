@@ -18,14 +18,26 @@ from typing import Any
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import RequestReceived, SessionInitialized
-from mrtr_sansio._mcp.envelope import LOG_LEVEL_RANK, invalid, missing_meta_message
+from mrtr_sansio._mcp.envelope import (
+    LOG_LEVEL_RANK,
+    NOT_INITIALIZED,
+    invalid,
+    missing_meta_message,
+)
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.values import MRTR_METHODS
 from mrtr_sansio.http._facts import HttpRequestFacts
 
 from .state import MRTR_FIELDS
 
-__all__ = ["check_header", "initialize_result", "on_initialize", "on_request", "session_opened"]
+__all__ = [
+    "check_header",
+    "initialize_result",
+    "on_initialize",
+    "on_request",
+    "session_opened",
+    "unsessioned",
+]
 
 
 def check_header(
@@ -134,3 +146,24 @@ def session_opened(session: LegacySession, result: Mapping[str, Any]) -> Session
     return SessionInitialized(
         session.protocol_version, session.client_capabilities, session.client_info
     )
+
+
+def unsessioned(
+    config: ServerConfig, rid: Any, method: str, meta: dict[str, Any] | None
+) -> RemoteProtocolError:
+    """The refusal of a request with neither the modern envelope nor a legacy session:
+    ``initialize`` on a modern-only server (-32601 naming the versions served), a request
+    without ``_meta`` on a server that speaks the legacy wire (send ``initialize`` first), else
+    the envelope the request lacks (-32602)."""
+    if method == "initialize":
+        return RemoteProtocolError(
+            JsonRpcError(
+                ErrorCode.METHOD_NOT_FOUND,
+                "initialize is not supported: send the 2026-07-28 _meta envelope on every request",
+                {"supported": list(config.supported_versions)},
+            ),
+            rid,
+        )
+    if meta is None and config.legacy_versions:  # likely a legacy client
+        return invalid(rid, NOT_INITIALIZED)
+    return invalid(rid, missing_meta_message(meta))

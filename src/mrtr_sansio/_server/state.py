@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._config import ServerConfig
-from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 from mrtr_sansio._events import RequestReceived, RequestStateRejected
 from mrtr_sansio._mcp.envelope import invalid
 from mrtr_sansio.http._facts import NAME_FIELDS
@@ -46,11 +46,13 @@ class StateRejectedError(RemoteProtocolError):
 class StateGate:
     """Reads the MRTR fields of incoming requests and produces outgoing state."""
 
-    __slots__ = ("_clock", "_key", "_limits", "_observer", "_protector")
+    __slots__ = ("_clock", "_key", "_limits", "_observer", "_protector", "seals")
 
     def __init__(self, config: ServerConfig, key: int = 0) -> None:
         protector = config.request_state
         self._protector = None if isinstance(protector, Unsealed) else protector
+        #: Whether outgoing state is sealed (unsealed, it must be a string).
+        self.seals = self._protector is not None
         self._clock = config.clock
         self._limits = config.limits
         # the observer's carry is sealed only by protectors that say they can
@@ -99,21 +101,9 @@ class StateGate:
             self._reject(rid, method, exc.reason)
         return unsealed.state, unsealed.round + 1, unsealed.carried
 
-    def check(self, state: Any) -> None:
-        """Refuse (LocalProtocolError) a handler's state that could not travel unsealed.
-
-        One rule for both wires: the legacy shim keeps state in memory, but a handler that
-        works there must not fail when the same request arrives on the modern wire.
-        """
-        if state is not None and self._protector is None and type(state) is not str:
-            raise LocalProtocolError(
-                f"request_state must be a string on a server that does not seal state "
-                f"(ServerConfig.request_state=UNSEALED), got {type(state).__name__}; "
-                f"encode it yourself, or keep the default sealing"
-            )
-
     def write(self, event: RequestReceived, state: Any) -> Any:
-        """The ``requestState`` to send for ``state`` (None: no state), already :meth:`check`-ed."""
+        """The ``requestState`` to send for ``state`` (None: no state), already checked by
+        :func:`~mrtr_sansio._server.answers.check_input_required`."""
         if state is None:
             return None
         protector = self._protector

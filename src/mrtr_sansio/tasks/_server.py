@@ -14,15 +14,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
-from mrtr_sansio._events import Event
+from mrtr_sansio._events import Event, RequestReceived
 from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import invalid
 
 from ._machine import TaskLimitError, TaskMachine
 from ._store import TaskStoreError
-from ._values import EXTENSION, TaskCancelled, TaskSupport
+from ._values import EXTENSION, RunAsTask, Task, TaskCancelled, TaskSupport
 
-__all__ = ["TASK_REQUESTS", "answer_task_request", "missing_tasks", "required_task_error"]
+__all__ = [
+    "TASK_REQUESTS",
+    "answer_task_request",
+    "missing_tasks",
+    "required_task_error",
+    "start_task",
+]
 
 #: The methods the extension adds; the connection answers them itself.
 TASK_REQUESTS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
@@ -106,3 +112,22 @@ def answer_task_request(
             JsonRpcError.invalid_params(f"Failed to retrieve task: {found}"), rid
         )
     return {"resultType": "complete"}, found.trace, event
+
+
+def start_task(
+    machine: TaskMachine | None, event: RequestReceived, run: RunAsTask
+) -> tuple[Task, RequestReceived]:
+    """Make ``event`` a task (a handler answered :class:`RunAsTask`): the stored task and the
+    request of its first run, for the connection to answer and queue. Raises
+    :class:`LocalProtocolError` when the server or the request cannot have a task, and
+    :class:`TaskLimitError`/:class:`TaskStoreError` from the store."""
+    if machine is None:
+        raise LocalProtocolError("RunAsTask needs the tasks extension (ServerConfig.tasks)")
+    if not event.can_create_task:
+        raise LocalProtocolError(
+            f"{event.method} {event.request_id!r} cannot become a task "
+            "(answer RunAsTask only when request.can_create_task)"
+        )
+    if machine.settings.support(event.name) is TaskSupport.FORBIDDEN:
+        raise LocalProtocolError(f"tool {event.name!r} may not run as a task (TaskSettings.tools)")
+    return machine.create(event, run)
