@@ -20,6 +20,10 @@ of one machine, or with ``--tasks-redis URL`` in Redis, shared by processes on a
 its lease (a process that died mid-task). With ``--docket URL`` too (the ``tasks-docket``
 extra) the rounds of tasks run on ``mrtr-worker fixtures:Everything().handle --redis URL
 --replay-safe`` processes, not here (:class:`mrtr_sansio.adapters.docket.DocketRunner`).
+With a key ring and ``--tasks-db`` or ``--tasks-redis``, the task records are encrypted at
+rest under the ring (:class:`mrtr_sansio.sealing.RecordEncryption`, the ``crypto`` extra;
+``--tasks-in-clear`` turns it off); ``kill -HUP`` gives the store the reloaded ring too, and
+Docket workers need the same ring (``mrtr-worker --state-keys-file PATH``).
 
 ``--trace-file PATH`` exports an OpenTelemetry span for every request, shim leg and task to
 PATH, one JSON object a line (:class:`mrtr_sansio.otel.OtelObserver`; needs the
@@ -117,6 +121,7 @@ def build_app(
     replay_db: str | None = None,
     replay_redis: str | None = None,
     docket: str | None = None,
+    encrypt_records: bool = True,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
@@ -125,7 +130,9 @@ def build_app(
     every connection does (:func:`file_observer`). ``replay_db`` (a SQLite file) or
     ``replay_redis`` (a Redis URL) is the replay guard that makes each token single-use
     across the processes sharing it. ``docket`` (a Redis URL) has Docket workers run the
-    tasks' rounds (the fixtures are replay-safe: ``mrtr-check replay`` checks them).
+    tasks' rounds (the fixtures are replay-safe: ``mrtr-check replay`` checks them). A durable
+    task store given a ring in ``keys`` encrypts its records under it unless
+    ``encrypt_records`` is False.
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
@@ -146,10 +153,14 @@ def build_app(
         )
         sealing = m.sealing.SwappableStateProtector(ring)
     store: TaskStore | None = None
+    durable = tasks_db is not None or tasks_redis is not None
+    records = None
+    if durable and keys is not None and encrypt_records:
+        records = m.sealing.RecordEncryption(keys)
     if tasks_db is not None:
-        store = SqliteTaskStore(tasks_db)
+        store = SqliteTaskStore(tasks_db, encryption=records)
     elif tasks_redis is not None:
-        store = RedisTaskStore.from_url(tasks_redis)
+        store = RedisTaskStore.from_url(tasks_redis, encryption=records)
     config = attrs.evolve(
         server_config(request_state=sealing, task_store=store, task_lease=task_lease),
         **(sessions or {}),
@@ -184,7 +195,8 @@ def file_observer(out: TextIO, instance: str) -> Observer:
 
 def reload_keys(app: McpHttpApp, file: str) -> bool:
     """Read the key ring ``file`` again and seal and unseal with it from now on (same codec,
-    audience and TTL). A file that cannot be used is logged and the current ring kept."""
+    audience and TTL), and encrypt the task records with it when they were encrypted. A file
+    that cannot be used is logged and the current ring kept."""
     protector = app.config.request_state
     if not isinstance(protector, m.sealing.SwappableStateProtector):
         raise TypeError("the app was not built with a key ring (build_app(keys=...))")
@@ -204,10 +216,18 @@ def reload_keys(app: McpHttpApp, file: str) -> bool:
             ttl=current.ttl,
             replay_guard=current.replay_guard,
         )
+        store = app.config.tasks.store if app.config.tasks is not None else None
+        encrypted = isinstance(store, SqliteTaskStore | RedisTaskStore) and (
+            store.encryption is not None
+        )
+        records = m.sealing.RecordEncryption(keys) if encrypted else None
     except (ValueError, OSError) as exc:
         log.error("state key ring NOT reloaded from %s, the current one stays: %s", file, exc)
         return False
     protector.swap(ring)
+    if records is not None:
+        assert isinstance(store, SqliteTaskStore | RedisTaskStore)
+        store.encryption = records  # rotation on a store in use: read at each record
     # A key change is a security event: logged at the default level. Deployment scripts wait
     # for this line (examples/scale/run.py does).
     log.warning("state key ring reloaded from %s: %d key(s)", file, len(keys))
@@ -250,6 +270,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="URL",
         help="run the tasks' rounds on mrtr-worker processes through the Docket at this Redis "
         "(with --tasks-redis)",
+    )
+    parser.add_argument(
+        "--tasks-in-clear",
+        action="store_true",
+        help="do not encrypt the task records under the key ring (they are by default)",
     )
     replay = parser.add_mutually_exclusive_group()
     replay.add_argument(
@@ -381,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             replay_db=args.replay_db,
             replay_redis=args.replay_redis,
             docket=args.docket,
+            encrypt_records=not args.tasks_in_clear,
         )
         options = serve_options(args)
     except (ValueError, OSError, ImportError) as exc:

@@ -47,10 +47,11 @@ READY = b"running the rounds"
 
 
 def start_workers(
-    workdir: Path, url: str, count: int
+    workdir: Path, url: str, count: int, ring: Path
 ) -> list[tuple[subprocess.Popen[bytes], Path]]:
-    """``count`` worker processes on ``url``, each logging to a file of its own; returns once
-    each one says it runs rounds."""
+    """``count`` worker processes on ``url``, each logging to a file of its own and reading
+    the task records under the fronts' key ring ``ring``; returns once each one says it runs
+    rounds."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(EXAMPLES), os.environ.get("PYTHONPATH", "")]),
@@ -60,7 +61,8 @@ def start_workers(
         log = workdir / f"worker-{n + 1}.log"
         argv = [sys.executable, "-m", "mrtr_sansio.adapters.docket",
                 "fixtures:Everything().handle", "--redis", url, "--replay-safe",
-                "--redelivery-timeout", str(REDELIVERY)]  # fmt: skip
+                "--redelivery-timeout", str(REDELIVERY),
+                "--state-keys-file", str(ring)]  # fmt: skip
         with log.open("wb") as out:
             workers.append((subprocess.Popen(argv, env=env, stdout=out, stderr=out), log))
     deadline = time.monotonic() + 30
@@ -145,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             ring = workdir / "ring"
             write_ring(ring, [secrets.token_bytes(32)])
-            workers = start_workers(workdir, redis_url, args.workers)
+            workers = start_workers(workdir, redis_url, args.workers, ring)
             extra = ["--tasks-redis", redis_url, "--docket", redis_url]
             with cluster(
                 workdir, args.fronts, keys_file=ring, ttl=60.0, nginx=nginx, extra=extra

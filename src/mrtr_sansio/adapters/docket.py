@@ -60,6 +60,7 @@ __all__ = [
     "DocketRunner",
     "NotReplaySafeError",
     "RoundWorker",
+    "read_key_file",
     "round_key",
 ]
 
@@ -357,6 +358,48 @@ def resolve(spec: str) -> Any:
     return value
 
 
+def read_key_file(path: str) -> list[bytes]:
+    """The key ring in ``path``: one key a line, base64 (standard or URL-safe), blank lines
+    and ``#`` comments skipped; the format of the example server's ``--state-keys-file``.
+    Raises ``ValueError`` for an empty ring or a line that is not base64, ``OSError``."""
+    import base64
+    import binascii
+    from pathlib import Path
+
+    lines = Path(path).read_text(encoding="ascii").splitlines()
+    texts = [s for line in lines if (s := line.strip()) and not s.startswith("#")]
+    if not texts:
+        raise ValueError(f"{path}: the key ring is empty")
+    try:
+        return [
+            base64.b64decode(
+                (t + "=" * (-len(t) % 4)).replace("-", "+").replace("_", "/"), validate=True
+            )
+            for t in texts
+        ]
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{path}: a key is not valid base64") from None
+
+
+def _encrypt_records(config: ServerConfig, path: str) -> bool:
+    """Give ``config``'s task store the ring in ``path`` as its records' encryption (as the
+    fronts' stores have it); False, logged, when the file cannot be used (the old ring stays)."""
+    from mrtr_sansio.sealing import RecordEncryption
+
+    from .stores import RedisTaskStore, SqliteTaskStore
+
+    store = _settings(config).store
+    if not isinstance(store, RedisTaskStore | SqliteTaskStore):
+        raise ValueError(f"--state-keys-file: a {type(store).__name__} has no encryption")
+    try:
+        store.encryption = RecordEncryption(read_key_file(path))
+    except (ValueError, OSError) as exc:
+        log.error("task record key ring NOT loaded from %s: %s", path, exc)
+        return False
+    log.warning("task record key ring loaded from %s", path)
+    return True
+
+
 def _nothing() -> None:
     """A round's flush: nothing of a round goes to a client."""
 
@@ -366,6 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``--help`` lists the options)."""
     import argparse
     import asyncio
+    import functools
     import signal
 
     parser = argparse.ArgumentParser(
@@ -377,6 +421,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--config",
         help="package.module:name of the ServerConfig (its task store shared with the "
         "fronts); default: a RedisTaskStore on --redis",
+    )
+    parser.add_argument(
+        "--state-keys-file",
+        metavar="PATH",
+        help="the fronts' key ring file: the task records are encrypted under it (reloaded "
+        "on SIGHUP)",
     )
     parser.add_argument("--docket", default="mrtr", help="the Docket's name (default: mrtr)")
     parser.add_argument("--concurrency", type=int, default=10, help="rounds at once (10)")
@@ -413,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = ServerConfig(tasks=TaskSettings(store=RedisTaskStore.from_url(args.redis)))
     check = resolve(args.replay_check) if args.replay_check else None
     try:
+        if args.state_keys_file and not _encrypt_records(config, args.state_keys_file):
+            raise ValueError(f"cannot use the key ring in {args.state_keys_file}")
         worker = RoundWorker(
             handler,
             config,
@@ -425,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             deadline=args.deadline,
             attempts=args.attempts,
         )
-    except ValueError as exc:  # NotReplaySafeError included
+    except (ValueError, ImportError) as exc:  # NotReplaySafeError included
         parser.exit(2, f"mrtr-worker: {exc}\n")
 
     async def serve() -> None:
@@ -434,6 +486,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, task.cancel)
+        if args.state_keys_file:
+            reload = functools.partial(_encrypt_records, config, args.state_keys_file)
+            loop.add_signal_handler(signal.SIGHUP, reload)
         try:
             await worker.run()
         except asyncio.CancelledError:
