@@ -9,9 +9,15 @@ behind nginx, then:
 1. **every task completes**: ``--tasks`` tasks through nginx, half with an MRTR round first
    and half asking inside the task (``examples/scale/tasks.py``'s flows), every round a
    Docket job run by a worker, every read and answer on whichever front nginx picks.
-2. **a worker killed mid-round**: tasks whose round takes 3 s are created, the worker holding
+2. **a worker killed mid-round**: tasks whose round takes 2 s are created, the worker holding
    a round is killed (SIGKILL), and every task must still complete: Docket redelivers the dead
    worker's rounds to the other after the redelivery timeout.
+3. **a front killed**: tasks are created on one front directly (three running, one waiting
+   for input), that front is killed (SIGKILL), and through nginx the other front answers
+   ``tasks/get`` and the ``tasks/update`` for them, and they complete.
+4. **every effect once**: the workers run the fixtures' handler counting, in Redis, each task
+   round that ends in a result (``examples/scale/effects.py``); every task of steps 1 to 3
+   must have a count of exactly 1, the redelivered rounds' included.
 
 Prints the figures and exits 1 if anything is not as stated.
 """
@@ -26,12 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scale.cluster import (
     NGINX_MISSING,
+    Cluster,
     ClusterError,
     cluster,
     find_nginx,
@@ -39,11 +47,13 @@ from scale.cluster import (
     stop,
     write_ring,
 )
-from scale.tasks import Peer, one_task
+from scale.effects import EFFECT_PREFIX
+from scale.tasks import Peer, accept, one_task
 
 EXAMPLES = Path(__file__).resolve().parents[1]
 REDELIVERY = 2.0  # seconds before a dead worker's round goes to another
 READY = b"running the rounds"
+HANDLER = "scale.effects:Counted().handle"
 
 
 def start_workers(
@@ -55,12 +65,13 @@ def start_workers(
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(EXAMPLES), os.environ.get("PYTHONPATH", "")]),
+        "MRTR_EFFECTS_REDIS": url,
     }
     workers = []
     for n in range(count):
         log = workdir / f"worker-{n + 1}.log"
         argv = [sys.executable, "-m", "mrtr_sansio.adapters.docket",
-                "fixtures:Everything().handle", "--redis", url, "--replay-safe",
+                HANDLER, "--redis", url, "--replay-safe",
                 "--redelivery-timeout", str(REDELIVERY),
                 "--state-keys-file", str(ring)]  # fmt: skip
         with log.open("wb") as out:
@@ -95,7 +106,7 @@ def worker_killed(url: str, workers: list[tuple[subprocess.Popen[bytes], Path]])
     try:
         ids = []
         for n in range(4):
-            call = {"name": "slow_compute", "arguments": {"seconds": 3, "label": f"k{n}"}}
+            call = {"name": "slow_compute", "arguments": {"seconds": 2, "label": f"k{n}"}}
             created, _ = peer.send("tools/call", call)
             ids.append(created["taskId"])
         time.sleep(1.0)  # the rounds are running on the workers
@@ -125,6 +136,70 @@ def worker_killed(url: str, workers: list[tuple[subprocess.Popen[bytes], Path]])
     return problems
 
 
+def front_killed(running: Cluster) -> list[str]:
+    victim = running.servers[0]
+    direct = Peer(f"http://127.0.0.1:{victim.port}/mcp")
+    try:
+        ids = []
+        for n in range(3):
+            call = {"name": "slow_compute", "arguments": {"seconds": 1, "label": f"f{n}"}}
+            ids.append(direct.send("tools/call", call)[0]["taskId"])
+        asks = {"name": "confirm_delete", "arguments": {"filename": "front-killed"}}
+        waiting = direct.send("tools/call", asks)[0]["taskId"]
+        direct.until(waiting, {"input_required"}, 10)
+    finally:
+        direct.close()
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait(10)
+    killed = time.monotonic()
+    peer = Peer(running.url)
+    try:
+        task, _ = peer.get(waiting)
+        (key,) = task["inputRequests"]
+        update = {"taskId": waiting, "inputResponses": {key: accept(confirm=True)}}
+        peer.send("tasks/update", update)
+        ended = [peer.until(i, {"completed", "failed", "cancelled"}, 20) for i in [*ids, waiting]]
+    finally:
+        peer.close()
+    seconds = time.monotonic() - killed
+    statuses = [t["status"] for t in ended]
+    # nginx names every upstream it tried, the dead front first when it tried that one
+    answered = Counter[str]()
+    for tried, count in peer.upstreams.items():
+        answered[tried.split(", ")[-1]] += count
+    retried = sum(c for tried, c in peer.upstreams.items() if "," in tried)
+    print(
+        f"3. killed the front that created {len(ended)} tasks ({len(ids)} running, 1 waiting "
+        f"for input): {sorted(statuses)} {seconds:.1f} s after the kill; answered through "
+        f"nginx by: {dict(sorted(answered.items()))} (after trying the dead front first: "
+        f"{retried})"
+    )
+    problems = []
+    if statuses != ["completed"] * len(ended):
+        problems.append(f"not every task of the killed front completed: {ended}")
+    if not answered or victim.address in answered:
+        problems.append(f"the killed front answered, or none did: {dict(peer.upstreams)}")
+    return problems
+
+
+def effects_once(url: str, tasks: int) -> list[str]:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=EFFECT_PREFIX + "*"))
+        counts = Counter(int(client.get(k) or 0) for k in keys)
+    finally:
+        client.close()
+    print(f"4. effects per task, for {len(keys)} tasks of {tasks}: {dict(sorted(counts.items()))}")
+    problems = []
+    if len(keys) != tasks:
+        problems.append(f"{len(keys)} tasks had an effect, not {tasks}")
+    if set(counts) != {1}:
+        problems.append(f"a task's effect did not happen exactly once: {dict(counts)}")
+    return problems
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fronts", type=int, default=2, help="front processes (default 2)")
@@ -135,6 +210,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.fronts < 2:
+        print("docket.py: --fronts must be at least 2 (one is killed)", file=sys.stderr)
+        return 2
     nginx = find_nginx()
     if nginx is None:
         print(NGINX_MISSING, file=sys.stderr)
@@ -154,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             ) as running:
                 problems += all_complete(running.url, args.tasks)
                 problems += worker_killed(running.url, workers)
+                problems += front_killed(running)
+                problems += effects_once(redis_url, args.tasks + 4 + 4)
         except ClusterError as exc:
             problems.append(str(exc))
         finally:
