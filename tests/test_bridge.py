@@ -232,6 +232,25 @@ async def test_another_principal_cannot_continue_a_held_call(sealed: bool) -> No
         assert again["error"]["data"]["reason"] == "bridge_hold_unknown"
 
 
+async def test_answers_sent_with_the_first_request_answer_the_first_round() -> None:
+    """A modern client that answers before being asked (no requestState, S12's extra keys
+    too) gets the complete result in one request, as from the server itself; a key the
+    upstream did not ask under is ignored, and a later round is still asked downstream."""
+    async with bridged() as (url, bridge, seen):
+        answers = {
+            "user_name": {"action": "accept", "content": {"name": "Alice"}},
+            "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
+        }
+        done = await post(url, "alice", tool_call(1, NAME_TOOL, inputResponses=answers))
+        assert text_of(done["result"]) == "Hello, Alice!"
+        assert bridge.held == 0
+        wrong = {"not_asked": {"action": "accept", "content": {"name": "Eve"}}}
+        asked = await post(url, "alice", tool_call(2, NAME_TOOL, inputResponses=wrong))
+        assert asked["result"]["resultType"] == "input_required"
+        assert list(asked["result"]["inputRequests"]) == ["user_name"]
+        assert "Eve" not in json.dumps(seen)
+
+
 async def test_held_calls_are_bounded_per_principal_at_and_past_the_limit() -> None:
     limits = BridgeLimits(max_held=3, max_held_per_principal=2)
     async with bridged(limits=limits) as (url, bridge, _):

@@ -117,6 +117,7 @@ def build_app(
     replay_db: str | None = None,
     replay_redis: str | None = None,
     docket: str | None = None,
+    legacy: bool = True,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
@@ -126,6 +127,7 @@ def build_app(
     ``replay_redis`` (a Redis URL) is the replay guard that makes each token single-use
     across the processes sharing it. ``docket`` (a Redis URL) has Docket workers run the
     tasks' rounds (the fixtures are replay-safe: ``mrtr-check replay`` checks them).
+    ``legacy=False`` serves the 2026-07-28 wire only (what the bridge's tests put behind it).
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
@@ -160,7 +162,13 @@ def build_app(
         from mrtr_sansio.adapters.docket import DocketRunner
 
         runner = DocketRunner(config, docket, replay_safe=True)
-    return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts, task_runner=runner)
+    return McpHttpApp(
+        Everything().handle,
+        config,
+        allowed_hosts=allowed_hosts,
+        task_runner=runner,
+        legacy=legacy,
+    )
 
 
 def file_observer(out: TextIO, instance: str) -> Observer:
@@ -338,6 +346,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="append an OpenTelemetry span per request to PATH, one JSON a line "
         "(needs opentelemetry-sdk)",
     )
+    parser.add_argument(
+        "--modern-only",
+        action="store_true",
+        help="serve 2026-07-28 only: no initialize, no sessions (a modern-only server)",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
 
@@ -381,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             replay_db=args.replay_db,
             replay_redis=args.replay_redis,
             docket=args.docket,
+            legacy=not args.modern_only,
         )
         options = serve_options(args)
     except (ValueError, OSError, ImportError) as exc:

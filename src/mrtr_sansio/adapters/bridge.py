@@ -30,6 +30,7 @@ from mrtr_sansio import (
     ClientConfig,
     InputNeeded,
     InputRequiredResult,
+    InputResponses,
     JsonRpcError,
     RequestReceived,
     ServerConfig,
@@ -125,6 +126,9 @@ class _Held:
         self.pending: list[_Slot] = []  # questions not yet asked downstream
         self.asked: list[_Slot] = []  # asked downstream, waiting for the retry
         self.outcome: Mapping[str, Any] | JsonRpcError | None = None
+        # inputResponses the first request carried without a requestState: they answer the
+        # upstream's first round under the same keys (a stateless server would take them).
+        self.offered: InputResponses | None = None
         self.waiting = False  # a handler is waiting on it (not expired then)
         self._changed = anyio.Event()
 
@@ -300,6 +304,8 @@ class Bridge:
             self._done_with(conn)
             raise
         self._by_id[hold_id] = held
+        if request.input_responses and self.upstream_era == "modern":
+            held.offered = request.input_responses
         params = relay_params(request.params, hold_id, _log_level(request))
         self._tg.start_soon(self._run, held, conn, request.method, params)
         return await self._next(request, ctx, hold_id, held)
@@ -386,6 +392,10 @@ class Bridge:
             raise InputRejectedError(
                 JsonRpcError(-32602, "No request of this client is waiting for this request")
             )
+        if held.offered is not None and need.round == 1:
+            offered = held.offered.get_response(str(need.key))
+            if isinstance(offered, Mapping):
+                return offered
         slot = _Slot(need)
         held.pending.append(slot)
         held.changed()
