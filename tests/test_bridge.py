@@ -171,10 +171,11 @@ async def test_every_direction_carries_every_kind_of_input(down: str, up: str) -
         }
 
 
-async def post(url: str, who: str, message: dict[str, Any]) -> dict[str, Any]:
-    """POST one modern request as ``who``; its JSON-RPC response."""
+async def post(url: str, who: str, message: dict[str, Any], **extra_headers: str) -> dict[str, Any]:
+    """POST one modern request as ``who`` (``extra_headers`` too); its JSON-RPC response."""
     params = message["params"]
     headers = {
+        **extra_headers,
         "x-user": who,
         "mcp-protocol-version": "2026-07-28",
         "mcp-method": message["method"],
@@ -230,6 +231,36 @@ async def test_another_principal_cannot_continue_a_held_call(sealed: bool) -> No
         )
         assert again["error"]["code"] == -32602
         assert again["error"]["data"]["reason"] == "bridge_hold_unknown"
+
+
+async def test_answers_sent_with_the_first_request_answer_the_first_round() -> None:
+    """A modern client that answers before being asked (no requestState, S12's extra keys
+    too) gets the complete result in one request, as from the server itself; a key the
+    upstream did not ask under is ignored, and a later round is still asked downstream."""
+    async with bridged() as (url, bridge, seen):
+        answers = {
+            "user_name": {"action": "accept", "content": {"name": "Alice"}},
+            "unknown_extra_key": {"action": "accept", "content": {"foo": "bar"}},
+        }
+        done = await post(url, "alice", tool_call(1, NAME_TOOL, inputResponses=answers))
+        assert text_of(done["result"]) == "Hello, Alice!"
+        assert bridge.held == 0
+        wrong = {"not_asked": {"action": "accept", "content": {"name": "Eve"}}}
+        asked = await post(url, "alice", tool_call(2, NAME_TOOL, inputResponses=wrong))
+        assert asked["result"]["resultType"] == "input_required"
+        assert list(asked["result"]["inputRequests"]) == ["user_name"]
+        assert "Eve" not in json.dumps(seen)
+
+
+async def test_a_mirrored_header_that_disagrees_with_its_argument_is_refused() -> None:
+    """The bridge checks ``Mcp-Param-Region`` against the upstream tool's annotation (SEP-2243)
+    as the upstream itself would; a matching header goes through."""
+    async with bridged() as (url, _, _seen):
+        call = tool_call(1, "execute_query", arguments={"region": "eu"})
+        bad = await post(url, "alice", call, **{"mcp-param-region": "us"})
+        assert bad["error"]["code"] == -32020
+        good = await post(url, "alice", call, **{"mcp-param-region": "eu"})
+        assert "result" in good
 
 
 async def test_held_calls_are_bounded_per_principal_at_and_past_the_limit() -> None:

@@ -18,6 +18,7 @@ from mrtr_sansio.bridge import (
     answers_for,
     downstream_config,
     input_required_for,
+    mirrored_headers,
     over_round_cap,
     relay_error,
     relay_params,
@@ -168,6 +169,20 @@ def test_initialize_and_discover_come_from_the_upstreams_facts() -> None:
     assert config.server_info == {"name": "up", "version": "2"}
     assert dict(config.capabilities) == {"tools": {}}
     assert config.instructions == "hi"
+
+
+def test_the_upstream_tools_header_annotations_are_checked_downstream() -> None:
+    """SEP-2243: the downstream server checks ``Mcp-Param-*`` against the upstream's tools,
+    since the upstream sees only the headers the bridge's client writes anew."""
+    region = {"type": "string", "x-mcp-header": "Region"}
+    tools = [
+        {"name": "query", "inputSchema": {"type": "object", "properties": {"region": region}}},
+        {"name": "plain", "inputSchema": {"type": "object", "properties": {"q": {}}}},
+        {"name": "bad", "inputSchema": {"x-mcp-header": "Root"}},  # unusable: left out
+    ]
+    assert mirrored_headers(tools) == {"query": {"Region": ("region",)}}
+    config = downstream_config(m.ServerConfig(), None, {"tools": {}}, None, tools)
+    assert dict(config.param_headers) == {"query": {"Region": ("region",)}}
 
 
 def test_an_expired_hold_frees_its_place_and_is_still_returned_for_cancelling() -> None:

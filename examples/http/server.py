@@ -122,6 +122,7 @@ def build_app(
     replay_redis: str | None = None,
     docket: str | None = None,
     encrypt_records: bool = True,
+    legacy: bool = True,
 ) -> McpHttpApp:
     """The fixtures' ASGI app, sealing state with ``keys`` (a key for this process when None),
     tokens valid ``ttl`` seconds. A ring given in ``keys`` can be replaced later with
@@ -132,7 +133,8 @@ def build_app(
     across the processes sharing it. ``docket`` (a Redis URL) has Docket workers run the
     tasks' rounds (the fixtures are replay-safe: ``mrtr-check replay`` checks them). A durable
     task store given a ring in ``keys`` encrypts its records under it unless
-    ``encrypt_records`` is False.
+    ``encrypt_records`` is False. ``legacy=False`` serves the 2026-07-28 wire only (what the
+    bridge's tests put behind it).
 
     Raises ``ValueError`` for an unusable key ring (a key shorter than 32 bytes, duplicates).
     """
@@ -171,7 +173,13 @@ def build_app(
         from mrtr_sansio.adapters.docket import DocketRunner
 
         runner = DocketRunner(config, docket, replay_safe=True)
-    return McpHttpApp(Everything().handle, config, allowed_hosts=allowed_hosts, task_runner=runner)
+    return McpHttpApp(
+        Everything().handle,
+        config,
+        allowed_hosts=allowed_hosts,
+        task_runner=runner,
+        legacy=legacy,
+    )
 
 
 def file_observer(out: TextIO, instance: str) -> Observer:
@@ -363,6 +371,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="append an OpenTelemetry span per request to PATH, one JSON a line "
         "(needs opentelemetry-sdk)",
     )
+    parser.add_argument(
+        "--modern-only",
+        action="store_true",
+        help="serve 2026-07-28 only: no initialize, no sessions (a modern-only server)",
+    )
     parser.add_argument("--log-level", default="warning")
     return parser.parse_args(argv)
 
@@ -407,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             replay_redis=args.replay_redis,
             docket=args.docket,
             encrypt_records=not args.tasks_in_clear,
+            legacy=not args.modern_only,
         )
         options = serve_options(args)
     except (ValueError, OSError, ImportError) as exc:

@@ -4,10 +4,16 @@
     python tests/conformance/runner.py --leg mrtr      # one leg
     python tests/conformance/runner.py --scenario input-required-result-tampered-state \\
         --server 'python my_server.py --port {port}'   # one scenario, any server
+    python tests/conformance/runner.py --via-bridge    # the server legs through mrtr-bridge
+    python tests/conformance/runner.py --via-bridge --bridge-arg=--downstream-era=legacy \\
+        --server "python examples/http/server.py --modern-only --port {port}" --leg 2025-11-25
 
 It installs the pinned harness (``install.sh``), starts the server on a free loopback port,
 runs each leg with ``-o`` and reads every scenario's ``checks.json``, stops the server, and
-prints a summary. It exits 1 when any leg fails:
+prints a summary. With ``--via-bridge`` the server is the upstream of an era bridge
+(``mrtr-bridge``, ``docs/bridge.md``) and the harness talks to the bridge: the same server legs,
+judged the same way (named ``LEG+bridge``); the client legs, which test our client and not the
+server, are left out. It exits 1 when any leg fails:
 
 * any FAILURE check, unless ``expected-failures.txt`` lists it (an entry that no longer fails
   is an error too, so the file stays true);
@@ -73,6 +79,11 @@ CLIENT_SCENARIOS_2025 = (
     "sse-retry",
 )
 DEFAULT_SERVER = f"{shlex.quote(sys.executable)} examples/http/server.py --port {{port}}"
+#: The bridge in front of the server at ``{upstream}``, listening on ``{port}``.
+BRIDGE_COMMAND = (
+    f"{shlex.quote(sys.executable)} -m mrtr_sansio.adapters.bridge"
+    " --listen http://127.0.0.1:{port}/mcp --upstream {upstream}"
+)
 CLIENT_SCRIPT = ROOT / "examples" / "http" / "conformance_client.py"
 STATUSES = ("SUCCESS", "FAILURE", "WARNING", "SKIPPED", "INFO")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -510,7 +521,57 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=4, help="scenarios run at once in a leg")
     parser.add_argument("--summary-json", type=Path, help="also write the summary as JSON")
     parser.add_argument("--expected-failures", type=Path, default=HERE / "expected-failures.txt")
+    parser.add_argument(
+        "--via-bridge", action="store_true", help="put mrtr-bridge in front of the server"
+    )
+    parser.add_argument(
+        "--bridge-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an extra mrtr-bridge option, e.g. --bridge-arg=--downstream-era=legacy",
+    )
     return parser.parse_args(argv)
+
+
+def bridged_leg(harness: Harness, leg: Leg) -> Leg:
+    """``leg`` through the bridge, named ``LEG+bridge``. A requirement set runs one scenario
+    at a time, so that a failure the bridge is known for (``expected-failures-bridge.txt``)
+    is judged per scenario, as a set that fails is never accepted; its tasks-* scenarios are
+    left out, as the bridge relays no extension (``docs/bridge.md``): they only wait out the
+    harness's timeouts there."""
+    bridged = attrs.evolve(leg, name=f"{leg.name}+bridge")
+    if leg.requirements is None:
+        return bridged
+    names = harness.server_requirements(leg.requirements)
+    kept = tuple(n for n in names if not n.startswith(TASKS_PREFIX))
+    left_out = (
+        f" less its {len(names) - len(kept)} tasks-* scenarios" if len(kept) < len(names) else ""
+    )
+    return attrs.evolve(
+        bridged,
+        title=f"the {leg.requirements} set{left_out}, one scenario at a time",
+        scenarios=kept,
+        requirements=None,
+        spec_version=leg.requirements,
+    )
+
+
+def bridge_command(upstream: str, extra: Sequence[str]) -> str:
+    """The bridge command in front of ``upstream`` (``{port}`` left to fill in)."""
+    tail = "".join(f" {shlex.quote(a)}" for a in extra)
+    return BRIDGE_COMMAND.replace("{upstream}", shlex.quote(upstream)) + tail
+
+
+@contextmanager
+def target(args: argparse.Namespace, out: Path) -> Iterator[str]:
+    """The URL the harness tests: the server's, or the bridge's in front of it."""
+    with serving(args.server, out / "server.log") as url:
+        if not args.via_bridge:
+            yield url
+            return
+        with serving(bridge_command(url, args.bridge_arg), out / "bridge.log") as bridged:
+            yield bridged
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -532,12 +593,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"conformance: unknown leg(s) {sorted(unknown)}")
         legs = [leg for leg in legs if not args.leg or leg.name in args.leg]
+    if args.via_bridge:
+        legs = [bridged_leg(harness, leg) for leg in legs if not leg.client]
     out = args.out or Path(tempfile.mkdtemp(prefix="mrtr-conformance-"))
     out.mkdir(parents=True, exist_ok=True)
     client_command = f"{shlex.quote(sys.executable)} {shlex.quote(str(CLIENT_SCRIPT))}"
-    print(f"conformance: harness {HARNESS_VERSION}, server: {args.server}, results: {out}")
+    via = f" behind mrtr-bridge {shlex.join(args.bridge_arg)}" if args.via_bridge else ""
+    print(f"conformance: harness {HARNESS_VERSION}, server: {args.server}{via}, results: {out}")
     results: list[LegResult] = []
-    with serving(args.server, out / "server.log") as url:
+    with target(args, out) as url:
         for leg in legs:
             if leg.client and not CLIENT_SCRIPT.exists():
                 results.append(

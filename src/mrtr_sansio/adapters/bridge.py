@@ -30,6 +30,7 @@ from mrtr_sansio import (
     ClientConfig,
     InputNeeded,
     InputRequiredResult,
+    InputResponses,
     JsonRpcError,
     RequestReceived,
     ServerConfig,
@@ -66,6 +67,8 @@ BRIDGE_INFO = {"name": "mrtr-bridge", "version": "1"}
 #: Checkpoints a held call waits, after its first question of a round arrived, for the others
 #: the same message carried (the client starts every callback of a message before any runs).
 _ROUND_SETTLE = 3
+#: Pages of the upstream's tools/list read at start (as the HTTP client bounds its own).
+_TOOL_PAGES = 100
 UPSTREAMS_EXHAUSTED = JsonRpcError(
     -32603,
     "The bridge has too many upstream connections in use; try again later",
@@ -125,6 +128,9 @@ class _Held:
         self.pending: list[_Slot] = []  # questions not yet asked downstream
         self.asked: list[_Slot] = []  # asked downstream, waiting for the retry
         self.outcome: Mapping[str, Any] | JsonRpcError | None = None
+        # inputResponses the first request carried without a requestState: they answer the
+        # upstream's first round under the same keys (a stateless server would take them).
+        self.offered: InputResponses | None = None
         self.waiting = False  # a handler is waiting on it (not expired then)
         self._changed = anyio.Event()
 
@@ -198,6 +204,7 @@ class Bridge:
         self.server_info: Mapping[str, Any] | None = None
         self.server_capabilities: Mapping[str, Any] | None = None
         self.instructions: str | None = None
+        self.tools: list[Mapping[str, Any]] = []
 
     @classmethod
     @asynccontextmanager
@@ -228,6 +235,8 @@ class Bridge:
                 bridge.server_info = c.server_info
                 bridge.server_capabilities = c.server_capabilities
                 bridge.instructions = c.instructions
+                if "tools" in (c.server_capabilities or {}):
+                    bridge.tools = await _tool_listing(c)
             tg.start_soon(bridge._expire_loop)
             try:
                 yield bridge
@@ -251,6 +260,7 @@ class Bridge:
             self.server_info,
             self.server_capabilities,
             self.instructions,
+            self.tools,
         )
 
     @property
@@ -300,6 +310,8 @@ class Bridge:
             self._done_with(conn)
             raise
         self._by_id[hold_id] = held
+        if request.input_responses and self.upstream_era == "modern":
+            held.offered = request.input_responses
         params = relay_params(request.params, hold_id, _log_level(request))
         self._tg.start_soon(self._run, held, conn, request.method, params)
         return await self._next(request, ctx, hold_id, held)
@@ -386,6 +398,10 @@ class Bridge:
             raise InputRejectedError(
                 JsonRpcError(-32602, "No request of this client is waiting for this request")
             )
+        if held.offered is not None and need.round == 1:
+            offered = held.offered.get_response(str(need.key))
+            if isinstance(offered, Mapping):
+                return offered
         slot = _Slot(need)
         held.pending.append(slot)
         held.changed()
@@ -492,6 +508,24 @@ class Bridge:
         finally:
             if self._conns.get(conn.key) is conn:
                 del self._conns[conn.key]
+
+
+async def _tool_listing(client: AsyncClientBase) -> list[Mapping[str, Any]]:
+    """Every page of the upstream's ``tools/list`` (at most ``_TOOL_PAGES``); none when the
+    upstream fails it (its calls' headers are then not checked by the bridge)."""
+    tools: list[Mapping[str, Any]] = []
+    cursor = None
+    for _ in range(_TOOL_PAGES):
+        try:
+            page = await client.list_tools(cursor)
+        except ClientError as exc:
+            log.warning("mrtr-bridge: the upstream's tools/list failed: %s", exc)
+            return []
+        tools.extend(t for t in page.get("tools") or () if isinstance(t, Mapping))
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str):
+            break
+    return tools
 
 
 def _log_level(request: RequestReceived) -> str | None:

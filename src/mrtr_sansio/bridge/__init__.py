@@ -26,6 +26,7 @@ from mrtr_sansio._errors import ErrorCode, JsonRpcError
 from mrtr_sansio._events import InputNeeded, RequestReceived
 from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
+from mrtr_sansio.http import mirrored_params
 
 __all__ = [
     "HOLDS_EXHAUSTED",
@@ -40,6 +41,7 @@ __all__ = [
     "answers_for",
     "downstream_config",
     "input_required_for",
+    "mirrored_headers",
     "over_round_cap",
     "relay_error",
     "relay_params",
@@ -297,14 +299,35 @@ def downstream_config(
     server_info: Mapping[str, Any] | None,
     capabilities: Mapping[str, Any] | None,
     instructions: str | None,
+    tools: Iterable[Mapping[str, Any]] = (),
 ) -> ServerConfig:
     """``base`` answering ``initialize`` and ``server/discover`` with the upstream's facts:
-    its ``serverInfo``, capabilities and instructions (DIGEST §1.6, §5.1). Capabilities of
-    extensions (``extensions``, such as tasks) are left out: the bridge does not relay them."""
+    its ``serverInfo``, capabilities and instructions (DIGEST §1.6, §5.1), and checking the
+    ``Mcp-Param-*`` headers of a ``tools/call`` against the upstream ``tools``' annotations
+    (:func:`mirrored_headers`). Capabilities of extensions (``extensions``, such as tasks) are
+    left out: the bridge does not relay them."""
     caps = {k: v for k, v in (capabilities or {}).items() if k != "extensions"}
     return attrs.evolve(
         base,
         server_info=dict(server_info) if server_info is not None else base.server_info,
         capabilities=caps,
         instructions=instructions,
+        param_headers={**base.param_headers, **mirrored_headers(tools)},
     )
+
+
+def mirrored_headers(tools: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """The upstream tools' ``x-mcp-header`` annotations (SEP-2243) as ``param_headers``: the
+    downstream server checks a call's headers as the upstream would, since the upstream sees
+    only the headers the bridge's own client writes. A tool with unusable annotations is left
+    out, as the bridge's client leaves it out of the listing."""
+    out = {}
+    for tool in tools:
+        name = tool.get("name")
+        try:
+            mirrored = mirrored_params(tool.get("inputSchema") or {})
+        except ValueError:
+            continue
+        if mirrored and isinstance(name, str):
+            out[name] = mirrored
+    return out
