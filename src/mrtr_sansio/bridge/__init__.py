@@ -26,7 +26,7 @@ from mrtr_sansio._errors import ErrorCode, JsonRpcError
 from mrtr_sansio._events import InputNeeded, RequestReceived
 from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
-from mrtr_sansio.http import mirrored_params
+from mrtr_sansio.http._param_headers import mirrored_params
 
 __all__ = [
     "HOLDS_EXHAUSTED",
