@@ -42,6 +42,8 @@ def user(scope: MutableMapping[str, Any]) -> str | None:
 async def served(app: Any) -> AsyncIterator[str]:
     """``app`` under uvicorn in this event loop on a free port; its URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # as bench/bridge.py: without it every response waits out the client's delayed ACK
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
     async with anyio.create_task_group() as tg:

@@ -740,9 +740,9 @@ class ServerConnection(Connection):
             hold = session is not None and not session.initialized
             self._apply(self._shim.start_round(event, ir, self._encode, hold))
             return
-        capabilities = event.client_capabilities
-        if ir.input_requests and not ir.allowed_by(capabilities):
-            self._respond_error(event, missing_capability(ir, capabilities), _MISSING_CAPABILITY)
+        if ir.input_requests and not ir.allowed_by(event.client_capabilities):
+            missing = missing_capability(ir, event.client_capabilities)
+            self._respond_error(event, missing, _MISSING_CAPABILITY)
             return
         state = self._state.write(event, ir.request_state)
         wire = ir.to_wire(state, meta, self._server_info)
