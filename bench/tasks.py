@@ -48,9 +48,29 @@ loopback.
     python bench/tasks.py                       # all three stores, about a minute each
     python bench/tasks.py --quick --stores memory,sqlite   # a smoke run, Redis left out
 
-``--quick``: 40 tasks, 4 streams, 0.5 s windows, 5 gets per size. A store that cannot run
-(``redis-server`` missing) is printed as skipped. Last line: ``aims missed: none`` or the
-figures that missed, e.g. ``aims missed: sqlite stall create=73.2 (loop cpu 1.2)``.
+Then the round runners (``--runners``), each on a real ``redis-server`` with the task store
+on it: the in-process pool (``pool``: one example server, ``--tasks-redis URL``) and the
+Docket runner with one and two ``mrtr-worker`` processes (``docket-1``, ``docket-2``: the
+server with ``--docket URL`` as the front, the workers running the fixtures' handler, records
+encrypted under one key ring on both sides). ``--runner-concurrency`` client threads each
+create a ``slow_compute`` task (one 10 ms round) and poll ``tasks/get`` every 5 ms until it
+completes, ``--runner-tasks`` tasks in all after one to warm up. One line per runner:
+
+* ``tasks/s``: tasks completed per second of the row's wall time;
+* ``round ms``: p50 / p99 of a task's time from its creation to the ``tasks/get`` that saw it
+  completed: its round, the queue and the polling (which the front serves, so on a loaded
+  machine it dominates).
+
+and a ratio line, ``docket/pool``, of each Docket row's tasks per second to the pool's. The
+Docket rows need the ``tasks-docket`` extra; every runner row needs ``redis-server``; a row
+that cannot run is printed as skipped.
+
+    python bench/tasks.py --stores none --runners pool,docket-1,docket-2   # the runners only
+
+``--quick``: 40 tasks, 4 streams, 0.5 s windows, 5 gets per size; 20 runner tasks, 4 threads.
+A store that cannot run (``redis-server`` missing) is printed as skipped. Last line:
+``aims missed: none`` or the figures that missed, e.g. ``aims missed: sqlite stall
+create=73.2 (loop cpu 1.2)`` (the runners have no aim).
 """
 
 from __future__ import annotations
@@ -65,14 +85,18 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 STORES = ("memory", "sqlite", "redis")
+#: The round runners measured, by name: Docket workers (0: the in-process pool).
+RUNNERS = {"pool": 0, "docket-1": 1, "docket-2": 2}
 VERSION = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_CAPS: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
@@ -470,6 +494,118 @@ def report(store: str, f: dict[str, dict[str, float]]) -> list[str]:
     return missed
 
 
+# --- the round runners ---------------------------------------------------------------------
+
+
+def runner_post(http: Any, url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The result of one JSON-RPC request to the front at ``url`` (an error raises)."""
+    message = body(1, method, params)
+    heads = headers(message, "runner")
+    del heads[PRINCIPAL_HEADER]  # the example server has no principals
+    reply = http.post(url, json=message, headers=heads)
+    reply.raise_for_status()
+    answer = reply.json()
+    if "error" in answer:
+        raise RuntimeError(f"{method}: {answer['error']}")
+    result: dict[str, Any] = answer["result"]
+    return result
+
+
+_clients = threading.local()
+
+
+def one_task(url: str) -> float:
+    """Seconds from a task's creation (a 10 ms ``slow_compute`` round) to the read that saw it
+    completed, on this thread's HTTP client."""
+    import httpx
+
+    http = getattr(_clients, "http", None)
+    if http is None:
+        http = _clients.http = httpx.Client(timeout=30.0)
+    started = time.perf_counter()
+    call = {"name": "slow_compute", "arguments": {"seconds": 0.01, "label": "b"}}
+    task_id = str(runner_post(http, url, "tools/call", call)["taskId"])
+    while (status := runner_post(http, url, "tasks/get", {"taskId": task_id})["status"]) not in (
+        "completed",
+        "failed",
+    ):
+        time.sleep(0.005)
+    if status != "completed":
+        raise RuntimeError(f"task {task_id} {status}")
+    return time.perf_counter() - started
+
+
+def run_runner(workdir: Path, name: str, args: argparse.Namespace) -> dict[str, float]:
+    """One runner's row: a Redis, the front (and the row's workers), the tasks timed."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    from scale.cluster import start_redis, start_server, stop
+    from scale.docket import start_workers
+
+    workers = RUNNERS[name]
+    row = workdir / name
+    row.mkdir()
+    ring = workdir / "ring"
+    redis_url, redis = start_redis(row)
+    procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+    try:
+        extra = ["--tasks-redis", redis_url]
+        if workers:
+            procs = start_workers(row, redis_url, workers, ring)
+            extra += ["--docket", redis_url]
+        server = start_server(row, "front", keys_file=ring, ttl=60.0, extra=extra)
+        url = f"http://{server.address}/mcp"
+        try:
+            with ThreadPoolExecutor(args.runner_concurrency) as pool:
+                list(pool.map(lambda _: one_task(url), range(args.runner_concurrency)))  # warm
+                started = time.perf_counter()
+                times = sorted(pool.map(lambda _: one_task(url), range(args.runner_tasks)))
+                wall = time.perf_counter() - started
+        finally:
+            stop(server.proc)
+    finally:
+        for proc, _ in procs:
+            stop(proc)
+        stop(redis)
+    return {
+        "tasks_s": len(times) / wall,
+        "p50": statistics.median(times) * 1000,
+        "p99": pct(times, 0.99) * 1000,
+    }
+
+
+def run_runners(names: list[str], args: argparse.Namespace) -> None:
+    """Print one line per runner in ``names`` (or why it is skipped), then the ratios."""
+    import importlib.util
+    import secrets
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    from scale.cluster import write_ring
+
+    rows: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-tasks-runners-") as tmp:
+        workdir = Path(tmp)
+        write_ring(workdir / "ring", [secrets.token_bytes(32)])
+        for name in names:
+            if shutil.which("redis-server") is None:
+                print(f"runner {name:<9} skipped: redis-server is not installed")
+                continue
+            if RUNNERS[name] and importlib.util.find_spec("docket") is None:
+                print(f"runner {name:<9} skipped: the tasks-docket extra is not installed")
+                continue
+            row = rows[name] = run_runner(workdir, name, args)
+            print(
+                f"runner {name:<9} tasks/s={row['tasks_s']:.1f} "
+                f"round ms: p50={row['p50']:.1f} p99={row['p99']:.1f}",
+                flush=True,
+            )
+    if "pool" in rows and len(rows) > 1:
+        pool = rows["pool"]["tasks_s"]
+        ratios = " ".join(
+            f"{name}={row['tasks_s'] / pool:.2f}" for name, row in rows.items() if name != "pool"
+        )
+        print(f"ratio docket/pool tasks/s: {ratios}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--serve", nargs=3, metavar=("PORT", "STORE", "WHERE"), help="(internal)")
@@ -478,7 +614,16 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=10.0, help="idle and calls windows")
     parser.add_argument("--gets", type=int, default=50, help="tasks/get timed per size")
-    parser.add_argument("--quick", action="store_true", help="40 tasks, 4 streams, 0.5 s")
+    parser.add_argument(
+        "--runners",
+        default=",".join(RUNNERS),
+        help="round runners to measure, or none (default: pool,docket-1,docket-2)",
+    )
+    parser.add_argument("--runner-tasks", type=int, default=200, help="tasks per runner row")
+    parser.add_argument("--runner-concurrency", type=int, default=16, help="client threads")
+    parser.add_argument(
+        "--quick", action="store_true", help="40 tasks, 4 streams, 0.5 s; 20 runner tasks"
+    )
     args = parser.parse_args()
     if args.serve:
         port, store, where = args.serve
@@ -486,15 +631,22 @@ def main() -> None:
         return
     if args.quick:
         args.tasks, args.streams, args.seconds, args.gets = 40, 4, 0.5, 5
+        args.runner_tasks, args.runner_concurrency = 20, 4
+    stores = [] if args.stores == "none" else args.stores.split(",")
+    runners = [] if args.runners == "none" else args.runners.split(",")
+    for runner in runners:
+        if runner not in RUNNERS:
+            parser.error(f"unknown runner {runner!r}")
     print(f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     missed: list[str] = []
-    for store in args.stores.split(","):
+    for store in stores:
         if store not in STORES:
             parser.error(f"unknown store {store!r}")
         if store == "redis" and shutil.which("redis-server") is None:
             print("redis   skipped: redis-server is not installed")
             continue
         missed += report(store, run_store(store, args))
+    run_runners(runners, args)
     print(f"aims missed: {', '.join(missed) if missed else 'none'}")
 
 

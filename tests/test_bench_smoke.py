@@ -225,7 +225,7 @@ def test_tasks_bench() -> None:
     pytest.importorskip("uvicorn", reason="uvicorn is not installed (the server extra)")
     pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
     stores = "memory,sqlite" + (",redis" if shutil.which("redis-server") else "")
-    lines = _run("tasks.py", "--quick", "--stores", stores)
+    lines = _run("tasks.py", "--quick", "--stores", stores, "--runners", "none")
     assert re.fullmatch(r"Python \S+, load average [\d.]+", lines[0]), lines[0]
     ms = r"[\d.]+"
     figures = {
@@ -244,3 +244,23 @@ def test_tasks_bench() -> None:
     ):
         assert re.fullmatch(rf"{store} +{name}: {pattern}", line), line
     assert lines[-1].startswith("aims missed: "), lines[-1]
+
+
+def test_tasks_bench_runners() -> None:
+    """The tasks bench's runner rows, small: the in-process pool and the Docket runner with
+    one worker, each on its own redis-server, and their ratio (skipped without redis-server
+    or the tasks-docket extra)."""
+    pytest.importorskip("uvicorn", reason="uvicorn is not installed (the server extra)")
+    pytest.importorskip("httpx", reason="httpx is not installed (the test extra)")
+    pytest.importorskip("docket", reason="the Docket rows need the tasks-docket extra")
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    args = ("--stores", "none", "--runners", "pool,docket-1")
+    lines = _run("tasks.py", *args, "--runner-tasks", "4", "--runner-concurrency", "2")
+    assert re.fullmatch(r"Python \S+, load average [\d.]+", lines[0]), lines[0]
+    ms = r"[\d.]+"
+    for line, name in zip(lines[1:3], ("pool", "docket-1"), strict=True):
+        pattern = rf"runner {name} +tasks/s={ms} round ms: p50={ms} p99={ms}"
+        assert re.fullmatch(pattern, line), line
+    assert re.fullmatch(rf"ratio docket/pool tasks/s: docket-1={ms}", lines[3]), lines[3]
+    assert lines[4:] == ["aims missed: none"], lines

@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import binascii
 import functools
 import logging
 import os
@@ -54,6 +52,7 @@ import attrs
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import LOCAL_HOSTS, McpHttpApp
+from mrtr_sansio.adapters.keyfile import KeyRingError, decode_keys, read_key_file
 from mrtr_sansio.adapters.serve import ServeOptions, http_server
 from mrtr_sansio.adapters.stores import (
     RedisReplayGuard,
@@ -72,35 +71,20 @@ __all__ = ["build_app", "file_observer", "load_keys", "main", "reload_keys"]
 log = logging.getLogger("mrtr_sansio.examples.http")
 
 
-class KeyRingError(ValueError):
-    """The key ring given on the command line cannot be used."""
-
-
-def _decode_key(text: str) -> bytes:
-    padded = text + "=" * (-len(text) % 4)
-    try:
-        return base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
-    except (binascii.Error, ValueError):
-        raise KeyRingError("a state key is not valid base64") from None
-
-
 def load_keys(file: str | None = None, env: str | None = None) -> list[bytes] | None:
-    """The key ring from a file or an environment variable, or None when neither is given."""
+    """The key ring from a file (``read_key_file``'s format, shared with ``mrtr-worker``) or
+    an environment variable (the same keys, separated by commas or spaces), or None when
+    neither is given."""
     if file is not None and env is not None:
         raise KeyRingError("give --state-keys-file or --state-keys-env, not both")
     if file is not None:
-        lines = Path(file).read_text(encoding="ascii").splitlines()
-        texts = [s for line in lines if (s := line.strip()) and not s.startswith("#")]
-    elif env is not None:
-        value = os.environ.get(env)
-        if value is None:
-            raise KeyRingError(f"environment variable {env} is not set")
-        texts = value.replace(",", " ").split()
-    else:
+        return read_key_file(file)
+    if env is None:
         return None
-    if not texts:
-        raise KeyRingError("the state key ring is empty")
-    return [_decode_key(t) for t in texts]
+    value = os.environ.get(env)
+    if value is None:
+        raise KeyRingError(f"environment variable {env} is not set")
+    return decode_keys(value.replace(",", " ").split(), f"environment variable {env}")
 
 
 Codec = Literal["hmac-sha256", "aes-256-gcm"]

@@ -21,19 +21,6 @@ from mrtr_sansio.tasks import TaskSettings, TaskStoreError
 K1, K2 = b"\x01" * 32, b"\x02" * 32
 
 
-def test_key_file_lines(tmp_path: Path) -> None:
-    ring = tmp_path / "ring"
-    url_safe = base64.urlsafe_b64encode(b"\xfb" * 32).decode().rstrip("=")
-    ring.write_text(f"# a comment\n\n{base64.b64encode(K1).decode()}\n{url_safe}\n")
-    assert docket.read_key_file(str(ring)) == [K1, b"\xfb" * 32]
-    ring.write_text("# nothing\n")
-    with pytest.raises(ValueError, match="empty"):
-        docket.read_key_file(str(ring))
-    ring.write_text("not base64!\n")
-    with pytest.raises(ValueError, match="not valid base64"):
-        docket.read_key_file(str(ring))
-
-
 def test_the_store_gets_the_ring_and_keeps_it_on_a_bad_file(tmp_path: Path) -> None:
     store = SqliteTaskStore(tmp_path / "tasks.db")
     config = ServerConfig(tasks=TaskSettings(store=store))

@@ -36,13 +36,16 @@ import redis
 
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.docket import (
+    ASYNCIO_ONLY,
     DEADLINE_PASSED,
+    REDELIVERY_TIMEOUT,
     DocketRunner,
     NotReplaySafeError,
     RoundWorker,
 )
 from mrtr_sansio.adapters.stores import RedisTaskStore
 from mrtr_sansio.tasks import TaskSettings
+from mrtr_sansio.tasks._settings import DURABLE_LEASE_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 2.0  # the workers' round deadline, in seconds
@@ -275,6 +278,88 @@ def test_a_lease_shorter_than_the_redelivery_timeout_is_refused(redis_url: str) 
     cfg = m.ServerConfig(tasks=TaskSettings(store=store, lease_seconds=5))
     with pytest.raises(ValueError, match="must exceed the redelivery timeout"):
         RoundWorker(docket_app.handle, cfg, redis_url, replay_safe=True, redelivery_timeout=30)
+
+
+def test_the_worker_command_starts_with_every_default(redis_url: str, tmp_path: Path) -> None:
+    """Nothing but the handler, ``--redis`` and ``--replay-safe``: the default redelivery
+    timeout (the same constant as ``RoundWorker``'s) is under the default durable lease, so
+    the worker starts and runs rounds."""
+    assert REDELIVERY_TIMEOUT < DURABLE_LEASE_SECONDS
+    script = shutil.which("mrtr-worker", path=str(Path(sys.executable).parent))
+    start = [script] if script else [sys.executable, "-m", "mrtr_sansio.adapters.docket"]
+    helped = subprocess.run([*start, "--help"], capture_output=True, text=True, check=True)
+    assert f"({REDELIVERY_TIMEOUT:g}; below the task lease)" in " ".join(helped.stdout.split())
+    log_file = tmp_path / "worker.log"
+    with log_file.open("wb") as log:
+        proc = subprocess.Popen(
+            [*start, "docket_app:handle", "--redis", redis_url, "--replay-safe"],
+            env=worker_env(redis_url), stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT
+        while b"running the rounds" not in log_file.read_bytes():
+            assert proc.poll() is None, log_file.read_text()
+            assert time.monotonic() < deadline, "the worker did not start in time"
+            time.sleep(0.05)
+    finally:
+        cluster.stop(proc)
+
+
+def test_the_worker_command_names_an_unusable_key_ring_without_a_traceback(
+    redis_url: str, tmp_path: Path
+) -> None:
+    short = tmp_path / "ring"
+    short.write_text("c2hvcnQ=\n")  # "short": 5 bytes
+    for ring, reason in ((tmp_path / "missing", "No such file"), (short, "key 1 is 5 bytes")):
+        run = subprocess.run(
+            worker_command(redis_url, "--replay-safe", "--state-keys-file", str(ring)),
+            env=worker_env(redis_url), capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert run.returncode == 2, run
+        assert reason in run.stderr, run.stderr
+        assert f"mrtr-worker: cannot use the key ring in {ring}" in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr, run.stderr
+
+
+def test_a_front_under_trio_is_refused_at_start_up(redis_url: str) -> None:
+    """Docket is asyncio code: a front served under trio fails its lifespan's start-up with
+    :data:`ASYNCIO_ONLY` (not at its first task), and so does a front without a lifespan at
+    its first round."""
+    cfg = config(redis_url)
+    runner = DocketRunner(cfg, redis_url, replay_safe=True)
+    app = McpHttpApp(docket_app.handle, cfg, task_runner=runner)
+    startup: list[dict[str, Any]] = [{"type": "lifespan.startup"}]
+    sent: list[Any] = []
+
+    async def receive() -> dict[str, Any]:
+        if startup:
+            return startup.pop()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def lifespan() -> BaseException:
+        try:
+            await app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
+        except BaseException as exc:  # the lifespan's task group wraps it in a group
+            inner: tuple[BaseException, ...] = getattr(exc, "exceptions", ())
+            while len(inner) == 1:  # an exception group of one (Python 3.10 too)
+                exc = inner[0]
+                inner = getattr(exc, "exceptions", ())
+            return exc
+        raise AssertionError("the lifespan started under trio")
+
+    async def first_round() -> None:
+        with pytest.raises(RuntimeError, match="asyncio only"):
+            await runner._open()
+
+    refused = anyio.run(lifespan, backend="trio")
+    assert isinstance(refused, RuntimeError), refused
+    assert str(refused) == ASYNCIO_ONLY
+    assert {"type": "lifespan.startup.complete"} not in sent
+    anyio.run(first_round, backend="trio")
 
 
 def test_a_front_under_uvicorn_runs_its_lifespan_with_the_docket_runner(

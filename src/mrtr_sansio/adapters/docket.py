@@ -28,11 +28,13 @@ the outcome to the store; any front answers ``tasks/get``, ``tasks/update``,
   with :data:`DEADLINE_PASSED`. A store fault while saving the outcome is retried by Docket's
   ``Retry`` (``attempts``), the round running again.
 
-Docket runs on asyncio: serve the front with uvicorn (asyncio), not trio.
+Docket runs on asyncio: serve the front with uvicorn (asyncio), not trio; under trio the
+runner refuses at start-up (:data:`ASYNCIO_ONLY`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 from collections.abc import Callable, Sequence
@@ -53,14 +55,16 @@ from mrtr_sansio.tasks import TaskMachine, TaskSettings, TaskStatus
 
 from ._common import Handler, RequestContext, call_handler
 from ._loop import answer
+from .keyfile import read_key_file
 
 __all__ = [
+    "ASYNCIO_ONLY",
     "DEADLINE_PASSED",
+    "REDELIVERY_TIMEOUT",
     "ROUND_TASK",
     "DocketRunner",
     "NotReplaySafeError",
     "RoundWorker",
-    "read_key_file",
     "round_key",
 ]
 
@@ -70,12 +74,31 @@ log = logging.getLogger("mrtr_sansio.adapters.docket")
 ROUND_TASK = "mrtr_round"
 #: The statusMessage of a task whose round ran past its deadline (``{seconds}`` filled in).
 DEADLINE_PASSED = "The task's round ran past its deadline of {seconds:g} s and was cancelled"
+#: The CLI's and :class:`RoundWorker`'s default seconds before a dead worker's round is
+#: redelivered (below the default lease, which must exceed it).
+REDELIVERY_TIMEOUT = 10.0
 #: Why a handler is refused (see :func:`refuse_unless_replay_safe`).
 NOT_PROVEN = (
     "The Docket runner runs a round again when its worker dies, which is safe only for a "
     "replay-safe handler: prove it with replay_check (mrtr_sansio.testing.check_replay at "
     "start-up; mrtr-worker --replay-check) or say replay_safe=True (--replay-safe)"
 )
+
+
+#: Why a front refuses to run on another event loop than asyncio's (trio, say).
+ASYNCIO_ONLY = (
+    "The Docket runner runs on asyncio only: Docket, its Redis client and its worker are "
+    "asyncio code. Serve the front with an asyncio server (uvicorn, hypercorn's asyncio "
+    "worker), not under trio"
+)
+
+
+def _require_asyncio() -> None:
+    """Raise ``RuntimeError(ASYNCIO_ONLY)`` unless called on a running asyncio loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise RuntimeError(ASYNCIO_ONLY) from None
 
 
 class NotReplaySafeError(ValueError):
@@ -171,6 +194,10 @@ class DocketRunner:
         return result
 
     def attach(self, group: Any) -> None:
+        """Take the lifespan's task group; refused (``RuntimeError``, :data:`ASYNCIO_ONLY`)
+        off asyncio, at start-up rather than at the first task."""
+        if group is not None:
+            _require_asyncio()
         self._group = group
 
     def start(self, run: RequestReceived) -> None:
@@ -197,6 +224,7 @@ class DocketRunner:
     async def _open(self) -> Docket:
         if self._docket is not None:
             return self._docket
+        _require_asyncio()  # a front without a lifespan comes here first
         if self._opening is None:
             self._opening = anyio.Lock()
         async with self._opening:
@@ -248,7 +276,7 @@ class RoundWorker:
         replay_safe: bool = False,
         replay_check: Callable[[], Any] | None = None,
         concurrency: int = 10,
-        redelivery_timeout: float = 10.0,
+        redelivery_timeout: float = REDELIVERY_TIMEOUT,
         deadline: float = 300.0,
         attempts: int = 3,
     ) -> None:
@@ -358,29 +386,6 @@ def resolve(spec: str) -> Any:
     return value
 
 
-def read_key_file(path: str) -> list[bytes]:
-    """The key ring in ``path``: one key a line, base64 (standard or URL-safe), blank lines
-    and ``#`` comments skipped; the format of the example server's ``--state-keys-file``.
-    Raises ``ValueError`` for an empty ring or a line that is not base64, ``OSError``."""
-    import base64
-    import binascii
-    from pathlib import Path
-
-    lines = Path(path).read_text(encoding="ascii").splitlines()
-    texts = [s for line in lines if (s := line.strip()) and not s.startswith("#")]
-    if not texts:
-        raise ValueError(f"{path}: the key ring is empty")
-    try:
-        return [
-            base64.b64decode(
-                (t + "=" * (-len(t) % 4)).replace("-", "+").replace("_", "/"), validate=True
-            )
-            for t in texts
-        ]
-    except (binascii.Error, ValueError):
-        raise ValueError(f"{path}: a key is not valid base64") from None
-
-
 def _encrypt_records(config: ServerConfig, path: str) -> bool:
     """Give ``config``'s task store the ring in ``path`` as its records' encryption (as the
     fronts' stores have it); False, logged, when the file cannot be used (the old ring stays)."""
@@ -393,8 +398,8 @@ def _encrypt_records(config: ServerConfig, path: str) -> bool:
         raise ValueError(f"--state-keys-file: a {type(store).__name__} has no encryption")
     try:
         store.encryption = RecordEncryption(read_key_file(path))
-    except (ValueError, OSError) as exc:
-        log.error("task record key ring NOT loaded from %s: %s", path, exc)
+    except ValueError as exc:  # KeyRingError, or a ring RecordEncryption refuses
+        log.error("task record key ring NOT loaded: %s", exc)
         return False
     log.warning("task record key ring loaded from %s", path)
     return True
@@ -433,8 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--redelivery-timeout",
         type=float,
-        default=30.0,
-        help="seconds before a dead worker's round goes to another (10)",
+        default=REDELIVERY_TIMEOUT,
+        help="seconds before a dead worker's round goes to another "
+        f"({REDELIVERY_TIMEOUT:g}; below the task lease)",
     )
     parser.add_argument(
         "--deadline", type=float, default=300.0, help="seconds a round may take (300)"
@@ -454,15 +460,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "handler is not replay-safe (e.g. one calling mrtr_sansio.testing.check_replay)",
     )
     args = parser.parse_args(argv)
-    handler = resolve(args.handler)
-    if args.config:
-        config = resolve(args.config)
-    else:
-        from .stores import RedisTaskStore
-
-        config = ServerConfig(tasks=TaskSettings(store=RedisTaskStore.from_url(args.redis)))
-    check = resolve(args.replay_check) if args.replay_check else None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
+        handler = resolve(args.handler)
+        if args.config:
+            config = resolve(args.config)
+        else:
+            from .stores import RedisTaskStore
+
+            store = RedisTaskStore.from_url(args.redis)
+            config = ServerConfig(tasks=TaskSettings(store=store))
+        check = resolve(args.replay_check) if args.replay_check else None
         if args.state_keys_file and not _encrypt_records(config, args.state_keys_file):
             raise ValueError(f"cannot use the key ring in {args.state_keys_file}")
         worker = RoundWorker(
@@ -477,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             deadline=args.deadline,
             attempts=args.attempts,
         )
-    except (ValueError, ImportError) as exc:  # NotReplaySafeError included
+    except (ValueError, ImportError, AttributeError) as exc:  # NotReplaySafeError included
         parser.exit(2, f"mrtr-worker: {exc}\n")
 
     async def serve() -> None:
@@ -494,7 +502,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except asyncio.CancelledError:
             log.info("mrtr-worker: stopping")
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     asyncio.run(serve())
     return 0
 
