@@ -71,11 +71,6 @@ NOT_RUN = {
         "bash scripts/demo.sh   # set up and run the demo: one MRTR handler on both wires",
     ),
     ("docs/migration.md", "python scripts/migrate_imports.py src/ tests/"),
-    # a Redis and Docket workers: tests/adapters/test_docket_runner.py runs the same wiring
-    (
-        "docs/tasks.md",
-        "config = ServerConfig(tasks=TaskSettings(store=RedisTaskStore.from_url(url), too",
-    ),
     (
         "docs/performance.md",
         "pip install -e . --group bench  # the official SDK at the version measured (mcp ",
