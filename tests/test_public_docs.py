@@ -39,6 +39,7 @@ NAMESPACES = [
     "mrtr_sansio.adapters.serve",
     "mrtr_sansio.adapters.http",
     "mrtr_sansio.adapters.stores",
+    "mrtr_sansio.adapters.keyfile",
     "mrtr_sansio.tasks",
     "mrtr_sansio.otel",
     "mrtr_sansio.testing",
