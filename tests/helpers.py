@@ -50,6 +50,8 @@ from mrtr_sansio.protocol import (
     PROTOCOL_VERSION,
     LegacySession,
 )
+from mrtr_sansio.tasks import Task, TaskStatus
+from mrtr_sansio.tasks._bounds import sized
 from mrtr_sansio.testing import InProcessServer, Server, in_process_server, prompt, resource, tool
 
 # --- schema validation of what our connections send ----------------------------------------
@@ -439,6 +441,37 @@ def input_required(requests: Mapping[str, Any] | None = None, state: Any = None)
     if state is not None:
         out["requestState"] = state
     return out
+
+
+def tid(n: int) -> str:
+    """The ``n``-th task id, in the form the server issues (32 hex digits)."""
+    return f"{n:032x}"
+
+
+def task_record(
+    n: int,
+    params: Any = None,
+    *,
+    state: Any = None,
+    owner: str | None = "alice",
+    created: float = 0.0,
+    ttl_ms: int | None = None,
+) -> Task:
+    """A working task record ``tid(n)`` as a store holds it (sized), with ``params`` (a
+    ``work`` call numbered ``n`` unless given) and ``state``."""
+    return sized(
+        Task(
+            task_id=tid(n),
+            owner=owner,
+            status=TaskStatus.WORKING,
+            created_at=created,
+            updated_at=created,
+            ttl_ms=ttl_ms,
+            poll_interval_ms=None,
+            params={"name": "work", "arguments": {"n": n}} if params is None else params,
+            state=state,
+        )
+    )
 
 
 def line(message: Any) -> bytes:
