@@ -380,6 +380,17 @@ def meta(
     return out
 
 
+#: The envelope of a client that declares form elicitation only, and no ``clientInfo``.
+FORM_ONLY = meta({"elicitation": {"form": {}}}, info=None)
+
+#: The error a server answers a ``requestState`` it cannot trust with.
+INVALID_STATE_ERROR: dict[str, Any] = {
+    "code": -32602,
+    "message": "Invalid or expired requestState",
+    "data": {"reason": "invalid_request_state"},
+}
+
+
 def request(
     rid: Any,
     method: str,
@@ -413,14 +424,29 @@ def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[s
 
 
 def call(
-    rid: Any, name: str = "book", arguments: Mapping[str, Any] | None = None, **kw: Any
+    rid: Any,
+    name: str = "book",
+    arguments: Any = None,
+    *,
+    caps: Mapping[str, Any] | None = None,
+    envelope: Mapping[str, Any] | None = None,
+    **params: Any,
 ) -> dict[str, Any]:
-    """A modern ``tools/call``; ``kw`` goes to :func:`request` (``caps``, ``envelope``)."""
-    params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {"x": 1})}
-    for key in ("inputResponses", "requestState"):
-        if key in kw:
-            params[key] = kw.pop(key)
-    return request(rid, "tools/call", params, **kw)
+    """A modern ``tools/call`` of ``name`` with ``arguments`` (``{"x": 1}`` unless given) and
+    any other ``params`` (``inputResponses``, ``requestState``, ...); ``caps`` and ``envelope``
+    go to :func:`request`. The one builder of a call: a test file that calls one tool or sends
+    one envelope binds them once with :func:`functools.partial`."""
+    if arguments is None:
+        arguments = {"x": 1}
+    elif isinstance(arguments, Mapping):
+        arguments = dict(arguments)
+    return request(
+        rid,
+        "tools/call",
+        {"name": name, "arguments": arguments, **params},
+        envelope=envelope,
+        caps=caps,
+    )
 
 
 def error(code: int, message: str, rid: Any = None, data: Any = None) -> dict[str, Any]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import pytest
 
+import helpers
 import mrtr_sansio as m
 from helpers import (
     CAPS,
@@ -140,19 +142,15 @@ class Server:
         self._drive(conn, run=True)
 
 
-def call(
-    rid: Any, name: str = "work", caps: Mapping[str, Any] | None = None, **params: Any
-) -> dict[str, Any]:
-    body = {"name": name, "arguments": {"x": 1}, **params}
-    body["_meta"] = meta(TASK_CAPS if caps is None else caps)
-    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": body}
+#: A ``tools/call`` of the ``work`` tool, declaring the tasks extension unless ``caps`` says.
+call = partial(helpers.call, name="work", caps=TASK_CAPS)
 
 
 def task_request(
     rid: Any, method: str, task_id: Any, caps: Mapping[str, Any] | None = None, **params: Any
 ) -> dict[str, Any]:
-    body = {"taskId": task_id, **params, "_meta": meta(TASK_CAPS if caps is None else caps)}
-    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": body}
+    body = {"taskId": task_id, **params}
+    return helpers.request(rid, method, body, caps=TASK_CAPS if caps is None else caps)
 
 
 def get(server: Server, task_id: Any, **kw: Any) -> dict[str, Any]:
