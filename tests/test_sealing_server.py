@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import helpers
-from helpers import FORM_ONLY, INVALID_STATE_ERROR, drain
+from helpers import FORM_ONLY, INVALID_STATE_ERROR, Clock, drain
 from mrtr_sansio import (
     UNSEALED,
     Era,
@@ -40,16 +40,8 @@ INVALID_STATE = JsonRpcError(
 )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def server(codec: str = "hmac-sha256", **options: Any) -> tuple[ServerConnection, Clock]:
-    clock = Clock()
+    clock = Clock(T0)
     security = RequestStateSecurity([KEY], codec=codec, audience="https://mcp.example", **options)  # type: ignore[arg-type]
     config = ServerConfig(
         server_info={"name": "s", "version": "1"}, request_state=security, clock=clock

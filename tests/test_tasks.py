@@ -21,6 +21,7 @@ import mrtr_sansio as m
 from helpers import (
     CAPS,
     FORM_SCHEMA,
+    Clock,
     check_task,
     check_task_message,
     legacy_request,
@@ -55,14 +56,6 @@ def valid(definition: str, value: Mapping[str, Any]) -> None:
 # --- a small server driver ------------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self, now: float = 1_785_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Server:
     """A :class:`ServerConnection` per message (as stateless HTTP makes them) over one store,
     running ``handler`` for every request and task run, as an adapter would."""
@@ -79,7 +72,7 @@ class Server:
     ) -> None:
         self.handler = handler
         self.store = store if store is not None else InMemoryTaskStore()
-        self.clock = clock if clock is not None else Clock()
+        self.clock = clock if clock is not None else Clock(1_785_000_000.0)
         counter = iter(range(1, 10_000))
         self.config = m.ServerConfig(
             clock=self.clock,
