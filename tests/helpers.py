@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 
 import mrtr_sansio as m
 from mrtr_sansio import (
@@ -498,6 +499,16 @@ def task_record(
             state=state,
         )
     )
+
+
+def require_peer(present: bool, missing: str) -> None:
+    """Skip the calling test module when an interop peer is not installed (``missing`` says
+    how to install it), or fail under ``MRTR_INTEROP_REQUIRED=1`` (CI)."""
+    if present:
+        return
+    if os.environ.get("MRTR_INTEROP_REQUIRED") == "1":
+        raise RuntimeError(missing)
+    pytest.skip(missing, allow_module_level=True)
 
 
 def line(message: Any) -> bytes:
