@@ -14,17 +14,14 @@ figure the project tracks.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
-import uvicorn
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters.asgi import McpHttpApp
@@ -33,24 +30,7 @@ from mrtr_sansio.adapters.http import HttpClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from fixtures import Everything, server_config
-
-
-@asynccontextmanager
-async def served(app: Any) -> AsyncIterator[str]:
-    sock = socket.socket()
-    # uvicorn leaves Nagle on for the connections a socket handed over accepts: without this,
-    # every response waits out the client's delayed ACK (about 40 ms a call on loopback).
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        while not server.started:
-            await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        finally:
-            server.should_exit = True
+from scale.cluster import served_here as served
 
 
 async def name(event: m.InputNeeded) -> Mapping[str, Any]:

@@ -17,6 +17,8 @@ import pytest
 from hypothesis import settings
 from scale import cluster
 
+from mrtr_sansio import ServerConfig, ServerConnection
+
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
@@ -49,3 +51,16 @@ def redis_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]
     yield url, proc
     proc.send_signal(signal.SIGCONT)
     cluster.stop(proc)
+
+
+@pytest.fixture
+def server_config() -> ServerConfig:
+    """The configuration of the ``conn`` fixture's server (the defaults); a test module that
+    wants another overrides this fixture (``params=`` to run its tests under several)."""
+    return ServerConfig()
+
+
+@pytest.fixture
+def conn(server_config: ServerConfig) -> ServerConnection:
+    """One fresh server connection, configured by :func:`server_config`."""
+    return ServerConnection(server_config)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 
 import mrtr_sansio as m
 from mrtr_sansio import (
@@ -50,6 +51,8 @@ from mrtr_sansio.protocol import (
     PROTOCOL_VERSION,
     LegacySession,
 )
+from mrtr_sansio.tasks import Task, TaskStatus
+from mrtr_sansio.tasks._bounds import sized
 from mrtr_sansio.testing import InProcessServer, Server, in_process_server, prompt, resource, tool
 
 # --- schema validation of what our connections send ----------------------------------------
@@ -378,6 +381,17 @@ def meta(
     return out
 
 
+#: The envelope of a client that declares form elicitation only, and no ``clientInfo``.
+FORM_ONLY = meta({"elicitation": {"form": {}}}, info=None)
+
+#: The error a server answers a ``requestState`` it cannot trust with.
+INVALID_STATE_ERROR: dict[str, Any] = {
+    "code": -32602,
+    "message": "Invalid or expired requestState",
+    "data": {"reason": "invalid_request_state"},
+}
+
+
 def request(
     rid: Any,
     method: str,
@@ -411,14 +425,29 @@ def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[s
 
 
 def call(
-    rid: Any, name: str = "book", arguments: Mapping[str, Any] | None = None, **kw: Any
+    rid: Any,
+    name: str = "book",
+    arguments: Any = None,
+    *,
+    caps: Mapping[str, Any] | None = None,
+    envelope: Mapping[str, Any] | None = None,
+    **params: Any,
 ) -> dict[str, Any]:
-    """A modern ``tools/call``; ``kw`` goes to :func:`request` (``caps``, ``envelope``)."""
-    params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {"x": 1})}
-    for key in ("inputResponses", "requestState"):
-        if key in kw:
-            params[key] = kw.pop(key)
-    return request(rid, "tools/call", params, **kw)
+    """A modern ``tools/call`` of ``name`` with ``arguments`` (``{"x": 1}`` unless given) and
+    any other ``params`` (``inputResponses``, ``requestState``, ...); ``caps`` and ``envelope``
+    go to :func:`request`. The one builder of a call: a test file that calls one tool or sends
+    one envelope binds them once with :func:`functools.partial`."""
+    if arguments is None:
+        arguments = {"x": 1}
+    elif isinstance(arguments, Mapping):
+        arguments = dict(arguments)
+    return request(
+        rid,
+        "tools/call",
+        {"name": name, "arguments": arguments, **params},
+        envelope=envelope,
+        caps=caps,
+    )
 
 
 def error(code: int, message: str, rid: Any = None, data: Any = None) -> dict[str, Any]:
@@ -439,6 +468,47 @@ def input_required(requests: Mapping[str, Any] | None = None, state: Any = None)
     if state is not None:
         out["requestState"] = state
     return out
+
+
+def tid(n: int) -> str:
+    """The ``n``-th task id, in the form the server issues (32 hex digits)."""
+    return f"{n:032x}"
+
+
+def task_record(
+    n: int,
+    params: Any = None,
+    *,
+    state: Any = None,
+    owner: str | None = "alice",
+    created: float = 0.0,
+    ttl_ms: int | None = None,
+) -> Task:
+    """A working task record ``tid(n)`` as a store holds it (sized), with ``params`` (a
+    ``work`` call numbered ``n`` unless given) and ``state``."""
+    return sized(
+        Task(
+            task_id=tid(n),
+            owner=owner,
+            status=TaskStatus.WORKING,
+            created_at=created,
+            updated_at=created,
+            ttl_ms=ttl_ms,
+            poll_interval_ms=None,
+            params={"name": "work", "arguments": {"n": n}} if params is None else params,
+            state=state,
+        )
+    )
+
+
+def require_peer(present: bool, missing: str) -> None:
+    """Skip the calling test module when an interop peer is not installed (``missing`` says
+    how to install it), or fail under ``MRTR_INTEROP_REQUIRED=1`` (CI)."""
+    if present:
+        return
+    if os.environ.get("MRTR_INTEROP_REQUIRED") == "1":
+        raise RuntimeError(missing)
+    pytest.skip(missing, allow_module_level=True)
 
 
 def line(message: Any) -> bytes:

@@ -8,7 +8,6 @@ The pure part's rules are tested in ``test_bridge_rules.py``.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator, Mapping, MutableMapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,8 +15,8 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
 from fixtures import SERVER_INFO, Everything, server_config
+from scale.cluster import served_here as served
 
 import mrtr_sansio as m
 from mrtr_sansio.adapters import CallFailedError
@@ -36,26 +35,6 @@ def anyio_backend() -> str:
 
 def user(scope: MutableMapping[str, Any]) -> str | None:
     return next((v.decode() for k, v in scope["headers"] if k == b"x-user"), None)
-
-
-@asynccontextmanager
-async def served(app: Any) -> AsyncIterator[str]:
-    """``app`` under uvicorn in this event loop on a free port; its URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    # as bench/bridge.py: without it every response waits out the client's delayed ACK
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        with anyio.fail_after(10):
-            while not server.started:
-                await anyio.sleep(0.01)
-        try:
-            yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        finally:
-            server.should_exit = True
-    sock.close()
 
 
 @asynccontextmanager

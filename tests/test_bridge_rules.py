@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mrtr_sansio as m
+from helpers import Clock
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio.bridge import (
     HOLD_META,
@@ -26,14 +27,6 @@ from mrtr_sansio.bridge import (
     upstream_key,
 )
 from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def table(**limits: Any) -> tuple[HeldCalls[str], Clock]:

@@ -14,17 +14,16 @@ from pathlib import Path
 import anyio
 import pytest
 
+from helpers import require_peer
 from test_bridge import bridged
 
 HERE = Path(__file__).resolve().parent / "interop" / "sdk1_peer"
 VENV = Path(__file__).resolve().parents[1] / ".venv-sdk1"
 PYTHON = Path(os.environ.get("MRTR_SDK1_PYTHON", VENV / "bin" / "python"))
 
-if not PYTHON.is_file():
-    reason = "the mcp<2 venv is missing (bash tests/interop/sdk1_peer/install.sh)"
-    if os.environ.get("MRTR_INTEROP_REQUIRED") == "1":
-        raise RuntimeError(reason)
-    pytest.skip(reason, allow_module_level=True)
+require_peer(
+    PYTHON.is_file(), "the mcp<2 venv is missing (bash tests/interop/sdk1_peer/install.sh)"
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -141,11 +141,6 @@ def test_well_formed_envelopes_are_served(extra: dict[str, Any]) -> None:
 # --- through the server ---------------------------------------------------------------------
 
 
-@pytest.fixture
-def conn() -> ServerConnection:
-    return ServerConnection()
-
-
 def test_a_request_with_the_version_key_is_modern(conn: ServerConnection) -> None:
     envelope = meta({"roots": {}}, progressToken="p", traceparent="00-ab-cd-01")
     feed(conn, request(1, "tools/call", {"name": "t"}, envelope=envelope))

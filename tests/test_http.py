@@ -149,11 +149,6 @@ def test_surrounding_spaces_and_tabs_are_not_part_of_the_value(conn: ServerConne
 # --- the mirror-header checks -------------------------------------------------------------------
 
 
-@pytest.fixture
-def conn() -> ServerConnection:
-    return ServerConnection()
-
-
 def served(conn: ServerConnection) -> RequestReceived:
     assert sent(conn) == []
     event = only(events(conn))

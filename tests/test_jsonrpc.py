@@ -44,8 +44,9 @@ CODECS = [pytest.param(StdlibJsonCodec, id="stdlib"), pytest.param(OrjsonCodec, 
 
 
 @pytest.fixture(params=CODECS)
-def conn(request: pytest.FixtureRequest) -> ServerConnection:
-    return ServerConnection(ServerConfig(codec=request.param()))
+def server_config(request: pytest.FixtureRequest) -> ServerConfig:
+    """``conn`` under each codec."""
+    return ServerConfig(codec=request.param())
 
 
 # --- classify ---------------------------------------------------------------------------------

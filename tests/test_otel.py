@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from scale import semconv
 
+from helpers import Clock
 from mrtr_sansio import (
     NEED_DATA,
     UNSEALED,
@@ -86,16 +87,6 @@ ENVELOPE: dict[str, Any] = {
 KEYS = [b"k" * 32]
 ENVELOPE_CAPS = "io.modelcontextprotocol/clientCapabilities"
 Handler = Callable[[RequestReceived], Any]
-
-
-class Clock:
-    """A clock the test moves by hand (epoch seconds, so spans can use it)."""
-
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Recorder:
@@ -230,7 +221,7 @@ def modern_net(
     caps: Mapping[str, Any] = CAPS,
     **server: Any,
 ) -> Net:
-    clock = Clock()
+    clock = Clock(1_800_000_000.0)
     server.setdefault("request_state", RequestStateSecurity(keys=KEYS))
     servers = [
         ServerConnection(
@@ -365,7 +356,7 @@ def test_a_swappable_protector_drops_the_carry_for_a_protector_that_cannot_seal_
 
 def test_unsealed_state_carries_nothing() -> None:
     rec = Recorder({"flow": "f"})
-    clock = Clock()
+    clock = Clock(1_800_000_000.0)
 
     def handler(event: RequestReceived) -> Any:
         if event.request_state is None:
@@ -486,7 +477,7 @@ def test_a_missing_capability_refusal_is_an_error_span_and_counted(otel: Any) ->
 def legacy_net(
     observer: Any, handler: Handler = three_rounds, *, client_observer: Any = None, **server: Any
 ) -> Net:
-    clock = Clock()
+    clock = Clock(1_800_000_000.0)
     srv = ServerConnection(ServerConfig(observer=observer, clock=clock, **server))
     client = ClientConnection(
         ClientConfig(era="legacy", capabilities=CAPS, clock=clock, observer=client_observer)
@@ -1253,7 +1244,7 @@ def test_every_refusal_writes_a_server_span_with_its_error(
     server = ServerConnection(
         ServerConfig(
             observer=observer,
-            clock=Clock(),
+            clock=Clock(1_800_000_000.0),
             limits=Limits(max_message_bytes=4096),
             tasks=TaskSettings(store=InMemoryTaskStore(), tools={"job": "required"}),
         )
@@ -1294,9 +1285,9 @@ def test_every_refusal_writes_a_server_span_with_its_error(
 
 
 def test_without_an_observer_a_refusal_reports_nothing_and_answers_the_same() -> None:
-    plain = ServerConnection(ServerConfig(clock=Clock()))
+    plain = ServerConnection(ServerConfig(clock=Clock(1_800_000_000.0)))
     rec = Recorder()
-    observed = ServerConnection(ServerConfig(clock=Clock(), observer=rec))
+    observed = ServerConnection(ServerConfig(clock=Clock(1_800_000_000.0), observer=rec))
     for conn in (plain, observed):
         conn.receive_data(b"{nope\n")
     assert plain.data_to_send() == observed.data_to_send()
@@ -1368,7 +1359,7 @@ def test_a_task_moved_by_three_processes_is_one_trace_linked_to_its_creation() -
     provider.add_span_processor(SimpleSpanProcessor(client_exporter))
     client_observer = OtelObserver(provider, MeterProvider(), to_epoch=lambda t: t)
     store = InMemoryTaskStore()
-    clock = Clock()
+    clock = Clock(1_800_000_000.0)
 
     def handler(event: RequestReceived) -> Any:
         if event.task_id is None:

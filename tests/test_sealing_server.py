@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import pytest
 
-from helpers import (
-    drain,
-)
+import helpers
+from helpers import FORM_ONLY, INVALID_STATE_ERROR, Clock, drain
 from mrtr_sansio import (
     UNSEALED,
     Era,
@@ -38,23 +38,10 @@ SCHEMA = {
 INVALID_STATE = JsonRpcError(
     -32602, "Invalid or expired requestState", {"reason": "invalid_request_state"}
 )
-INVALID_STATE_ERROR = {
-    "code": -32602,
-    "message": "Invalid or expired requestState",
-    "data": {"reason": "invalid_request_state"},
-}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def server(codec: str = "hmac-sha256", **options: Any) -> tuple[ServerConnection, Clock]:
-    clock = Clock()
+    clock = Clock(T0)
     security = RequestStateSecurity([KEY], codec=codec, audience="https://mcp.example", **options)  # type: ignore[arg-type]
     config = ServerConfig(
         server_info={"name": "s", "version": "1"}, request_state=security, clock=clock
@@ -62,17 +49,7 @@ def server(codec: str = "hmac-sha256", **options: Any) -> tuple[ServerConnection
     return ServerConnection(config, principal="user-1"), clock
 
 
-def call(rid: int, arguments: Any = ARGS, **extra: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "name": "update_work_item",
-        "arguments": arguments,
-        "_meta": {
-            PROTOCOL_VERSION: LATEST_MODERN_VERSION,
-            CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
-        },
-        **extra,
-    }
-    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+call = partial(helpers.call, name="update_work_item", arguments=ARGS, envelope=FORM_ONLY)
 
 
 def events(conn: ServerConnection) -> list[Any]:
@@ -101,7 +78,7 @@ def first_round(conn: ServerConnection) -> str:
 
 def retry(rid: int, token: Any, arguments: Any = ARGS) -> dict[str, Any]:
     answer = {"duplicate_of": {"action": "accept", "content": {"duplicateOfId": 4301}}}
-    return call(rid, arguments, inputResponses=answer, requestState=token)
+    return call(rid, arguments=arguments, inputResponses=answer, requestState=token)
 
 
 @pytest.mark.parametrize("codec", ["hmac-sha256", "aes-256-gcm"])

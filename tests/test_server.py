@@ -65,10 +65,10 @@ INFO_META = {SERVER_INFO: SERVER}
 
 
 @pytest.fixture
-def conn() -> ServerConnection:
-    """A server that stamps serverInfo; state unsealed, so that tests see it on the wire
-    (sealing, the default, has its own tests in test_sealing_server.py)."""
-    return ServerConnection(ServerConfig(server_info=SERVER, request_state=UNSEALED))
+def server_config() -> ServerConfig:
+    """``conn`` stamps serverInfo; state unsealed, so that tests see it on the wire (sealing,
+    the default, has its own tests in test_sealing_server.py)."""
+    return ServerConfig(server_info=SERVER, request_state=UNSEALED)
 
 
 @pytest.fixture

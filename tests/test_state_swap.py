@@ -7,15 +7,15 @@ retried on the other, at every step of the documented rotation ``[old]`` -> ``[o
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import (
-    drain,
-)
+import helpers
+from helpers import FORM_ONLY, INVALID_STATE_ERROR, drain
 from mrtr_sansio import (
     Era,
     InputRequiredResult,
@@ -26,7 +26,6 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION
 from mrtr_sansio.sealing import (
     HmacSha256Codec,
     RequestStateError,
@@ -40,11 +39,6 @@ OLD, NEW, OTHER = bytes(range(32)), bytes(range(1, 33)), bytes(range(2, 34))
 T0 = 1_800_000_000.0
 ARGS = {"destination": "Lisbon"}
 FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-INVALID_STATE_ERROR = {
-    "code": -32602,
-    "message": "Invalid or expired requestState",
-    "data": {"reason": "invalid_request_state"},
-}
 BINDING = StateBinding("tools/call", "book", ARGS, None)
 
 
@@ -59,17 +53,7 @@ def instance(protector: SwappableStateProtector) -> ServerConnection:
     return ServerConnection(config)
 
 
-def call(rid: int, **extra: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "name": "book",
-        "arguments": ARGS,
-        "_meta": {
-            PROTOCOL_VERSION: LATEST_MODERN_VERSION,
-            CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
-        },
-        **extra,
-    }
-    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+call = partial(helpers.call, name="book", arguments=ARGS, envelope=FORM_ONLY)
 
 
 def ask(conn: ServerConnection, rid: int, *, token: str | None = None) -> str:

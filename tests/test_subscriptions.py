@@ -24,12 +24,19 @@ def listen(rid: int = 7, wanted: Any = None) -> dict[str, Any]:
 
 
 @pytest.fixture
-def conn() -> m.ServerConnection:
-    conn = m.ServerConnection(m.ServerConfig(server_info={"name": "s", "version": "1"}))
+def server_config() -> m.ServerConfig:
+    return m.ServerConfig(server_info={"name": "s", "version": "1"})
+
+
+@pytest.fixture
+def listening(conn: m.ServerConnection) -> None:
+    """``conn`` has received ``listen()`` (and its test acknowledges it, or not)."""
     feed(conn, listen())
     (event,) = events(conn)
     assert isinstance(event, m.RequestReceived)
-    return conn
+
+
+pytestmark = pytest.mark.usefixtures("listening")
 
 
 def test_acknowledge_is_the_first_message_and_is_tagged(conn: m.ServerConnection) -> None:

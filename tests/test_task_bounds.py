@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import mrtr_sansio as m
-from helpers import CAPS, FORM_SCHEMA, meta
+from helpers import CAPS, FORM_SCHEMA, Clock, meta
 from mrtr_sansio.adapters.stores import SqliteTaskStore
 from mrtr_sansio.tasks import (
     InMemoryTaskStore,
@@ -29,7 +29,6 @@ from mrtr_sansio.tasks import (
 )
 from test_tasks import (
     TASK_CAPS,
-    Clock,
     Server,
     accept,
     as_task,
@@ -328,7 +327,7 @@ def test_a_record_in_the_format_before_params_json_is_read() -> None:
 def test_expired_tasks_do_not_count_and_are_swept(kind: str, tmp_path: Path) -> None:
     path = tmp_path / "tasks.db"
     store: Any = InMemoryTaskStore() if kind == "memory" else SqliteTaskStore(path)
-    clock = Clock()
+    clock = Clock(1_785_000_000.0)
     server = Server(as_task(done), store=store, clock=clock, max_tasks=3, ttl_ms=1500)
     ids = [create(server, i, principal="p") for i in range(3)]
     refused_now = server.send(call(9), principal="p")

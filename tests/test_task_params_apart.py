@@ -18,6 +18,7 @@ import attrs
 import pytest
 
 import mrtr_sansio as m
+from helpers import task_record, tid
 from mrtr_sansio.adapters import _records
 from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
 from mrtr_sansio.tasks import StoredParams, Task, TaskStatus, TaskStoreError
@@ -29,23 +30,8 @@ PARAMS = {"name": "work", "arguments": {"pad": "x" * MB}}
 COMPACT = json.dumps(PARAMS, separators=(",", ":"))
 
 
-def tid(n: int) -> str:
-    return f"{n:032x}"
-
-
 def record(n: int, params: Any = PARAMS) -> Task:
-    return sized(
-        Task(
-            task_id=tid(n),
-            owner="alice",
-            status=TaskStatus.WORKING,
-            created_at=0.0,
-            updated_at=0.0,
-            ttl_ms=None,
-            poll_interval_ms=None,
-            params=params,
-        )
-    )
+    return task_record(n, params)
 
 
 Durable = SqliteTaskStore | RedisTaskStore

@@ -20,6 +20,7 @@ import attrs
 import pytest
 
 import mrtr_sansio as m
+from helpers import task_record, tid
 from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
 from mrtr_sansio.sealing import (
     AesGcmCodec,
@@ -28,8 +29,7 @@ from mrtr_sansio.sealing import (
     RequestStateSecurity,
 )
 from mrtr_sansio.sealing._codecs import b64url_decode, b64url_encode
-from mrtr_sansio.tasks import RunAsTask, StoredParams, Task, TaskStatus, TaskStoreError
-from mrtr_sansio.tasks._bounds import sized
+from mrtr_sansio.tasks import RunAsTask, StoredParams, Task, TaskStoreError
 from test_tasks import Server, accept, call, get, task_request
 
 pytest.importorskip("cryptography")
@@ -46,24 +46,8 @@ KEY_1 = b"\x01" * 32
 KEY_2 = b"\x02" * 32
 
 
-def tid(n: int) -> str:
-    return f"{n:032x}"
-
-
 def record(n: int, params: Any = None) -> Task:
-    return sized(
-        Task(
-            task_id=tid(n),
-            owner="alice",
-            status=TaskStatus.WORKING,
-            created_at=0.0,
-            updated_at=0.0,
-            ttl_ms=None,
-            poll_interval_ms=None,
-            params={"name": "work", "arguments": {"n": n}} if params is None else params,
-            state={"secret": f"{STATE}-{n}"},
-        )
-    )
+    return task_record(n, params, state={"secret": f"{STATE}-{n}"})
 
 
 class Backend:

@@ -19,29 +19,19 @@ from pathlib import Path
 import pytest
 from attrs import evolve
 
+from helpers import task_record, tid
 from mrtr_sansio.adapters.stores import (
     RedisReplayGuard,
     RedisTaskStore,
     SqliteReplayGuard,
     SqliteTaskStore,
 )
-from mrtr_sansio.tasks import Task, TaskStatus, TaskStoreError
-
-
-def tid(n: int) -> str:
-    return f"{n:032x}"
+from mrtr_sansio.tasks import Task, TaskStoreError
 
 
 def record(n: int, owner: str | None = "alice", created: float = 0.0, ttl_ms: int = 1000) -> Task:
-    return Task(
-        task_id=tid(n),
-        owner=owner,
-        status=TaskStatus.WORKING,
-        created_at=created,
-        updated_at=created,
-        ttl_ms=ttl_ms,
-        poll_interval_ms=None,
-        params={"name": "x", "arguments": {}},
+    return task_record(
+        n, {"name": "x", "arguments": {}}, owner=owner, created=created, ttl_ms=ttl_ms
     )
 
 

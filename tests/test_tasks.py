@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import pytest
 
+import helpers
 import mrtr_sansio as m
 from helpers import (
     CAPS,
     FORM_SCHEMA,
+    Clock,
     check_task,
     check_task_message,
     legacy_request,
@@ -53,14 +56,6 @@ def valid(definition: str, value: Mapping[str, Any]) -> None:
 # --- a small server driver ------------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self, now: float = 1_785_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Server:
     """A :class:`ServerConnection` per message (as stateless HTTP makes them) over one store,
     running ``handler`` for every request and task run, as an adapter would."""
@@ -77,7 +72,7 @@ class Server:
     ) -> None:
         self.handler = handler
         self.store = store if store is not None else InMemoryTaskStore()
-        self.clock = clock if clock is not None else Clock()
+        self.clock = clock if clock is not None else Clock(1_785_000_000.0)
         counter = iter(range(1, 10_000))
         self.config = m.ServerConfig(
             clock=self.clock,
@@ -140,19 +135,15 @@ class Server:
         self._drive(conn, run=True)
 
 
-def call(
-    rid: Any, name: str = "work", caps: Mapping[str, Any] | None = None, **params: Any
-) -> dict[str, Any]:
-    body = {"name": name, "arguments": {"x": 1}, **params}
-    body["_meta"] = meta(TASK_CAPS if caps is None else caps)
-    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": body}
+#: A ``tools/call`` of the ``work`` tool, declaring the tasks extension unless ``caps`` says.
+call = partial(helpers.call, name="work", caps=TASK_CAPS)
 
 
 def task_request(
     rid: Any, method: str, task_id: Any, caps: Mapping[str, Any] | None = None, **params: Any
 ) -> dict[str, Any]:
-    body = {"taskId": task_id, **params, "_meta": meta(TASK_CAPS if caps is None else caps)}
-    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": body}
+    body = {"taskId": task_id, **params}
+    return helpers.request(rid, method, body, caps=TASK_CAPS if caps is None else caps)
 
 
 def get(server: Server, task_id: Any, **kw: Any) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 import mrtr_sansio as m
-from helpers import check_task_message
+from helpers import Clock, check_task_message
 from mrtr_sansio.tasks import EXTENSION, RunAsTask, TaskStarted
-from test_tasks import TASK_CAPS, Clock, Server, accept, as_task, ask_name, done
+from test_tasks import TASK_CAPS, Server, accept, as_task, ask_name, done
 
 
 class Peer:

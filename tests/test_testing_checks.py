@@ -4,10 +4,12 @@ in-process driver that turns a handler into a callable server."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import pytest
 
+import helpers
 import mrtr_sansio as m
 from mrtr_sansio.adapters import RequestContext
 from mrtr_sansio.testing import (
@@ -178,13 +180,7 @@ def test_long_values_are_cut_in_messages() -> None:
 ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
 
 
-def call(rid: Any, name: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": {}, "_meta": ENVELOPE},
-    }
+call = partial(helpers.call, arguments={}, envelope=ENVELOPE)
 
 
 def test_sync_and_async_handlers_both_run() -> None:

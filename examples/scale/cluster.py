@@ -18,8 +18,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -34,6 +35,7 @@ __all__ = [
     "find_redis",
     "nginx_config",
     "rss_bytes",
+    "served_here",
     "start_redis",
     "start_server",
     "stop",
@@ -57,6 +59,34 @@ _TEMP_PATH_MODULES = ("proxy", "fastcgi", "uwsgi", "scgi")
 
 class ClusterError(RuntimeError):
     """A process did not start, stopped early or did not do what it was told."""
+
+
+@contextlib.asynccontextmanager
+async def served_here(app: Any) -> AsyncIterator[str]:
+    """``app`` (ASGI) under uvicorn in the running event loop, on a free loopback port; yields
+    its ``/mcp`` URL and stops the server on exit. For a test or a benchmark that wants client
+    and server in one process, unlike :func:`start_server`."""
+    import anyio
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # uvicorn leaves Nagle on for the connections a socket handed over accepts: without this,
+    # every response waits out the client's delayed ACK (about 40 ms a call on loopback).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            with anyio.fail_after(10):
+                while not server.started:
+                    await anyio.sleep(0.01)
+            try:
+                yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+            finally:
+                server.should_exit = True
+    finally:
+        sock.close()
 
 
 def free_port() -> int:

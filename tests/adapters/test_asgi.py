@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import AsyncIterator, MutableMapping
+from functools import partial
 from typing import Any
 
 import anyio
@@ -15,10 +16,9 @@ from http_harness import (
     Client,
 )
 
+import helpers
 import mrtr_sansio as m
-from helpers import (
-    check_message,
-)
+from helpers import check_message
 from mrtr_sansio.adapters import RequestContext, SubscriptionHub
 from mrtr_sansio.adapters.asgi import McpHttpApp
 
@@ -97,14 +97,7 @@ def modern_headers(method: str, name: str | None = None) -> dict[str, str]:
     return headers
 
 
-def call(rid: int, name: str, **params: Any) -> dict[str, Any]:
-    meta = {**ENVELOPE, **params.pop("meta", {})}
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": {}, **params, "_meta": meta},
-    }
+call = partial(helpers.call, arguments={}, envelope=ENVELOPE)
 
 
 def valid(messages: list[dict[str, Any]], era: m.Era, method: str = "tools/call") -> None:
@@ -142,7 +135,7 @@ async def test_modern_progress_and_logs_go_over_sse(client: Client) -> None:
         2,
         "greet",
         inputResponses={"who": {"action": "accept", "content": {"name": "Ann"}}},
-        meta={"progressToken": "p1", m.protocol.LOG_LEVEL: "info"},
+        envelope={**ENVELOPE, "progressToken": "p1", m.protocol.LOG_LEVEL: "info"},
     )
     response = await client.send(retry, modern_headers("tools/call", "greet"))
     assert response.status == 200
@@ -168,7 +161,7 @@ async def test_modern_logs_without_log_level_are_dropped(client: Client) -> None
         2,
         "greet",
         inputResponses={"who": {"action": "accept", "content": {"name": "Ann"}}},
-        meta={"progressToken": "p1"},
+        envelope={**ENVELOPE, "progressToken": "p1"},
     )
     response = await client.send(retry, modern_headers("tools/call", "greet"))
     methods = [msg.get("method") for msg in response.messages()]
@@ -208,7 +201,11 @@ async def test_base64_header_value_is_decoded(client: Client) -> None:
             -32602,
             400,
         ),
-        (call(1, "greet", meta={m.protocol.PROTOCOL_VERSION: "1999-01-01"}), -32022, 400),
+        (
+            call(1, "greet", envelope={**ENVELOPE, m.protocol.PROTOCOL_VERSION: "1999-01-01"}),
+            -32022,
+            400,
+        ),
         (call(1, "needs_roots"), -32021, 400),
         (call(1, "nope"), -32602, 400),
         (

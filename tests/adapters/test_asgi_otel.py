@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from scale.semconv import violations
 
+import helpers
 import mrtr_sansio as m
 from mrtr_sansio.adapters import RequestContext
 from mrtr_sansio.adapters.asgi import McpHttpApp
@@ -112,13 +113,7 @@ class Traced:
         ]
 
 
-def call(name: str = "hello") -> bytes:
-    params = {"name": name, "arguments": {}, "_meta": ENVELOPE}
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-    ).encode()
-
-
+CALL = json.dumps(helpers.call(1, "hello", {}, envelope=ENVELOPE)).encode()
 LEGACY_LIST = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).encode()
 
 #: (case, headers, body, HTTP status, error.type, rpc.response.status_code, method)
@@ -127,7 +122,7 @@ REFUSALS = [
     (
         "not json",
         [GOOD[0], (b"content-type", b"text/plain"), *MODERN],
-        call(),
+        CALL,
         415,
         "415",
         None,
@@ -136,7 +131,7 @@ REFUSALS = [
     (
         "not acceptable",
         [*GOOD[:2], (b"accept", b"text/html"), *MODERN],
-        call(),
+        CALL,
         406,
         "406",
         None,
@@ -145,7 +140,7 @@ REFUSALS = [
     (
         "bad origin",
         [*GOOD, (b"origin", b"http://evil.example"), *MODERN],
-        call(),
+        CALL,
         403,
         "403",
         None,
@@ -154,7 +149,7 @@ REFUSALS = [
     (
         "bad host",
         [(b"host", b"evil.example"), *GOOD[1:], *MODERN],
-        call(),
+        CALL,
         421,
         "421",
         None,
@@ -163,7 +158,7 @@ REFUSALS = [
     (
         "repeated header",
         [*GOOD, (b"content-type", b"application/json"), *MODERN],
-        call(),
+        CALL,
         400,
         "400",
         None,
@@ -172,7 +167,7 @@ REFUSALS = [
     (
         "two framings",
         [*GOOD, (b"content-length", b"10"), (b"transfer-encoding", b"chunked"), *MODERN],
-        call(),
+        CALL,
         400,
         "400",
         None,
@@ -190,7 +185,7 @@ REFUSALS = [
     (
         "header mismatch",
         [*GOOD, (b"mcp-protocol-version", b"2026-07-28"), (b"mcp-method", b"tools/list")],
-        call(),
+        CALL,
         400,
         "-32020",
         "-32020",
@@ -233,8 +228,8 @@ async def test_every_http_refusal_is_a_server_span_with_its_error(
 
 async def test_an_answered_request_names_its_peer_when_the_server_gives_it() -> None:
     traced = Traced()
-    assert (await traced.post([*GOOD, *MODERN], call()))[0] == 200
-    assert (await traced.post([*GOOD, *MODERN], call(), peer=None))[0] == 200
+    assert (await traced.post([*GOOD, *MODERN], CALL))[0] == 200
+    assert (await traced.post([*GOOD, *MODERN], CALL, peer=None))[0] == 200
     named, anonymous = traced.exporter.get_finished_spans()
     assert (named.attributes or {})["client.address"] == PEER[0]
     assert (named.attributes or {})["client.port"] == PEER[1]
@@ -247,8 +242,8 @@ async def test_an_answered_request_names_its_peer_when_the_server_gives_it() -> 
 
 async def test_the_conventions_check_finds_a_wrong_refusal_or_a_missing_peer() -> None:
     traced = Traced()
-    await traced.post([*GOOD[:2], (b"accept", b"text/html"), *MODERN], call())
-    await traced.post([*GOOD, *MODERN], call())
+    await traced.post([*GOOD[:2], (b"accept", b"text/html"), *MODERN], CALL)
+    await traced.post([*GOOD, *MODERN], CALL)
     refused, answered = (json.loads(s.to_json()) for s in traced.exporter.get_finished_spans())
     assert violations(refused, wire=True) == violations(answered, wire=True) == []
     refused["attributes"]["error.type"] = "-32600"

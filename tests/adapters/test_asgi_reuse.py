@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, MutableMapping
+from functools import partial
 from typing import Any
 
 import anyio
@@ -14,6 +15,7 @@ from http_harness import (
     scope,
 )
 
+import helpers
 import mrtr_sansio as m
 from mrtr_sansio.adapters import RequestContext
 from mrtr_sansio.adapters import asgi as asgi_module
@@ -45,9 +47,7 @@ class Recorder:
         return {"content": [{"type": "text", "text": f"{request.name} for {request.principal}"}]}
 
 
-def call(rid: int, name: str = "quick") -> dict[str, Any]:
-    params = {"name": name, "arguments": {}, "_meta": ENVELOPE}
-    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+call = partial(helpers.call, arguments={}, envelope=ENVELOPE)
 
 
 def headers(name: str = "quick", user: str | None = None) -> dict[str, str]:
@@ -87,7 +87,7 @@ async def test_one_idle_connection_serves_posts_one_after_another(
     client: Client, recorder: Recorder
 ) -> None:
     for rid, user in [(1, "alice"), (1, "bob"), (2, None)]:
-        response = await client.send(call(rid), headers(user=user))
+        response = await client.send(call(rid, "quick"), headers(user=user))
         assert text(response) == f"quick for {user}"
     connections = {conn for conn, _, _ in recorder.seen}
     assert len(connections) == 1  # the same id 1 twice, on the same connection: nothing kept
@@ -149,7 +149,7 @@ async def test_a_connection_whose_client_went_away_is_not_reused(
     with anyio.fail_after(5):
         await slow.finished.wait()
     assert recorder.waiting == 0  # cancelled
-    response = await client.send(call(1), headers())  # the cancelled id again: served
+    response = await client.send(call(1, "quick"), headers())  # the cancelled id again: served
     assert text(response) == "quick for None"
     (abandoned, _, _), (fresh, _, _) = recorder.seen
     assert abandoned != fresh
@@ -176,8 +176,8 @@ async def test_a_session_connection_never_serves_stateless_posts(
         legacy_call, {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
     )
     assert in_session.status == 200
-    await client.send(call(3), headers())
-    await client.send(call(4), headers())
+    await client.send(call(3, "quick"), headers())
+    await client.send(call(4, "quick"), headers())
     session_conn, stateless_a, stateless_b = (conn for conn, _, _ in recorder.seen)
     assert stateless_a == stateless_b
     assert session_conn != stateless_a
@@ -231,7 +231,7 @@ async def test_repeated_accept_lines_are_one_list(
     app: McpHttpApp, accepts: list[bytes], status: int
 ) -> None:
     got, _ = await post_raw(
-        app, [*BASE, *((b"accept", a) for a in accepts)], json.dumps(call(1)).encode()
+        app, [*BASE, *((b"accept", a) for a in accepts)], json.dumps(call(1, "quick")).encode()
     )
     assert got == status
 
@@ -239,14 +239,14 @@ async def test_repeated_accept_lines_are_one_list(
 async def test_header_names_in_any_case_are_read(app: McpHttpApp) -> None:
     """A server that does not lower-case names (ASGI only says they should be) still works."""
     raw = [(name.title(), value) for name, value in BASE]
-    status, body = await post_raw(app, raw, json.dumps(call(1)).encode())
+    status, body = await post_raw(app, raw, json.dumps(call(1, "quick")).encode())
     assert status == 200
     assert json.loads(body)["result"]["content"][0]["text"] == "quick for None"
 
 
 async def test_a_repeated_single_header_in_another_case_is_refused(app: McpHttpApp) -> None:
     raw = [*BASE, (b"Content-Type", b"application/json")]
-    status, body = await post_raw(app, raw, json.dumps(call(1)).encode())
+    status, body = await post_raw(app, raw, json.dumps(call(1, "quick")).encode())
     assert status == 400
     assert b"content-type sent more than once" in body
 
@@ -255,7 +255,7 @@ async def test_a_repeated_mirror_header_in_another_case_is_refused(
     app: McpHttpApp, recorder: Recorder
 ) -> None:
     raw = [*BASE, (b"MCP-METHOD", b"tools/call")]
-    status, body = await post_raw(app, raw, json.dumps(call(1)).encode())
+    status, body = await post_raw(app, raw, json.dumps(call(1, "quick")).encode())
     assert status == 400
     assert json.loads(body)["error"]["code"] == -32020
     assert recorder.seen == []

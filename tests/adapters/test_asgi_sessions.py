@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from scale.semconv import violations
 
 import mrtr_sansio as m
+from helpers import Clock
 from mrtr_sansio.adapters import RequestContext
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.otel import OtelObserver
@@ -28,14 +29,6 @@ pytestmark = pytest.mark.anyio
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
 ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def handle(request: m.RequestReceived, ctx: RequestContext) -> Any:
@@ -52,7 +45,7 @@ async def handle(request: m.RequestReceived, ctx: RequestContext) -> Any:
 
 
 def make_app(clock: Clock | None = None, **config: Any) -> McpHttpApp:
-    cfg = m.ServerConfig(clock=clock if clock is not None else Clock(), **config)
+    cfg = m.ServerConfig(clock=clock if clock is not None else Clock(1000.0), **config)
     return McpHttpApp(handle, cfg, principal=_user)
 
 
@@ -140,7 +133,7 @@ async def test_an_unknown_and_a_foreign_session_look_the_same(tg: Any) -> None:
 
 
 async def test_an_idle_session_lives_until_its_timeout_then_is_404(tg: Any) -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     client = Client(make_app(clock, session_idle_timeout=60.0), tg)
     session = await open_session(client)
     clock.now += 59.5
@@ -153,7 +146,7 @@ async def test_an_idle_session_lives_until_its_timeout_then_is_404(tg: Any) -> N
 
 
 async def test_a_busy_session_does_not_expire(tg: Any) -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     app = make_app(clock, session_idle_timeout=60.0)
     client = Client(app, tg)
     session = await open_session(client)
@@ -204,7 +197,7 @@ async def test_lifespan_sweeper_ends_abandoned_sessions_without_a_request() -> N
 
 
 async def test_global_cap_admits_up_to_it_then_the_longest_idle_gives_way(tg: Any) -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     app = make_app(clock, max_sessions=3)
     client = Client(app, tg)
     sessions = []

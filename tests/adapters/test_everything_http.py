@@ -11,6 +11,7 @@ import base64
 import importlib.util
 import re
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,9 @@ from http_harness import (
     Response,
 )
 
+import helpers
 import mrtr_sansio as m
-from helpers import (
-    check_message,
-)
+from helpers import check_message, meta
 from mrtr_sansio.adapters.asgi import McpHttpApp
 
 pytestmark = pytest.mark.anyio
@@ -48,24 +48,8 @@ async def client(everything: Everything) -> AsyncIterator[Client]:
         tg.cancel_scope.cancel()
 
 
-def request(
-    rid: int, method: str, params: dict[str, Any] | None = None, caps: Any = None
-) -> dict[str, Any]:
-    meta = {
-        m.protocol.PROTOCOL_VERSION: "2026-07-28",
-        m.protocol.CLIENT_CAPABILITIES: ALL_CAPS if caps is None else caps,
-    }
-    body_params = dict(params or {})
-    body_params["_meta"] = {**meta, **body_params.get("_meta", {})}
-    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": body_params}
-
-
-def call(rid: int, name: str, arguments: Any = None, **params: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": name, **params}
-    if arguments is not None:
-        body["arguments"] = arguments
-    caps = body.pop("caps", None)
-    return request(rid, "tools/call", body, caps)
+request = partial(helpers.request, caps=ALL_CAPS)
+call = partial(helpers.call, caps=ALL_CAPS)
 
 
 def accept(**content: Any) -> dict[str, Any]:
@@ -511,7 +495,7 @@ async def test_book_trip_without_roots_or_sampling(client: Client) -> None:
 
 
 async def test_progress_and_logs_stream_only_when_asked(client: Client) -> None:
-    body = call(1, "test_tool_with_progress", {}, _meta={"progressToken": "p-1"})
+    body = call(1, "test_tool_with_progress", {}, envelope=meta(ALL_CAPS, progressToken="p-1"))
     response = await send(client, body)
     assert response.content_type.startswith("text/event-stream")
     progress = [msg["params"]["progress"] for msg in response.messages() if msg.get("method")]
@@ -519,7 +503,7 @@ async def test_progress_and_logs_stream_only_when_asked(client: Client) -> None:
     quiet = await send(client, call(2, "test_logging_tool", {}))
     assert quiet.content_type == "application/json"
     loud = await send(
-        client, call(3, "test_logging_tool", {}, _meta={m.protocol.LOG_LEVEL: "info"})
+        client, call(3, "test_logging_tool", {}, envelope=meta(ALL_CAPS, log_level="info"))
     )
     levels = [msg["params"]["level"] for msg in loud.messages() if msg.get("method")]
     assert levels == ["info"]  # debug is below the level asked for

@@ -88,7 +88,7 @@ def port(probe: Probe) -> Iterator[int]:
 
 
 @pytest.fixture
-def conn(port: int) -> Iterator[RawConnection]:
+def raw(port: int) -> Iterator[RawConnection]:
     with RawConnection(port) as c:
         yield c
 
@@ -271,34 +271,34 @@ def test_duplicate_id_in_a_session_is_refused_and_the_pending_call_completes(por
 # --- finding 6: oversized bodies are refused at once and the connection closed -----------------
 
 
-def test_declared_length_past_the_limit_is_refused_before_the_body(conn: RawConnection) -> None:
-    conn.send(post(b"{" + b" " * 1000, length=1024**3))  # 1 GiB announced, 1 KB sent
-    response = conn.response()
+def test_declared_length_past_the_limit_is_refused_before_the_body(raw: RawConnection) -> None:
+    raw.send(post(b"{" + b" " * 1000, length=1024**3))  # 1 GiB announced, 1 KB sent
+    response = raw.response()
     assert response.status == 413
     assert response.header("connection") == "close"
-    assert conn.closed_by_peer()
+    assert raw.closed_by_peer()
 
 
-def test_endless_chunked_body_is_refused_once_past_the_limit(conn: RawConnection) -> None:
+def test_endless_chunked_body_is_refused_once_past_the_limit(raw: RawConnection) -> None:
     head = (
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         "Transfer-Encoding: chunked\r\n\r\n"
     )
-    conn.send(head.encode())
+    raw.send(head.encode())
     chunk = b"%x\r\n" % 16384 + b" " * 16384 + b"\r\n"
     sent = 0
     for _ in range(256):  # at most 4 MiB, 64 times the limit; the answer comes far sooner
         try:
-            conn.send(chunk)
+            raw.send(chunk)
         except OSError:
             break
         sent += 16384
-        if select.select([conn.sock], [], [], 0.01)[0]:
+        if select.select([raw.sock], [], [], 0.01)[0]:
             break
     assert sent <= 4 * LIMIT  # answered soon after the limit, not at the end of the body
-    response = conn.response()
+    response = raw.response()
     assert response.status == 413
-    assert conn.closed_by_peer()
+    assert raw.closed_by_peer()
 
 
 @pytest.mark.parametrize(("size", "status"), [(LIMIT, 200), (LIMIT + 1, 413)])
@@ -320,15 +320,15 @@ def test_body_at_the_limit_is_read_and_one_byte_past_is_refused(
             assert c.response().status == status
 
 
-def test_refusal_before_the_body_closes_instead_of_draining(conn: RawConnection) -> None:
+def test_refusal_before_the_body_closes_instead_of_draining(raw: RawConnection) -> None:
     """A wrong Content-Type is refused before the body is read: uvicorn would read and drop a
     1 GiB body to keep the connection alive; the app closes it instead."""
-    conn.send(post(b"x" * 100, content_type="text/plain", length=1024**3))
-    response = conn.response()
+    raw.send(post(b"x" * 100, content_type="text/plain", length=1024**3))
+    response = raw.response()
     assert response.status == 415
     assert response.header("connection") == "close"
     # At once: uvicorn's keep-alive timer (5 s) would close an idle connection too, later.
-    assert conn.closed_by_peer(timeout=2.0)
+    assert raw.closed_by_peer(timeout=2.0)
 
 
 # --- finding 8: cancelling a shimmed request cancels its legs on the wire -----------------------

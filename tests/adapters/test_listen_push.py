@@ -24,11 +24,12 @@ from test_tasks_http import body
 from test_tasks_notifications import CONFIRM, answer, create, listen, next_note, notes_until
 
 import mrtr_sansio as m
+from helpers import tid
 from mrtr_sansio.adapters import SubscriptionHub
 from mrtr_sansio.adapters.asgi import McpHttpApp
 from mrtr_sansio.adapters.stores import RedisTaskStore, SqliteTaskStore
 from mrtr_sansio.tasks import TaskStatus, TaskStoreError
-from test_task_stores_durable import record, tid
+from test_task_stores_durable import record
 
 pytestmark = pytest.mark.anyio
 

@@ -25,6 +25,7 @@ from stream_harness import (
 )
 
 from helpers import (
+    Clock,
     drain,
 )
 from mrtr_sansio import (
@@ -42,19 +43,11 @@ from mrtr_sansio.adapters import StreamServer, answer
 ASK = elicit_form("What is your name?", NAME_SCHEMA)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Recorder:
     """A StreamServer whose ``start``/``cancel`` only record what they were asked."""
 
     def __init__(self, **config: Any) -> None:
-        self.clock = Clock()
+        self.clock = Clock(1000.0)
         config.setdefault("server_info", SERVER)
         self.conn = ServerConnection(ServerConfig(clock=self.clock, **config))
         self.started: list[RequestReceived] = []

@@ -12,7 +12,6 @@ makes that a failure.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -22,15 +21,16 @@ from typing import Any
 import pytest
 from servers import HTTP_SERVER, http_server
 
+from helpers import require_peer
+
 HERE = Path(__file__).resolve().parent / "ext_tasks"
 INSTALLED = (HERE / "node_modules" / "@modelcontextprotocol" / "ext-tasks").is_dir()
 NODE = shutil.which("node")
 
-if not (INSTALLED and NODE):
-    reason = "the ext-tasks client is not installed (bash tests/interop/ext_tasks/install.sh)"
-    if os.environ.get("MRTR_INTEROP_REQUIRED") == "1":
-        raise RuntimeError(reason)
-    pytest.skip(reason, allow_module_level=True)
+require_peer(
+    bool(INSTALLED and NODE),
+    "the ext-tasks client is not installed (bash tests/interop/ext_tasks/install.sh)",
+)
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import pytest
 from servers import HTTP_SERVER, free_port, http_server
 
 import mrtr_sansio as m
+from helpers import require_peer
 from mrtr_sansio.adapters import CallFailedError
 from mrtr_sansio.adapters.http import HttpClient
 from mrtr_sansio.tasks import EXTENSION, TaskStarted
@@ -32,11 +33,10 @@ HERE = Path(__file__).resolve().parent / "fastmcp_peer"
 VENV = Path(__file__).resolve().parents[2] / ".venv-fastmcp"
 PYTHON = Path(os.environ.get("MRTR_FASTMCP_PYTHON", VENV / "bin" / "python"))
 
-if not PYTHON.is_file():
-    reason = "the fastmcp-tasks venv is missing (bash tests/interop/fastmcp_peer/install.sh)"
-    if os.environ.get("MRTR_INTEROP_REQUIRED") == "1":
-        raise RuntimeError(reason)
-    pytest.skip(reason, allow_module_level=True)
+require_peer(
+    PYTHON.is_file(),
+    "the fastmcp-tasks venv is missing (bash tests/interop/fastmcp_peer/install.sh)",
+)
 
 pytestmark = pytest.mark.anyio
 
