@@ -13,7 +13,8 @@ __all__ = ["consume", "content_kind", "describe", "read_body"]
 
 def content_kind(response: httpx.Response) -> str:
     """The response's media type, lower case, without parameters (``""`` for none)."""
-    return response.headers.get("content-type", "").split(";")[0].strip().lower()
+    kind: str = response.headers.get("content-type", "")
+    return kind.split(";", maxsplit=1)[0].strip().lower()
 
 
 async def consume(response: httpx.Response, take: Callable[[bytes], bool]) -> bool:
