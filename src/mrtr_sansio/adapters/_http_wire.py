@@ -9,7 +9,7 @@ the callbacks, the timer and the lifecycle on top.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,6 +25,8 @@ from mrtr_sansio.events import OutgoingRequest
 from mrtr_sansio.observe import Transport
 
 from ._client_common import ClientDriver, ConnectionClosedError, Trace, call_hook
+from ._http_body import consume, content_kind, describe, read_body
+from ._http_headers import SESSION_HEADER, extra_headers, get_headers, post_headers
 from ._sse import SseDecoder, SseEventTooLargeError
 
 _PORTS = {"http": 80, "https": 443}  # the port of a URL that names none
@@ -33,8 +35,6 @@ __all__ = ["HttpWire", "SessionExpiredError"]
 
 log = logging.getLogger("mrtr_sansio.adapters.http")
 
-ACCEPT = "application/json, text/event-stream"
-SESSION_HEADER = "mcp-session-id"
 #: Seconds before reopening the legacy standalone stream when the server gave no ``retry:``,
 #: doubling while opening fails, up to the maximum; also the default delay before resuming a
 #: legacy response stream. A server's ``retry:`` is capped at the maximum too.
@@ -42,10 +42,6 @@ LISTEN_RETRY = 1.0
 LISTEN_MAX_RETRY = 30.0
 #: Legacy response streams resumed in a row without bringing anything before giving up.
 MAX_IDLE_RESUMES = 2
-#: Headers the client sets itself: extra headers cannot override them.
-_MANAGED_HEADERS = frozenset(
-    {"content-type", "accept", SESSION_HEADER, "mcp-protocol-version", "mcp-method", "mcp-name"}
-)
 #: What a codec's ``loads`` raises on bad input, across codecs.
 _DECODE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError, TypeError)
 
@@ -81,9 +77,7 @@ class HttpWire:
         self.url = httpx.URL(url)
         self._config = config
         self._http = http
-        self._extra_headers = {
-            name: value for name, value in (headers or {}).items() if not _managed(name)
-        }
+        self._extra_headers = extra_headers(headers)
         self._listen_enabled = listen
         self._trace = trace
         limits: Limits = config.limits
@@ -167,11 +161,11 @@ class HttpWire:
             scope.cancel()
 
     def _headers(self, driver: ClientDriver, item: Outgoing) -> dict[str, str]:
-        headers = {**self._extra_headers, "content-type": "application/json", "accept": ACCEPT}
-        headers.update(driver.conn.http_headers(item, self.param_headers))
-        if self._session_id is not None and driver.conn.era is Era.LEGACY:
-            headers[SESSION_HEADER] = self._session_id
-        return headers
+        conn = driver.conn
+        session = self._session_id if conn.era is Era.LEGACY else None
+        return post_headers(
+            self._extra_headers, conn.http_headers(item, self.param_headers), session
+        )
 
     async def _post_message(
         self, driver: ClientDriver, item: Outgoing, gate: anyio.Event | None
@@ -261,18 +255,18 @@ class HttpWire:
                 problem = self._take_session(response)
                 if problem is not None:
                     return problem
-            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            kind = content_kind(response)
             if kind == "text/event-stream" and 200 <= status < 300:
                 resumable = driver.conn.era is Era.LEGACY
                 return await self._read_events(driver, rid, response, resumable)
-            body = await _read_body(response, self._limit)
+            body = await read_body(response, self._limit)
             if body is None:
                 return f"HTTP {status}: the response exceeds {self._limit} bytes"
             if (kind == "application/json" or kind.endswith("+json")) and self._deliver(
                 driver, rid, body
             ):
                 return None
-            return _describe(status, kind, body)
+            return describe(status, kind, body)
 
     @asynccontextmanager
     async def _post(
@@ -295,14 +289,8 @@ class HttpWire:
 
     def _get_headers(self, driver: ClientDriver, last_id: str | None) -> dict[str, str]:
         """The headers of a GET of the legacy session: its standalone or a resumed stream."""
-        headers = {**self._extra_headers, "accept": "text/event-stream"}
-        if self._session_id is not None:
-            headers[SESSION_HEADER] = self._session_id
-        if driver.conn.protocol_version is not None:
-            headers["MCP-Protocol-Version"] = driver.conn.protocol_version
-        if last_id is not None:
-            headers["last-event-id"] = last_id
-        return headers
+        version = driver.conn.protocol_version
+        return get_headers(self._extra_headers, self._session_id, version, last_id)
 
     def _take_session(self, response: httpx.Response) -> str | None:
         """Keep the session id ``initialize`` was answered with; why it is unusable, if so."""
@@ -345,7 +333,7 @@ class HttpWire:
                         return True
             return False
 
-        if not await _consume(response, take):
+        if not await consume(response, take):
             for event in decoder.close():
                 if self._deliver_event(driver, rid, event.event, event.data):
                     return None
@@ -364,7 +352,7 @@ class HttpWire:
             if status == 404 and SESSION_HEADER in headers:
                 self._expire(driver, headers[SESSION_HEADER])
                 return None
-            kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            kind = content_kind(response)
             if status == 200 and kind == "text/event-stream":
                 return await self._read_events(driver, rid, response, True)
             return f"the response stream ended before the answer; resuming it: HTTP {status}"
@@ -480,9 +468,9 @@ class HttpWire:
                 listening.set()  # the stream has its answer: the client may go on
                 if status == 404 and SESSION_HEADER in headers:
                     self._expire(driver, headers[SESSION_HEADER])
-                kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                kind = content_kind(response)
                 if status == 200 and kind == "text/event-stream":
-                    await _consume(response, take)
+                    await consume(response, take)
                 return status
         except httpx.HTTPError as exc:
             log.debug("standalone stream: %s", exc)
@@ -490,55 +478,11 @@ class HttpWire:
             return None
 
 
-async def _consume(response: httpx.Response, take: Callable[[bytes], bool]) -> bool:
-    """Hand the body's chunks to ``take`` until it returns True (then True) or the body ends.
-
-    Reading stops by cancellation rather than by leaving the loop, so that every one of
-    httpx's nested async generators ends (trio warns about those left to the garbage
-    collector). ``take`` must not raise.
-    """
-    done = False
-    with anyio.CancelScope() as reading:
-        async for chunk in response.aiter_bytes():
-            if not done and take(chunk):
-                done = True
-                reading.cancel()
-    return done
-
-
-async def _read_body(response: httpx.Response, limit: int) -> bytes | None:
-    """The whole body, or None past ``limit`` bytes (the rest is not read)."""
-    chunks: list[bytes] = []
-    size = 0
-
-    def take(chunk: bytes) -> bool:
-        nonlocal size
-        size += len(chunk)
-        chunks.append(chunk)
-        return size > limit
-
-    return None if await _consume(response, take) else b"".join(chunks)
-
-
-def _describe(status: int, kind: str, body: bytes) -> str:
-    """Why a response did not answer its request, for the caller's error message."""
-    if 200 <= status < 300:
-        return f"HTTP {status} ({kind or 'no content type'}) without a JSON-RPC response"
-    text = body[:200].decode("utf-8", "replace").strip()
-    return f"HTTP {status}" + (f": {text}" if text else "")
-
-
 def _retry_delay(decoder: SseDecoder) -> float:
     """Seconds to wait before reconnecting: the server's ``retry:``, within bounds."""
     if decoder.retry is None:
         return LISTEN_RETRY
     return min(decoder.retry / 1000, LISTEN_MAX_RETRY)
-
-
-def _managed(header: str) -> bool:
-    """Whether the client sets ``header`` itself (the caller's value is dropped)."""
-    name = header.lower()
-    return name in _MANAGED_HEADERS or name.startswith("mcp-param-")
 
 
 def _describe_item(item: Outgoing) -> str:

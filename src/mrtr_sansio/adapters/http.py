@@ -60,7 +60,8 @@ from ._client_common import (
     InputCallback,
     client_config,
 )
-from ._http_wire import SESSION_HEADER, HttpWire, SessionExpiredError
+from ._http_headers import SESSION_HEADER
+from ._http_wire import HttpWire, SessionExpiredError
 
 __all__ = ["DEFAULT_TIMEOUT", "HttpClient", "SessionExpiredError"]
 
