@@ -51,7 +51,6 @@ from mrtr_sansio._mcp.methods import LEGACY_ONLY_METHODS, PARAM_HEADER_METHOD
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
-from mrtr_sansio._pending import Pending
 from mrtr_sansio._wire.jsonrpc import (
     NOTIFICATION,
     REQUEST,
@@ -96,7 +95,7 @@ from .answers import (
     missing_capability,
     parse_input_required,
 )
-from .observing import answered, leg_ended, leg_sent, refusal, started, traced
+from .observing import answered, leg_ended, leg_sent, refusal, started, traced_leg
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from .state import StateGate, StateRejectedError
 
@@ -747,29 +746,20 @@ class ServerConnection(Connection):
         at = self.config.clock()
         self._observer.observe(started(at, self._obs_key, event, carried, self.transport))
 
-    def _observe_leg_sent(self, action: SendRequest) -> Pending:
-        """Tell the observer a shim leg goes out; the leg's queue entry, re-encoded with the
-        trace keys the observer carries for it in ``params._meta`` (as is without any)."""
-        observer = self._observer
-        assert observer is not None
-        key = self._obs_key
-        observer.observe(leg_sent(self.config.clock(), key, action))
-        kind, _, msg, related, extra = action.item
-        carried = traced(msg, observer.carry(key, LegKey(action.leg_id)))
-        if carried is None:
-            return action.item
-        return (kind, self._dumps(carried), carried, related, extra)
-
     # --- what the legacy shim asks for --------------------------------------------------------
 
     def _apply(self, actions: list[ShimAction]) -> None:
         """Carry out the shim's actions, in order."""
         for action in actions:
             if isinstance(action, SendRequest):
-                if self._observer is None:
+                observer = self._observer
+                if observer is None:
                     self._send(*action.item)
-                else:
-                    self._send(*self._observe_leg_sent(action))
+                else:  # the leg goes out with the trace keys the observer carries for it
+                    key = self._obs_key
+                    observer.observe(leg_sent(self.config.clock(), key, action))
+                    carry = observer.carry(key, LegKey(action.leg_id))
+                    self._send(*traced_leg(action.item, carry, self._dumps))
             elif isinstance(action, LegEnded):
                 if self._observer is not None:
                     at = self.config.clock()

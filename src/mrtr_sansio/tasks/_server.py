@@ -1,11 +1,12 @@
-"""The server connection's task requests: ``tasks/get``, ``tasks/update``, ``tasks/cancel``
-and the task gates of ``tools/call`` and ``subscriptions/listen``.
+"""The server connection's side of the tasks extension: the task gates of ``tools/call`` and
+``subscriptions/listen``, the answers to ``tasks/get``/``tasks/update``/``tasks/cancel``, and
+the work behind ``ServerConnection``'s task methods (a task's start, a run's outcome, reads).
 
-The gates are pure (values in, a :class:`RemoteProtocolError` or None out).
-:func:`answer_task_request` is not: it reads and writes the task store through the
-:class:`TaskMachine` it is given, and returns the event it causes (a task's next run, a
-cancellation) for the connection to queue. It never sends: it returns the result or raises
-the error, and the connection answers the wire.
+The gates and :func:`detailed` are functions of their arguments alone. The others act through
+the :class:`TaskMachine` they are handed, which reads and writes the task store (the store
+may do IO: the connection's owner chose it); none queues or sends: each returns the result,
+the stored task or the event it causes (a task's next run, a cancellation), or raises, and the
+connection answers the wire and queues the event.
 """
 
 from __future__ import annotations
