@@ -441,3 +441,227 @@ def test_the_queue_check_sees_a_part_holding_a_queue(tmp_path: Path) -> None:
     assert queue_touches({"_server.part": (renamed, False)}) == [
         "mrtr_sansio._server.part:3: deque"
     ]
+
+
+#: What changes a container in place: a part calling one of these on an object it was handed
+#: writes into its caller's state.
+MUTATORS = frozenset(
+    {
+        "add",
+        "append",
+        "appendleft",
+        "clear",
+        "discard",
+        "extend",
+        "extendleft",
+        "insert",
+        "pop",
+        "popitem",
+        "popleft",
+        "remove",
+        "reverse",
+        "setdefault",
+        "sort",
+        "update",
+    }
+)
+
+
+def _names(node: ast.expr | None) -> set[str]:
+    return set() if node is None else {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _arguments(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
+    a = func.args
+    extra = [arg for arg in (a.vararg, a.kwarg) if arg is not None]
+    return [*a.posonlyargs, *a.args, *a.kwonlyargs, *extra]
+
+
+def _rebound(func: ast.AST) -> set[str]:
+    """The names a function assigns as a whole (``params = dict(params)``): a fresh value."""
+    return {
+        t.id
+        for node in ast.walk(func)
+        if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign)
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name)
+    }
+
+
+#: Writes into a handed object that are known and owned by another change (module, what).
+KNOWN_FOREIGN_WRITES = frozenset(
+    {
+        # the client call's state, stepped by the task follower: the client's split gives the
+        # call state one owner (issue 31, items 2 and 4)
+        ("_client.task_follow", "st written"),
+    }
+)
+
+
+def _handed(func: ast.FunctionDef | ast.AsyncFunctionDef, local: set[str]) -> dict[str, set[str]]:
+    """The handed parameters of ``func`` and the names their annotations use."""
+    if func.name.startswith("_") and not func.name.startswith("__"):
+        return {}
+    rebound = _rebound(func)
+    return {
+        arg.arg: _names(arg.annotation)
+        for arg in _arguments(func)
+        if arg.arg not in ("self", "cls", *rebound) and not _names(arg.annotation) & local
+    }
+
+
+def _scan(
+    module: str,
+    body: ast.AST,
+    roots: dict[str, set[str]],
+    held: dict[str, set[str]],
+    ours: set[str],
+) -> list[str]:
+    """The foreign writes in ``body`` (:func:`foreign_writes`)."""
+    found: list[str] = []
+
+    def foreign(node: ast.expr) -> tuple[str, set[str]] | None:
+        if isinstance(node, ast.Name) and node.id in roots:
+            return node.id, roots[node.id]
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+            and node.attr in held
+        ):
+            return f"self.{node.attr}", held[node.attr]
+        return None
+
+    for node in ast.walk(body):
+        whats = []
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr in MUTATORS:
+                hit = foreign(f.value)
+                if hit is not None and not hit[1] & ours:
+                    whats.append(f"{hit[0]}.{f.attr}()")
+            elif isinstance(f, ast.Name | ast.Attribute) and node.args:
+                name = f.id if isinstance(f, ast.Name) else f.attr
+                hit = foreign(node.args[0])
+                if name in ("setattr", "delattr", "__setattr__", "__delattr__") and hit:
+                    whats.append(f"{name}({hit[0]})")
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign | ast.Delete):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            for t in target.elts if isinstance(target, ast.Tuple | ast.List) else [target]:
+                if isinstance(t, ast.Attribute | ast.Subscript):
+                    hit = foreign(t.value)
+                    if hit is not None:
+                        whats.append(f"{hit[0]} written")
+        found.extend(
+            f"mrtr_sansio.{module}:{node.lineno}: {what}"  # type: ignore[attr-defined]
+            for what in whats
+            if (module, what) not in KNOWN_FOREIGN_WRITES
+        )
+    return found
+
+
+def foreign_writes(modules: dict[str, tuple[Path, bool]]) -> list[str]:
+    """Every write a core part makes into an object it was handed and does not own.
+
+    A part (a core module outside the role machines) owns the objects of the classes it
+    defines and what it builds. What a public function or method is handed -- a parameter
+    other than ``self``/``cls`` whose annotation names no class of the module and that the
+    function does not rebind, or ``self.X`` set from a parameter -- it may read, and call the
+    methods of the package's own classes on, but not change: no :data:`MUTATORS` call on it
+    (unless its annotation names a class of the package: that class's owner decides), no
+    assignment or ``del`` of its attributes or items, no ``setattr``. A private function
+    (``_name``) is the module's own helper: its parameters are the module's working values,
+    but ``self.X`` is checked there too. A part returns what should change instead, and the
+    owner applies it (DESIGN: parts take values and return values)."""
+    trees = {m: ast.parse(path.read_text(encoding="utf-8")) for m, (path, _) in modules.items()}
+    ours = {
+        n.name for tree in trees.values() for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+    }
+    found = []
+    for module, tree in sorted(trees.items()):
+        if module in QUEUE_OWNERS or module.split(".")[0] in ("adapters", "testing"):
+            continue
+        local = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+        funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                methods = [m for m in node.body if isinstance(m, funcs)]
+                held: dict[str, set[str]] = {}
+                for method in methods:
+                    params = {
+                        arg.arg: _names(arg.annotation)
+                        for arg in _arguments(method)
+                        if arg.arg not in ("self", "cls") and not _names(arg.annotation) & local
+                    }
+                    for sub in ast.walk(method):
+                        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Name):
+                            for t in sub.targets:
+                                if (
+                                    sub.value.id in params
+                                    and isinstance(t, ast.Attribute)
+                                    and isinstance(t.value, ast.Name)
+                                    and t.value.id == "self"
+                                ):
+                                    held[t.attr] = params[sub.value.id]
+                for method in methods:
+                    found += _scan(module, method, _handed(method, local), held, ours)
+            elif isinstance(node, ast.Module):
+                for top in node.body:
+                    if isinstance(top, funcs):
+                        found += _scan(module, top, _handed(top, local), {}, ours)
+    return sorted(set(found))
+
+
+def test_no_part_writes_into_what_it_was_handed() -> None:
+    assert foreign_writes(MODULES) == []
+
+
+def test_the_write_check_sees_a_part_changing_what_it_was_handed(tmp_path: Path) -> None:
+    # StateGate as it was: handed the connection's deque, it appended the rejection to it
+    gate = tmp_path / "gate.py"
+    gate.write_text(
+        "class Gate:\n"
+        "    def __init__(self, config: Config, events: deque[Event]) -> None:\n"
+        "        self._events = events\n"
+        "    def _reject(self, rid: int) -> None:\n"
+        "        self._events.append(Rejected(rid))\n"
+    )
+    # legacy.on_request as it was: it set the level on the connection's session
+    part = tmp_path / "part.py"
+    part.write_text(
+        "def on_request(session: LegacySession, params: dict[str, Any], out: list[int]) -> None:\n"
+        "    session.log_level = params['level']\n"
+        "    out.extend([1])\n"
+        "    setattr(session, 'initialized', True)\n"
+    )
+    assert foreign_writes({"_server.gate": (gate, False), "_server.part": (part, False)}) == [
+        "mrtr_sansio._server.gate:5: self._events.append()",
+        "mrtr_sansio._server.part:2: session written",
+        "mrtr_sansio._server.part:3: out.extend()",
+        "mrtr_sansio._server.part:4: setattr(session)",
+    ]
+    # what stays allowed: its own classes, what it rebinds, its private helpers, methods of
+    # the package's classes, and the role machines themselves
+    fine = tmp_path / "fine.py"
+    fine.write_text(
+        "class Run:\n"
+        "    pass\n"
+        "def step(run: Run, params: dict[str, Any], machine: Machine) -> None:\n"
+        "    run.phase = 1\n"
+        "    params = dict(params)\n"
+        "    params['x'] = 1\n"
+        "    machine.update(params)\n"
+        "def _fill(found: dict[str, str]) -> None:\n"
+        "    found['a'] = 'b'\n"
+        "class Machine:\n"
+        "    def update(self, params: dict[str, Any]) -> None:\n"
+        "        self.params = params\n"
+    )
+    assert (
+        foreign_writes({"_server.fine": (fine, False), "_server.connection": (part, False)}) == []
+    )

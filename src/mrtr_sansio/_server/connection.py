@@ -51,7 +51,6 @@ from mrtr_sansio._mcp.methods import LEGACY_ONLY_METHODS, PARAM_HEADER_METHOD
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
 from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
-from mrtr_sansio._pending import Pending
 from mrtr_sansio._wire.jsonrpc import (
     NOTIFICATION,
     REQUEST,
@@ -77,8 +76,11 @@ from mrtr_sansio.tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
 from mrtr_sansio.tasks._server import (
     TASK_REQUESTS,
     answer_task_request,
+    detailed,
     missing_tasks,
+    needs_tasks,
     required_task_error,
+    settle_task,
     start_task,
 )
 from mrtr_sansio.tasks._store import TaskStoreError
@@ -93,7 +95,7 @@ from .answers import (
     missing_capability,
     parse_input_required,
 )
-from .observing import answered, leg_ended, leg_sent, refusal, started, traced
+from .observing import answered, leg_ended, leg_sent, refusal, started, traced_leg
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from .state import StateGate, StateRejectedError
 
@@ -331,14 +333,7 @@ class ServerConnection(Connection):
         as a :class:`RequestReceived`. A task cancelled meanwhile drops the result. When the
         store fails, the outcome is kept and saved again through :meth:`handle_timer`
         (``TaskSettings.settle_attempts``; then the task fails naming the fault)."""
-        if self._tasks is None or request.task_id is None:
-            raise LocalProtocolError(f"{request.request_id!r} is not a task's run")
-        if isinstance(result, Mapping):  # stored now, sent by every later tasks/get: JSON only
-            try:
-                self._dumps(result)
-            except ENCODE_ERRORS as exc:
-                raise unserializable(exc) from exc
-        rerun = self._tasks.settle(request.task_id, result)
+        rerun = settle_task(self._tasks, request, result, self._encode)
         if rerun is not None:
             self._events.append(rerun)
 
@@ -347,30 +342,21 @@ class ServerConnection(Connection):
         (the params of a ``notifications/tasks``), or None when that caller may not read it
         (unknown, another principal's, expired). Raises
         :class:`~mrtr_sansio.tasks.TaskStoreError` when the store fails."""
-        if self._tasks is None:
-            raise LocalProtocolError("detailed_task needs the tasks extension (ServerConfig.tasks)")
-        found = self._tasks.find(task_id, principal)
-        return None if isinstance(found, str) else found.detailed()
+        return detailed(needs_tasks(self._tasks, "detailed_task").find(task_id, principal))
 
     def detailed_tasks(
         self, task_ids: Sequence[str], principal: str | None = None
     ) -> list[dict[str, Any] | None]:
         """:meth:`detailed_task` for each of ``task_ids`` (strings), in order, read from the
         store in one call when it can (:class:`~mrtr_sansio.tasks.BatchTaskStore`)."""
-        if self._tasks is None:
-            raise LocalProtocolError(
-                "detailed_tasks needs the tasks extension (ServerConfig.tasks)"
-            )
-        found = self._tasks.find_many(task_ids, principal)
-        return [None if isinstance(task, str) else task.detailed() for task in found]
+        found = needs_tasks(self._tasks, "detailed_tasks").find_many(task_ids, principal)
+        return [detailed(task) for task in found]
 
     def renew_task(self, task_id: str) -> bool:
         """Extend the lease of a task's run going on in this process (call it more often than
         ``TaskSettings.lease_seconds``); False when the task is no longer running (cancelled,
         failed, gone): stop the run."""
-        if self._tasks is None:
-            raise LocalProtocolError("renew_task needs the tasks extension (ServerConfig.tasks)")
-        return self._tasks.renew(task_id)
+        return needs_tasks(self._tasks, "renew_task").renew(task_id)
 
     @property
     def unsaved_task_outcomes(self) -> int:
@@ -556,34 +542,26 @@ class ServerConnection(Connection):
         principal: str | None,
     ) -> None:
         """A request without the modern envelope: initialize, or one in a legacy session."""
-        session = self._session
-        if http is not None and session is not None:
-            legacy.check_header(self.config, session, http, rid, method, meta)
-        if method == "initialize" and self.config.legacy_versions:
-            session = self._session = legacy.on_initialize(self.config, session, rid, params)
-            event = RequestReceived(rid, "initialize", params, session)
-            self._inflight[rid] = event
-            if self.config.answer_discovery:
-                result = legacy.initialize_result(self.config, session, session.protocol_version)
+        config = self.config
+        event = legacy.receive(
+            config, self._session, self._tasks, rid, method, params, meta, http, principal
+        )
+        if not isinstance(event, RequestReceived):  # ping, logging/setLevel: answered here
+            if event is not None:
+                self._session.log_level = event  # type: ignore[union-attr]
+            msg = result_message(rid, {})
+            self._send(OutgoingResult, self._dumps(msg), msg, rid)
+            return
+        self._inflight[rid] = event
+        if event.method == "initialize":
+            session = self._session = event.session
+            if config.answer_discovery:
+                result = legacy.initialize_result(config, session, session.protocol_version)  # type: ignore[union-attr]
                 self._respond_complete(event, result)
-            else:
-                self._events.append(event)
-        elif session is not None:
-            if self._tasks is not None and method == TASK_METHOD:
-                refused = required_task_error(self._tasks, rid, params, None, legacy=True)
-                if refused is not None:
-                    raise refused
-            request = legacy.on_request(session, rid, method, params, principal)
-            if request is None:  # ping, logging/setLevel: answered here
-                msg = result_message(rid, {})
-                self._send(OutgoingResult, self._dumps(msg), msg, rid)
-            else:
-                self._inflight[rid] = request
-                if self._observer is not None:
-                    self._observe_start(request, None)
-                self._events.append(request)
-        else:
-            raise legacy.unsessioned(self.config, rid, method, meta)
+                return
+        elif self._observer is not None:
+            self._observe_start(event, None)
+        self._events.append(event)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
@@ -659,7 +637,9 @@ class ServerConnection(Connection):
                             self.transport,
                         )
                     )
-                self._events.append(legacy.session_opened(session, legacy_out))
+                opened = legacy.session_opened(session, legacy_out)
+                session.protocol_version = opened.protocol_version
+                self._events.append(opened)
             return
         if event.method == LISTEN:
             self._acknowledged.discard(rid)
@@ -766,29 +746,20 @@ class ServerConnection(Connection):
         at = self.config.clock()
         self._observer.observe(started(at, self._obs_key, event, carried, self.transport))
 
-    def _observe_leg_sent(self, action: SendRequest) -> Pending:
-        """Tell the observer a shim leg goes out; the leg's queue entry, re-encoded with the
-        trace keys the observer carries for it in ``params._meta`` (as is without any)."""
-        observer = self._observer
-        assert observer is not None
-        key = self._obs_key
-        observer.observe(leg_sent(self.config.clock(), key, action))
-        kind, _, msg, related, extra = action.item
-        carried = traced(msg, observer.carry(key, LegKey(action.leg_id)))
-        if carried is None:
-            return action.item
-        return (kind, self._dumps(carried), carried, related, extra)
-
     # --- what the legacy shim asks for --------------------------------------------------------
 
     def _apply(self, actions: list[ShimAction]) -> None:
         """Carry out the shim's actions, in order."""
         for action in actions:
             if isinstance(action, SendRequest):
-                if self._observer is None:
+                observer = self._observer
+                if observer is None:
                     self._send(*action.item)
-                else:
-                    self._send(*self._observe_leg_sent(action))
+                else:  # the leg goes out with the trace keys the observer carries for it
+                    key = self._obs_key
+                    observer.observe(leg_sent(self.config.clock(), key, action))
+                    carry = observer.carry(key, LegKey(action.leg_id))
+                    self._send(*traced_leg(action.item, carry, self._dumps))
             elif isinstance(action, LegEnded):
                 if self._observer is not None:
                     at = self.config.clock()

@@ -27,6 +27,8 @@ from mrtr_sansio._mcp.envelope import (
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.values import MRTR_METHODS
 from mrtr_sansio.http._facts import HttpRequestFacts
+from mrtr_sansio.tasks._machine import TASK_METHOD, TaskMachine
+from mrtr_sansio.tasks._server import required_task_error
 
 from .state import MRTR_FIELDS
 
@@ -35,6 +37,7 @@ __all__ = [
     "initialize_result",
     "on_initialize",
     "on_request",
+    "receive",
     "session_opened",
     "unsessioned",
 ]
@@ -103,21 +106,49 @@ def on_initialize(
 
 def on_request(
     session: LegacySession, rid: Any, method: str, params: dict[str, Any], principal: str | None
-) -> RequestReceived | None:
-    """A request in the session: the event for the application, or None when it is
-    ``ping`` or ``logging/setLevel``, answered here with an empty result."""
+) -> RequestReceived | str | None:
+    """A request in the session: the event for the application; or, answered here with an
+    empty result, None for ``ping`` and the level ``logging/setLevel`` sets (the connection
+    records it in the session it owns)."""
     if method == "ping":
         return None
     if method == "logging/setLevel":
         level = params.get("level")
         if type(level) is not str or level not in LOG_LEVEL_RANK:
             raise invalid(rid, "logging/setLevel: unknown level")
-        session.log_level = level
-        return None
+        return level
     if method in MRTR_METHODS and ("inputResponses" in params or "requestState" in params):
         # Not fields of the legacy wire: on a first round they could only be forged answers.
         params = {k: v for k, v in params.items() if k not in MRTR_FIELDS}
     return RequestReceived(rid, method, params, session, None, 1, principal)
+
+
+def receive(
+    config: ServerConfig,
+    session: LegacySession | None,
+    tasks: TaskMachine | None,
+    rid: Any,
+    method: str,
+    params: dict[str, Any],
+    meta: dict[str, Any] | None,
+    http: HttpRequestFacts | None,
+    principal: str | None,
+) -> RequestReceived | str | None:
+    """A request without the modern envelope, checked: ``initialize`` (its event carries the
+    new session, for the connection to keep), a request in the session (as :func:`on_request`
+    says), or a :class:`RemoteProtocolError` (also for a request with no session)."""
+    if http is not None and session is not None:
+        check_header(config, session, http, rid, method, meta)
+    if method == "initialize" and config.legacy_versions:
+        session = on_initialize(config, session, rid, params)
+        return RequestReceived(rid, "initialize", params, session)
+    if session is None:
+        raise unsessioned(config, rid, method, meta)
+    if tasks is not None and method == TASK_METHOD:
+        refused = required_task_error(tasks, rid, params, None, legacy=True)
+        if refused is not None:
+            raise refused
+    return on_request(session, rid, method, params, principal)
 
 
 def initialize_result(
@@ -139,12 +170,13 @@ def initialize_result(
 
 
 def session_opened(session: LegacySession, result: Mapping[str, Any]) -> SessionInitialized:
-    """``initialize`` was answered: the version in the answer is the negotiated one."""
+    """``initialize`` was answered: the version in the answer is the negotiated one (the
+    connection records it in the session)."""
     version = result.get("protocolVersion")
-    if isinstance(version, str):
-        session.protocol_version = version
     return SessionInitialized(
-        session.protocol_version, session.client_capabilities, session.client_info
+        version if isinstance(version, str) else session.protocol_version,
+        session.client_capabilities,
+        session.client_info,
     )
 
 

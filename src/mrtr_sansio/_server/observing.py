@@ -6,7 +6,7 @@ facts to its observer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mrtr_sansio._errors import RemoteProtocolError
@@ -14,6 +14,7 @@ from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.values import INPUT_REQUIRED
+from mrtr_sansio._pending import Pending
 from mrtr_sansio.observe import (
     LegAnswered,
     LegSent,
@@ -28,7 +29,16 @@ from mrtr_sansio.tasks._server import TASK_REQUESTS
 
 from .shim import LegEnded, SendRequest
 
-__all__ = ["answered", "leg_ended", "leg_sent", "refusal", "started", "target_of", "traced"]
+__all__ = [
+    "answered",
+    "leg_ended",
+    "leg_sent",
+    "refusal",
+    "started",
+    "target_of",
+    "traced",
+    "traced_leg",
+]
 
 
 def target_of(method: Any, params: Any) -> str | None:
@@ -119,6 +129,16 @@ def traced(msg: Mapping[str, Any], carry: Any) -> dict[str, Any] | None:
     meta = params.get("_meta")
     params["_meta"] = {**meta, **trace} if isinstance(meta, Mapping) else dict(trace)
     return {**msg, "params": params}
+
+
+def traced_leg(item: Pending, carry: Any, dumps: Callable[[Any], bytes]) -> Pending:
+    """A shim leg's queue entry re-encoded (``dumps``) with the trace keys ``carry`` (the
+    observer's) puts in its ``params._meta``; as is without any."""
+    kind, _, msg, related, extra = item
+    carried = traced(msg, carry)
+    if carried is None:
+        return item
+    return (kind, dumps(carried), carried, related, extra)
 
 
 def refusal(

@@ -1,16 +1,17 @@
-"""The server connection's task requests: ``tasks/get``, ``tasks/update``, ``tasks/cancel``
-and the task gates of ``tools/call`` and ``subscriptions/listen``.
+"""The server connection's side of the tasks extension: the task gates of ``tools/call`` and
+``subscriptions/listen``, the answers to ``tasks/get``/``tasks/update``/``tasks/cancel``, and
+the work behind ``ServerConnection``'s task methods (a task's start, a run's outcome, reads).
 
-The gates are pure (values in, a :class:`RemoteProtocolError` or None out).
-:func:`answer_task_request` is not: it reads and writes the task store through the
-:class:`TaskMachine` it is given, and returns the event it causes (a task's next run, a
-cancellation) for the connection to queue. It never sends: it returns the result or raises
-the error, and the connection answers the wire.
+The gates and :func:`detailed` are functions of their arguments alone. The others act through
+the :class:`TaskMachine` they are handed, which reads and writes the task store (the store
+may do IO: the connection's owner chose it); none queues or sends: each returns the result,
+the stored task or the event it causes (a task's next run, a cancellation), or raises, and the
+connection answers the wire and queues the event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
@@ -25,8 +26,11 @@ from ._values import EXTENSION, RunAsTask, Task, TaskCancelled, TaskSupport
 __all__ = [
     "TASK_REQUESTS",
     "answer_task_request",
+    "detailed",
     "missing_tasks",
+    "needs_tasks",
     "required_task_error",
+    "settle_task",
     "start_task",
 ]
 
@@ -131,3 +135,32 @@ def start_task(
     if machine.settings.support(event.name) is TaskSupport.FORBIDDEN:
         raise LocalProtocolError(f"tool {event.name!r} may not run as a task (TaskSettings.tools)")
     return machine.create(event, run)
+
+
+def settle_task(
+    machine: TaskMachine | None,
+    request: RequestReceived,
+    result: Any,
+    encode: Callable[[Any], bytes],
+) -> RequestReceived | None:
+    """Record what a task's run returned (``ServerConnection.settle_task``): the task's next
+    run when a state-only answer asks for one, for the connection to queue. Raises
+    :class:`LocalProtocolError` when ``request`` is not a task's run, or from ``encode`` (the
+    connection's) when a result mapping cannot be serialized."""
+    if machine is None or request.task_id is None:
+        raise LocalProtocolError(f"{request.request_id!r} is not a task's run")
+    if isinstance(result, Mapping):  # stored now, sent by every later tasks/get: JSON only
+        encode(result)
+    return machine.settle(request.task_id, result)
+
+
+def needs_tasks(machine: TaskMachine | None, what: str) -> TaskMachine:
+    """``machine``; :class:`LocalProtocolError` naming ``what`` when the server has none."""
+    if machine is None:
+        raise LocalProtocolError(f"{what} needs the tasks extension (ServerConfig.tasks)")
+    return machine
+
+
+def detailed(found: Task | str) -> dict[str, Any] | None:
+    """The ``DetailedTask`` of what :meth:`TaskMachine.find` found, None for a refusal."""
+    return None if isinstance(found, str) else found.detailed()
