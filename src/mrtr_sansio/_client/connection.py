@@ -207,21 +207,22 @@ class ClientConnection(Connection):
         """Answer an elicitation with ``{"action": "decline"}`` (the user said no)."""
         return self.fulfil(check_elicitation(event, "decline"), {"action": "decline"})
 
-    def cancel(self, target: Call | InputNeeded, reason: str | None = None) -> bool:
-        """Cancel a call, or answer an elicitation with ``{"action": "cancel"}``.
+    def dismiss(self, event: InputNeeded) -> bool:
+        """Answer an elicitation with ``{"action": "cancel"}`` (the user dismissed it)."""
+        return self.fulfil(check_elicitation(event, "dismiss"), {"action": "cancel"})
 
-        For a :class:`Call`: the request in flight, if any, is cancelled with
+    def cancel(self, call: Call, reason: str | None = None) -> bool:
+        """Cancel ``call``: the request in flight, if any, is cancelled with
         ``notifications/cancelled`` (an HTTP transport closes that request's stream instead,
         reading ``requestId``), nothing more is sent for the call, its pending input is void
         and no further event is reported for it. Returns False when the call had already
-        ended. For an :class:`InputNeeded` of ``elicitation/create``: the user dismissed it.
+        ended. (An elicitation the user dismissed is answered with :meth:`dismiss`.)
         """
-        if type(target) is InputNeeded:
-            return self.fulfil(check_elicitation(target, "cancel"), {"action": "cancel"})
-        if type(target) is not Call:
-            raise TypeError(f"cannot cancel {type(target).__name__}")
-        st = self._calls.get(target.call_id)
-        if st is None or st.call is not target:
+        if type(call) is not Call:
+            hint = "; dismiss(event) answers an elicitation" * isinstance(call, InputNeeded)
+            raise TypeError(f"cancel() takes a Call, not {type(call).__name__}{hint}")
+        st = self._calls.get(call.call_id)
+        if st is None or st.call is not call:
             return False
         self._abandon(st, reason, K.CANCELLED)
         return True
