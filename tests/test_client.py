@@ -360,17 +360,19 @@ def test_mapping_answers_are_sent_as_plain_objects() -> None:
     assert one(conn)["params"]["inputResponses"]["k"] == ROOTS_ANSWER
 
 
-def test_decline_and_cancel_answer_elicitations() -> None:
+def test_decline_and_dismiss_answer_elicitations() -> None:
     conn = client()
     start(conn)
     reply(conn, 0, input_required({"d": FORM, "c": URL, "s": SAMPLE}))
     d, c, s = needed(conn)
     assert conn.decline(d)
-    assert conn.cancel(c)
+    with pytest.raises(TypeError, match=r"takes a Call, not InputNeeded; dismiss\(event\)"):
+        conn.cancel(c)  # type: ignore[arg-type]
+    assert conn.dismiss(c)
     with pytest.raises(LocalProtocolError, match="elicitation"):
         conn.decline(s)
-    with pytest.raises(LocalProtocolError):
-        conn.cancel(s)
+    with pytest.raises(LocalProtocolError, match="dismiss answers elicitation/create"):
+        conn.dismiss(s)
     conn.fulfil(s, SAMPLED)
     assert one(conn)["params"]["inputResponses"] == {
         "d": {"action": "decline"},

@@ -294,7 +294,7 @@ def test_decline_cancel_and_reject_on_the_legacy_wire() -> None:
     s = server_request(conn, 3, "sampling/createMessage", SAMPLE["params"])[0]
     r = server_request(conn, 4, "roots/list")[0]
     assert conn.decline(d)
-    assert conn.cancel(c)
+    assert conn.dismiss(c)
     assert conn.reject(s)
     assert conn.reject(r, JsonRpcError(-32603, "Roots are unavailable", {"reason": "io"}))
     items = conn.outgoing()

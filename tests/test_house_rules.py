@@ -72,7 +72,6 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_pending",
                 "_lifecycle",
                 "_config",
-                "tasks._table",
                 "tasks._values",
                 "tasks._store",
                 "tasks._settings",

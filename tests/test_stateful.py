@@ -370,7 +370,7 @@ class ClientServerMachine(RuleBasedStateMachine):
                 assert self.client.decline(event)
                 reply: dict[str, Any] = {"action": "decline"}
             elif action == "cancel":
-                assert self.client.cancel(event)
+                assert self.client.dismiss(event)
                 reply = {"action": "cancel"}
             else:
                 reply = {"action": "accept"}

@@ -3,8 +3,8 @@
 A page asks for them with a marker on a line of its own:
 
 * ``<!-- lifecycle: NAME -->`` — the state diagram (Mermaid ``stateDiagram-v2``) and the
-  transition table of the lifecycle ``DRAWN[NAME]`` (those of ``mrtr_sansio._lifecycle``,
-  and ``task``, the status table of ``mrtr_sansio.tasks``);
+  transition table of the lifecycle ``DRAWN[NAME]`` (``mrtr_sansio._lifecycle.LIFECYCLES``,
+  the tasks extension's status table ``task`` included);
 * ``<!-- config: CLASS -->`` — the fields of ``mrtr_sansio.CLASS`` (``Limits``,
   ``ServerConfig``, ``ClientConfig``; ``ServeOptions`` from ``mrtr_sansio.adapters.serve``,
   ``TaskSettings`` from ``mrtr_sansio.tasks``, ``TaskRunOptions`` from
@@ -46,7 +46,6 @@ import attrs
 
 import mrtr_sansio
 from mrtr_sansio._lifecycle import LIFECYCLES, Lifecycle
-from mrtr_sansio.tasks import TASK
 
 MARKER = re.compile(r"^<!-- (lifecycle|config|output|trace): (\S.*?) -->$", re.MULTILINE)
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,8 +63,8 @@ ADAPTER_CONFIG = {
     "TaskSettings": "mrtr_sansio.tasks",
     "TaskRunOptions": "mrtr_sansio.adapters.asgi",
 }
-#: The lifecycles a page may draw: the core's, and the tasks extension's status table.
-DRAWN: dict[str, Lifecycle[Any, Any]] = {**LIFECYCLES, "task": TASK}
+#: The lifecycles a page may draw.
+DRAWN: dict[str, Lifecycle[Any, Any]] = LIFECYCLES
 
 
 #: A chart marker: its title, then the bars (see the module docstring).

@@ -1,20 +1,20 @@
 """Lifecycle tables: the states a request or call goes through, and the only ways to move.
 
 Each lifecycle is a :class:`Lifecycle`: its states and triggers (enums) and a table
-``(state, trigger) -> state``. The legacy shim's runs and the client's calls change state only
-through the table (:meth:`Lifecycle.step`, or the per-trigger maps of :meth:`Lifecycle.moves`
-on hot paths), which refuses a transition it does not declare. The modern server request is the
-hot path and keeps no state object: a request in flight is ``RECEIVED``, and the server sends
-for its answer the item of the state the table moves it to (:data:`ANSWER_CARRIER`); the tests
-read the state back off what the connection emits (:func:`modern_trigger`). The documentation
-draws its state diagrams from these tables (:meth:`Lifecycle.mermaid`).
+``(state, trigger) -> state``. The legacy shim's runs, the client's calls and the tasks
+(extension) change state only through the table (:meth:`Lifecycle.step`, or the per-trigger
+maps of :meth:`Lifecycle.moves` on hot paths), which refuses a transition it does not declare.
+The modern server request is the hot path and keeps no state object: a request in flight is
+``RECEIVED``, and the server sends for its answer the item of the state the table moves it to
+(:data:`ANSWER_CARRIER`); the tests read the state back off what the connection emits
+(:func:`modern_trigger`). The documentation draws its state diagrams from these tables
+(:meth:`Lifecycle.mermaid`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Generic, NoReturn, TypeVar
 
 from ._errors import ErrorCode, LocalProtocolError
@@ -32,6 +32,7 @@ __all__ = [
     "LEGACY_SHIM",
     "LIFECYCLES",
     "MODERN_REQUEST",
+    "TASK",
     "CallPhase",
     "CallTrigger",
     "Lifecycle",
@@ -40,6 +41,8 @@ __all__ = [
     "RequestTrigger",
     "ShimPhase",
     "ShimTrigger",
+    "TaskStatus",
+    "TaskTrigger",
     "modern_trigger",
 ]
 
@@ -64,8 +67,8 @@ class _Moves(dict[Any, Any]):
         self._lifecycle = lifecycle
         self._trigger = trigger
 
-    def __missing__(self, state: Any) -> Any:
-        return self._lifecycle._missed(state, self._trigger)
+    def __missing__(self, state: Any) -> NoReturn:
+        self._lifecycle._missed(state, self._trigger)
 
 
 class Lifecycle(Generic[S, T]):
@@ -75,7 +78,7 @@ class Lifecycle(Generic[S, T]):
     ``initial``, every state that is not terminal can move on, and terminal states cannot.
     """
 
-    __slots__ = ("_log", "_moves", "initial", "name", "table", "terminal", "title")
+    __slots__ = ("_moves", "initial", "name", "table", "terminal", "title")
 
     def __init__(
         self,
@@ -87,7 +90,6 @@ class Lifecycle(Generic[S, T]):
     ) -> None:
         self.name = name
         self.title = title
-        self._log: list[tuple[S, T]] | None = None
         self.initial = initial
         self.terminal = frozenset(terminal)
         self.table = dict(table)
@@ -129,36 +131,8 @@ class Lifecycle(Generic[S, T]):
         lookup is then one dict access (and an undeclared state raises as :meth:`step` does)."""
         return self._moves[trigger]
 
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[list[tuple[S, T]]]:
-        """Record every transition looked up while the block runs, through :meth:`step` or a
-        :meth:`moves` map, as ``(state, trigger)`` pairs in order (undeclared ones too, which
-        still raise): the seam tests use to check the paths code takes.
-
-        The maps answer through the recorder meanwhile (slower); on exit they are restored.
-        """
-        log: list[tuple[S, T]] = []
-        saved = [(moves, dict(moves)) for moves in self._moves.values()]
-        for moves, _ in saved:
-            moves.clear()
-        self._log = log
-        try:
-            yield log
-        finally:
-            self._log = None
-            for moves, contents in saved:
-                moves.update(contents)
-
-    def _missed(self, state: S, trigger: T) -> Any:
-        """A lookup a :meth:`moves` map does not hold: recorded while :meth:`recording`,
-        answered from the table if declared, else refused."""
-        if self._log is not None:
-            self._log.append((state, trigger))
-            if (state, trigger) in self.table:
-                return self.table[state, trigger]
-        return self._undeclared(state, trigger)
-
-    def _undeclared(self, state: S, trigger: T) -> NoReturn:
+    def _missed(self, state: S, trigger: T) -> NoReturn:
+        """A lookup a :meth:`moves` map does not hold: the table does not declare it."""
         raise LocalProtocolError(
             f"internal error: the {self.name} lifecycle declares no transition from "
             f"{state.name} on {trigger.name}"
@@ -446,9 +420,62 @@ CLIENT_CALL: Lifecycle[CallPhase, CallTrigger] = Lifecycle(
     },
 )
 
+# --- the task (tasks extension) ------------------------------------------------------------
+# ``working -> input_required -> working -> completed | failed | cancelled``. The task machine
+# checks :attr:`Lifecycle.terminal` before the table (a late result, a cancel of a finished
+# task), so such an event changes nothing instead of reaching it.
+
+
+class TaskStatus(Member):
+    """A task's ``status`` on the wire."""
+
+    WORKING = "working"
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class TaskTrigger(Member):
+    """What moves a task."""
+
+    ASKED = "the handler asked for input"
+    RERUN = "the handler returned state only: run again"
+    ANSWERED_SOME = "tasks/update answered some of the outstanding requests"
+    ANSWERED = "tasks/update answered the last outstanding request"
+    RESULT = "the handler returned a result (isError included)"
+    ERROR = "the handler returned a JSON-RPC error"
+    CANCEL = "tasks/cancel"
+    LEASE_EXPIRED = "the worker's lease ran out"
+
+
+_ENDINGS = {
+    TaskTrigger.CANCEL: TaskStatus.CANCELLED,
+    TaskTrigger.LEASE_EXPIRED: TaskStatus.FAILED,
+}
+
+#: The task status table.
+TASK: Lifecycle[TaskStatus, TaskTrigger] = Lifecycle(
+    "task",
+    "Task (tasks extension, SEP-2663)",
+    TaskStatus.WORKING,
+    (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED),
+    {
+        (TaskStatus.WORKING, TaskTrigger.ASKED): TaskStatus.INPUT_REQUIRED,
+        (TaskStatus.WORKING, TaskTrigger.RERUN): TaskStatus.WORKING,
+        (TaskStatus.WORKING, TaskTrigger.RESULT): TaskStatus.COMPLETED,
+        (TaskStatus.WORKING, TaskTrigger.ERROR): TaskStatus.FAILED,
+        **{(TaskStatus.WORKING, t): end for t, end in _ENDINGS.items()},
+        (TaskStatus.INPUT_REQUIRED, TaskTrigger.ANSWERED_SOME): TaskStatus.INPUT_REQUIRED,
+        (TaskStatus.INPUT_REQUIRED, TaskTrigger.ANSWERED): TaskStatus.WORKING,
+        **{(TaskStatus.INPUT_REQUIRED, t): end for t, end in _ENDINGS.items()},
+    },
+)
+
 #: Every lifecycle, by the name the documentation uses for its diagram.
 LIFECYCLES: dict[str, Lifecycle[Any, Any]] = {
     "modern-request": MODERN_REQUEST,
     "legacy-shim": LEGACY_SHIM,
     "client-call": CLIENT_CALL,
+    "task": TASK,
 }

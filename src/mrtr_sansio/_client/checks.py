@@ -219,7 +219,7 @@ def check_event(event: Any) -> InputNeeded:
 
 
 def check_elicitation(event: Any, action: str) -> InputNeeded:
-    """``event``, when the elicitation ``action`` (decline, cancel) can answer it."""
+    """``event``, when the elicitation ``action`` (decline, dismiss) can answer it."""
     needed = check_event(event)
     if needed.method != ELICIT:
         raise LocalProtocolError(

@@ -46,14 +46,7 @@ from mrtr_sansio._events import (
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import Era
-from mrtr_sansio._wire.jsonrpc import (
-    REQUEST,
-    RESPONSE,
-    classify,
-    is_valid_id,
-    notification_message,
-    request_message,
-)
+from mrtr_sansio._wire.jsonrpc import REQUEST, RESPONSE, classify, is_valid_id, request_message
 
 from . import task_follow as follow
 from .calls import IN_FLIGHT, TASK_PHASES, CallState, cancelled_message, leg_params, unsendable
@@ -67,10 +60,10 @@ from .checks import (
 )
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .http import request_headers
-from .legacy_rounds import Exhausted, closed_move, receive
+from .legacy_rounds import Exhausted, LegacyRounds, Opened
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered
-from .server_requests import Refuse, Reply, ServerRequests
+from .server_requests import Refuse, Reply
 
 __all__ = ["ClientConnection"]
 
@@ -121,7 +114,7 @@ class ClientConnection(Connection):
         self._failure: JsonRpcError | None = None
         self._envelope: dict[str, Any] = {}
         self._ready = False  # the era is known and calls go out at once
-        self._server = ServerRequests(config)
+        self._server = LegacyRounds(config)
         self._handshake = Handshake(config)
         #: The era of the server, once known.
         self.era: Era | None = None
@@ -207,21 +200,22 @@ class ClientConnection(Connection):
         """Answer an elicitation with ``{"action": "decline"}`` (the user said no)."""
         return self.fulfil(check_elicitation(event, "decline"), {"action": "decline"})
 
-    def cancel(self, target: Call | InputNeeded, reason: str | None = None) -> bool:
-        """Cancel a call, or answer an elicitation with ``{"action": "cancel"}``.
+    def dismiss(self, event: InputNeeded) -> bool:
+        """Answer an elicitation with ``{"action": "cancel"}`` (the user dismissed it)."""
+        return self.fulfil(check_elicitation(event, "dismiss"), {"action": "cancel"})
 
-        For a :class:`Call`: the request in flight, if any, is cancelled with
+    def cancel(self, call: Call, reason: str | None = None) -> bool:
+        """Cancel ``call``: the request in flight, if any, is cancelled with
         ``notifications/cancelled`` (an HTTP transport closes that request's stream instead,
         reading ``requestId``), nothing more is sent for the call, its pending input is void
         and no further event is reported for it. Returns False when the call had already
-        ended. For an :class:`InputNeeded` of ``elicitation/create``: the user dismissed it.
+        ended. (An elicitation the user dismissed is answered with :meth:`dismiss`.)
         """
-        if type(target) is InputNeeded:
-            return self.fulfil(check_elicitation(target, "cancel"), {"action": "cancel"})
-        if type(target) is not Call:
-            raise TypeError(f"cannot cancel {type(target).__name__}")
-        st = self._calls.get(target.call_id)
-        if st is None or st.call is not target:
+        if type(call) is not Call:
+            hint = "; dismiss(event) answers an elicitation" * isinstance(call, InputNeeded)
+            raise TypeError(f"cancel() takes a Call, not {type(call).__name__}{hint}")
+        st = self._calls.get(call.call_id)
+        if st is None or st.call is not call:
             return False
         self._abandon(st, reason, K.CANCELLED)
         return True
@@ -349,17 +343,13 @@ class ClientConnection(Connection):
     def _era_known(self, settled: Settled) -> None:
         """The handshake settled: report it and send the calls that waited for it."""
         self._events.append(settled.detected)
-        if self.era is Era.LEGACY:
-            note = notification_message("notifications/initialized", None)
-            self._send(OutgoingNotification, self._encode(note), note, None)
-            if self._report is not None:
-                self._report.session_started(settled.detected.protocol_version, self.transport)
-            if settled.log_level is not None:  # the answer is dropped: a refusal changes nothing
-                rid = self._new_id()
-                self._request(
-                    request_message(rid, "logging/setLevel", {"level": settled.log_level})
-                )
-                self._ignore(rid)
+        for msg in settled.follow_ups(self._new_id):
+            if "id" in msg:
+                self._request(msg, ignore=True)
+            else:
+                self._notify(msg)
+        if self._report is not None and self.era is Era.LEGACY:
+            self._report.session_started(settled.detected.protocol_version, self.transport)
         queue, self._queue = self._queue, []
         for st in queue:
             self._send_leg(st, _SENT)
@@ -385,9 +375,16 @@ class ClientConnection(Connection):
         if len(ignored) > self._limits.max_in_flight:
             del ignored[next(iter(ignored))]
 
-    def _request(self, msg: dict[str, Any]) -> None:
-        """Queue a request of the connection's own (no call's)."""
+    def _request(self, msg: dict[str, Any], *, ignore: bool = False) -> None:
+        """Queue a request of the connection's own (no call's); with ``ignore`` its answer,
+        if any, is dropped."""
         self._send(OutgoingRequest, self._encode(msg), msg, None, (msg["id"],))
+        if ignore:
+            self._ignore(msg["id"])
+
+    def _notify(self, msg: dict[str, Any]) -> None:
+        """Queue a notification."""
+        self._send(OutgoingNotification, self._encode(msg), msg, None)
 
     def _send_leg(self, st: CallState, trigger: CallTrigger, method: str | None = None) -> None:
         """Send the call's next request and move it by ``trigger`` once it is queued: the call's
@@ -429,13 +426,10 @@ class ClientConnection(Connection):
         task, with ``tasks/cancel``, whose answer is ignored)."""
         was = st.phase
         if trigger is K.CANCELLED and was in TASK_PHASES:
-            rid = self._new_id()
-            self._request(follow.cancel_message(rid, st, self._envelope))
-            self._ignore(rid)
+            self._request(follow.cancel_message(self._new_id(), st, self._envelope), ignore=True)
         st.phase = _MOVES[trigger][was]
         if was in IN_FLIGHT:
-            msg = cancelled_message(st, reason)
-            self._send(OutgoingNotification, self._encode(msg), msg, None)
+            self._notify(cancelled_message(st, reason))
             self._ignore(st.leg)
             if self.era is Era.LEGACY:
                 self._server.cancelled(st.call.method, self._next_id)
@@ -505,11 +499,16 @@ class ClientConnection(Connection):
             self._end(st, detail, was)
 
     def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
-        """A legacy server's request: what :class:`ServerRequests` decides, then where it
-        falls in the rounds of the call it belongs to (``legacy_rounds.receive``)."""
-        step = receive(self._server, msg, related, self.era, self._legs, self.config.max_rounds)
-        if isinstance(step, Reply):
-            self._reply(step)
+        """A legacy server's request, where :class:`LegacyRounds` places it."""
+        step = self._server.receive(msg, related, self.era, self._legs)
+        if isinstance(step, Opened):
+            event, st = step.event, step.st
+            if st is not None:
+                st.round = event.round
+                st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
+            if self._report is not None:
+                self._report.request_received(event, self.session_id, self.protocol_version)
+            self._events.append(event)
         elif isinstance(step, Refuse):
             self._invalid(step.exc, answer=step.answer)
         elif isinstance(step, Exhausted):
@@ -517,23 +516,16 @@ class ClientConnection(Connection):
             self._abandon(step.st, "Too many rounds of input", K.ROUND_CAP)
             self._events.append(step.event)
         else:
-            event, st = step.event, step.st
-            if st is not None:
-                st.round = event.round
-                st.phase = _MOVES[K.SERVER_REQUEST][st.phase]
-            self._server.opened(event)
-            if self._report is not None:
-                self._report.request_received(event, self.session_id, self.protocol_version)
-            self._events.append(event)
+            self._reply(step)
 
     def _reply(self, reply: Reply) -> None:
         """Queue a response to a server request."""
-        msg = reply.message
+        msg, error = reply.message, reply.error
         data = self._encode(msg)
-        if reply.error is None:
+        if error is None:
             self._send(OutgoingResult, data, msg, msg["id"])
         else:
-            self._send(OutgoingError, data, msg, msg["id"], (reply.error,))
+            self._send(OutgoingError, data, msg, msg["id"], (error,))
 
     def _answer_server_request(self, event: InputNeeded, reply: Reply | None) -> bool:
         """Send ``reply`` to a pending server request and close it; False (nothing sent) when
@@ -541,26 +533,26 @@ class ClientConnection(Connection):
         if reply is None:
             return False
         self._reply(reply)
-        self._server.closed(event)
-        self._server_request_closed(event, "answered" if reply.error is None else "error")
+        outcome = "answered" if reply.error is None else "error"
+        self._request_closed(event, self._server.settle(event), outcome)
         return True
 
-    def _server_request_closed(self, event: InputNeeded, outcome: str) -> None:
-        """A server request was answered or withdrawn (``outcome``): its call, if alive, may
-        have no more."""
+    def _request_closed(self, event: InputNeeded, move: CallTrigger | None, outcome: str) -> None:
+        """A server request was answered or withdrawn (``outcome``); its call moves by
+        ``move`` (a call's end drops its requests: one linked to a live call, if any)."""
         if self._report is not None:
             self._report.replied(event.key, outcome)
-        call = event.call
-        if call is not None:  # alive: a call's end drops its requests (drop_call)
-            st = self._calls[call.call_id]
-            st.phase = _MOVES[closed_move(self._server.has_open(call))][st.phase]
+        if move is not None:
+            st = self._calls[event.call.call_id]  # type: ignore[union-attr]
+            st.phase = _MOVES[move][st.phase]
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
-            withdrawn = self._server.on_cancelled(params)
+            withdrawn = self._server.withdraw(params)
             if withdrawn is not None:
-                self._server_request_closed(withdrawn, "withdrawn")
-                self._events.append(InputWithdrawn(withdrawn.call, withdrawn.key))
+                event, move = withdrawn
+                self._request_closed(event, move, "withdrawn")
+                self._events.append(InputWithdrawn(event.call, event.key))
             return
         self._events.append(NotificationReceived(method, params))
 

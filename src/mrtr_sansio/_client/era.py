@@ -16,7 +16,7 @@ their answers, and returns what the connection must do next (:class:`StartInitia
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -31,7 +31,7 @@ from mrtr_sansio._mcp.envelope import (
     Era,
     modern_envelope,
 )
-from mrtr_sansio._wire.jsonrpc import request_message
+from mrtr_sansio._wire.jsonrpc import notification_message, request_message
 
 __all__ = [
     "Failed",
@@ -96,13 +96,23 @@ class Ignore:
 class Settled:
     """The era and version are agreed: ``detected`` says so, with what the server said about
     itself (None where it said nothing), and is what the connection takes; ``envelope`` is the
-    modern ``_meta`` of every request ({} on the legacy wire). On the legacy wire
-    ``notifications/initialized`` follows, then ``logging/setLevel`` at ``log_level`` if set
-    (``ClientConfig.log_level``, asked once when the server declares logging)."""
+    modern ``_meta`` of every request ({} on the legacy wire); ``log_level`` is
+    ``ClientConfig.log_level`` when a legacy server declares logging (see :meth:`follow_ups`)."""
 
     detected: EraDetected
     envelope: dict[str, Any]
     log_level: str | None = None
+
+    def follow_ups(self, new_id: Callable[[], int]) -> list[dict[str, Any]]:
+        """What the connection sends once settled, in order: on the legacy wire
+        ``notifications/initialized``, then ``logging/setLevel`` (asked once per session; its
+        answer is dropped, a refusal changes nothing)."""
+        if self.detected.era is not Era.LEGACY:
+            return []
+        sent = [notification_message("notifications/initialized", None)]
+        if self.log_level is not None:
+            sent.append(request_message(new_id(), "logging/setLevel", {"level": self.log_level}))
+        return sent
 
 
 @attrs.frozen

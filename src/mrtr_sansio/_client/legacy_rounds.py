@@ -5,8 +5,10 @@ whether to accept one and which call it belongs to; :func:`receive` asks it, the
 request). This part decides what an accepted request means for that call: it joins the round
 being answered, opens the next round once the previous one is answered, or is one round beyond
 ``ClientConfig.max_rounds`` and ends the call; and how the call moves when one of its requests
-is answered or withdrawn. The
-:class:`~mrtr_sansio.ClientConnection` that owns the call carries it out.
+is answered or withdrawn. :class:`LegacyRounds` is the stateful part the
+:class:`~mrtr_sansio.ClientConnection` holds: the open requests (its :class:`ServerRequests`,
+their one record) with these rules, returning what to send and how a call moves; the connection
+owns the calls and carries it out.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from mrtr_sansio._wire.jsonrpc import error_message
 from .calls import CallState
 from .server_requests import Accept, Refuse, Reply, ServerRequests
 
-__all__ = ["Exhausted", "Opened", "closed_move", "place", "receive"]
+__all__ = ["Exhausted", "LegacyRounds", "Opened", "closed_move", "place", "receive"]
 
 
 @attrs.frozen
@@ -92,3 +94,37 @@ def closed_move(more: bool) -> CallTrigger:
     """How a call moves when one of its server's requests is answered or withdrawn, by
     whether ``more`` of them remain open."""
     return CallTrigger.ANSWERED if more else CallTrigger.LAST_ANSWERED
+
+
+class LegacyRounds(ServerRequests):
+    """The legacy server's open requests and the rounds of the calls they belong to."""
+
+    __slots__ = ()
+
+    def receive(
+        self, msg: dict[str, Any], related: Any, era: Era | None, legs: Mapping[Any, CallState]
+    ) -> Reply | Refuse | Opened | Exhausted:
+        """The server's request ``msg``, by :func:`receive`; an :class:`Opened` one now awaits
+        the application's answer."""
+        step = receive(self, msg, related, era, legs, self._config.max_rounds)
+        if isinstance(step, Opened):
+            self.opened(step.event)
+        return step
+
+    def settle(self, event: InputNeeded) -> CallTrigger | None:
+        """The answer to ``event`` went out: it is closed. How its call moves (None: it has
+        none)."""
+        self.closed(event)
+        return self._move(event)
+
+    def withdraw(
+        self, params: dict[str, Any] | None
+    ) -> tuple[InputNeeded, CallTrigger | None] | None:
+        """``notifications/cancelled`` from the server: the open request it withdraws, if any,
+        and how its call moves."""
+        event = self.on_cancelled(params)
+        return None if event is None else (event, self._move(event))
+
+    def _move(self, event: InputNeeded) -> CallTrigger | None:
+        call = event.call
+        return None if call is None else closed_move(self.has_open(call))

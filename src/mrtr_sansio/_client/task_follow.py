@@ -15,11 +15,10 @@ from typing import Any
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import Call, CallCompleted, CallFailed, RoundsExhausted
-from mrtr_sansio._lifecycle import CallPhase, CallTrigger
+from mrtr_sansio._lifecycle import CallPhase, CallTrigger, TaskStatus
 from mrtr_sansio._wire.jsonrpc import request_message
 from mrtr_sansio.tasks._client import TaskView, read_task
 from mrtr_sansio.tasks._machine import TASK_METHOD
-from mrtr_sansio.tasks._table import TaskStatus
 from mrtr_sansio.tasks._values import TaskStarted
 
 from .calls import CallState

@@ -15,6 +15,8 @@ serving process, or worker processes).
 
 from __future__ import annotations
 
+from mrtr_sansio._lifecycle import TASK, TaskStatus, TaskTrigger
+
 from ._machine import EXPIRED, NOT_FOUND, TASK_METHOD, TaskLimitError, TaskMachine
 from ._runner import RoundRunner
 from ._settings import TaskSettings
@@ -27,7 +29,6 @@ from ._store import (
     TaskStoreError,
     WatchableTaskStore,
 )
-from ._table import TASK, TaskStatus, TaskTrigger
 from ._values import (
     EXTENSION,
     RunAsTask,

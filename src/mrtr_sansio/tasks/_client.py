@@ -10,8 +10,7 @@ from typing import Any
 import attrs
 
 from mrtr_sansio._errors import InvalidResponseError, JsonRpcError
-
-from ._table import TaskStatus
+from mrtr_sansio._lifecycle import TaskStatus
 
 __all__ = ["TaskView", "read_task"]
 

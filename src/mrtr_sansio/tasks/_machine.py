@@ -4,7 +4,7 @@ It takes values in (a request, the client's answers, what a handler returned) an
 values out (a task record, the request for the handler's next run), reading and writing
 records only through the :class:`TaskStore` it was given. It never answers the wire itself:
 the server connection turns its outcomes into responses. Every status change goes through
-the table :data:`~mrtr_sansio.tasks._table.TASK`.
+the table :data:`~mrtr_sansio._lifecycle.TASK`.
 
 One handler style for three modes: a task's run is a :class:`RequestReceived` like any other
 (``task_id`` set), with the creating request's arguments and, after a round of input, the
@@ -22,6 +22,7 @@ import attrs
 
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
+from mrtr_sansio._lifecycle import TASK, TaskStatus, TaskTrigger
 from mrtr_sansio._mcp.methods import TASK_METHOD
 from mrtr_sansio.observe import Observer, TaskKey, TaskStatusChanged, trace_of
 
@@ -29,7 +30,6 @@ from ._bounds import sized, too_big
 from ._outcomes import evolve, fail, lease_expired, lease_until, move, outcome, stamped, terminal
 from ._settings import TaskSettings
 from ._store import GuardedStore, TaskStoreError
-from ._table import TASK, TaskStatus, TaskTrigger
 from ._values import RunAsTask, Task, client_capabilities, encoded
 
 __all__ = ["EXPIRED", "NOT_FOUND", "TASK_METHOD", "TaskLimitError", "TaskMachine"]

@@ -3,7 +3,7 @@
 What a run of the handler returned becomes the task's next record (:func:`outcome`: a result,
 a failure, a round of input asked under fresh task keys, a rerun with new state); a lease that
 ran out fails the task (:func:`lease_expired`). Every status comes from the table
-:data:`~mrtr_sansio.tasks._table.TASK` (:func:`move`); nothing here reads a store or a clock.
+:data:`~mrtr_sansio._lifecycle.TASK` (:func:`move`); nothing here reads a store or a clock.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 import attrs
 
 from mrtr_sansio._errors import ErrorCode, JsonRpcError
+from mrtr_sansio._lifecycle import TASK, TaskTrigger
 from mrtr_sansio._mcp.values import InputRequiredResult
 
 from ._bounds import PAYLOAD, sized
 from ._settings import TaskSettings
-from ._table import TASK, TaskTrigger
 from ._values import RunAsTask, Task
 
 __all__ = [

@@ -18,10 +18,9 @@ from typing import Any
 import attrs
 
 from mrtr_sansio._events import Call, Event
+from mrtr_sansio._lifecycle import TASK, TaskStatus
 from mrtr_sansio._mcp.capabilities import TASKS_EXTENSION
 from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES
-
-from ._table import TASK, TaskStatus
 
 __all__ = [
     "EXTENSION",
