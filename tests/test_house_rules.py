@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "http._param_headers",
                 "_mcp.capabilities",
                 "_mcp.methods",
+                "_mcp.mrtr_fields",
                 "_mcp.values",
                 "_mcp.envelope",
                 "_mcp.session",

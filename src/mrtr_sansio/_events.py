@@ -20,7 +20,7 @@ import attrs
 from ._errors import ErrorCode, JsonRpcError
 from ._mcp.capabilities import declares_tasks
 from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
-from ._mcp.methods import TASK_METHOD
+from ._mcp.methods import RESOURCE_METHOD, TARGET_KINDS, TASK_METHOD
 from ._mcp.session import LegacySession
 from ._mcp.values import NO_RESPONSES, InputResponses
 
@@ -217,11 +217,11 @@ class RequestReceived(Event):
 
     def unknown(self, what: str = "") -> JsonRpcError:
         """-32602 for an unknown tool, prompt or resource (``data.uri`` for resources)."""
-        if self.method == "resources/read":
+        if self.method == RESOURCE_METHOD:
             return JsonRpcError(
                 ErrorCode.INVALID_PARAMS, f"Resource not found: {self.uri}", {"uri": self.uri}
             )
-        label = {"tools/call": "tool", "prompts/get": "prompt"}.get(self.method, "target")
+        label = TARGET_KINDS.get(self.method, "target")
         return JsonRpcError(ErrorCode.INVALID_PARAMS, f"Unknown {label}: {what or self.name}")
 
     def method_not_found(self) -> JsonRpcError:

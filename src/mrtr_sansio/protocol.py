@@ -2,8 +2,8 @@
 
 For embedders who build or read messages themselves: which versions each era speaks, the
 ``_meta`` keys of the modern envelope and a builder for it, which methods allow multi
-round-trip answers and which requests may be embedded, the capabilities an embedded request
-needs, and the legacy session a request arrived in.
+round-trip answers and which requests may be embedded, what a result's ``resultType`` may be,
+the capabilities an embedded request needs, and the legacy session a request arrived in.
 """
 
 from ._mcp.capabilities import merge_capabilities, missing_capabilities, required_capabilities
@@ -21,8 +21,10 @@ from ._mcp.envelope import (
     Era,
     modern_envelope,
 )
+from ._mcp.methods import MRTR_METHODS
+from ._mcp.mrtr_fields import ResultType
 from ._mcp.session import LegacySession
-from ._mcp.values import EMBEDDABLE_METHODS, MRTR_METHODS
+from ._mcp.values import EMBEDDABLE_METHODS
 
 __all__ = [
     "CLIENT_CAPABILITIES",
@@ -39,6 +41,7 @@ __all__ = [
     "SUBSCRIPTION_ID",
     "Era",
     "LegacySession",
+    "ResultType",
     "merge_capabilities",
     "missing_capabilities",
     "modern_envelope",

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
-from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
-from mrtr_sansio.http._facts import NAME_FIELDS, encode_header_value
+from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
+from mrtr_sansio.http._facts import encode_header_value
 from mrtr_sansio.http._param_headers import header_text
 
 __all__ = ["request_headers"]

@@ -24,8 +24,8 @@ from mrtr_sansio._mcp.envelope import (
     invalid,
     missing_meta_message,
 )
+from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.session import LegacySession
-from mrtr_sansio._mcp.values import MRTR_METHODS
 from mrtr_sansio.http._facts import HttpRequestFacts
 
 from .state import MRTR_FIELDS

@@ -26,19 +26,10 @@ from typing import Any
 import attrs
 
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
+from mrtr_sansio._mcp.methods import NAME_FIELDS
 
 __all__ = ["HeaderReader", "HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
-#: The body field each method mirrors in ``Mcp-Name`` (client and server read this one map).
-NAME_FIELDS = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    # SEP-2663 "Streamable HTTP: Routing Headers": the task a request is about.
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
 #: Visible ASCII, space and horizontal tab: what a plain mirror-header value may hold.
 FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 _PARAM_PREFIX = "mcp-param-"

@@ -14,6 +14,7 @@ from mrtr_sansio.protocol import (
     LATEST_MODERN_VERSION,
     PROTOCOL_VERSION,
 )
+from mrtr_sansio.tasks import EXTENSION as TASKS_EXTENSION
 
 __all__ = [
     "FULL_CAPABILITIES",
@@ -158,7 +159,7 @@ def client_capabilities() -> Strategy[dict[str, Any]]:
         [{}, {"tools": {}}, {"context": {}}, {"tools": {}, "context": {}}]
     )
     extensions: Strategy[dict[str, Any]] = st.dictionaries(
-        st.sampled_from(["com.example/feature", "io.modelcontextprotocol/tasks"]),
+        st.sampled_from(["com.example/feature", TASKS_EXTENSION]),
         st.just({}),
         max_size=1,
     )

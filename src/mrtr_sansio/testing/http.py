@@ -14,9 +14,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
+from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
 from mrtr_sansio.http import encode_header_value
-from mrtr_sansio.http._facts import NAME_FIELDS
 from mrtr_sansio.protocol import PROTOCOL_VERSION
 
 from ._checks import SpecViolationError
