@@ -45,6 +45,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "_wire.jsonrpc",
                 "http._facts",
                 "http._param_headers",
+                "http._names",
                 "_mcp.capabilities",
                 "_mcp.methods",
                 "_mcp.mrtr_fields",

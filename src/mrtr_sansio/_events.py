@@ -23,6 +23,7 @@ from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, E
 from ._mcp.methods import RESOURCE_METHOD, TARGET_KINDS, TASK_METHOD
 from ._mcp.session import LegacySession
 from ._mcp.values import NO_RESPONSES, InputResponses
+from .http._names import http_status
 
 __all__ = [
     "NEED_DATA",
@@ -453,12 +454,7 @@ class OutgoingError(OutgoingResponse):
     @property
     def http_status(self) -> int:
         """The HTTP status the modern Streamable HTTP transport prescribes for this error."""
-        code = self.error.code
-        if code == ErrorCode.METHOD_NOT_FOUND:
-            return 404
-        if code in (ErrorCode.INVALID_PARAMS, -32020, -32021, -32022, -32600, -32700):
-            return 400
-        return 200
+        return http_status(self.error.code)
 
 
 @attrs.frozen

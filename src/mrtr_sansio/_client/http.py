@@ -15,6 +15,7 @@ from typing import Any
 from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
 from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
 from mrtr_sansio.http._facts import encode_header_value
+from mrtr_sansio.http._names import METHOD_DISPLAY, NAME_DISPLAY, VERSION_DISPLAY
 from mrtr_sansio.http._param_headers import header_text
 
 __all__ = ["request_headers"]
@@ -33,15 +34,15 @@ def request_headers(
     if version is None:  # a notification, an answer, or a legacy request
         if method == "initialize" or negotiated is None:
             return {}
-        return {"MCP-Protocol-Version": negotiated}
+        return {VERSION_DISPLAY: negotiated}
     assert isinstance(params, Mapping)
-    headers = {"MCP-Protocol-Version": version, "Mcp-Method": method}  # both sent as is
+    headers = {VERSION_DISPLAY: version, METHOD_DISPLAY: method}  # both sent as is
     field = NAME_FIELDS.get(method)
     if field is None:
         return headers
     name = params.get(field)
     if isinstance(name, str):
-        headers["Mcp-Name"] = encode_header_value(name)
+        headers[NAME_DISPLAY] = encode_header_value(name)
         mirrored = param_headers.get(name) if param_headers and field == "name" else None
         if mirrored and method == PARAM_HEADER_METHOD:
             headers.update(_mirror(params.get("arguments"), mirrored))

@@ -27,6 +27,7 @@ from mrtr_sansio._mcp.envelope import (
 from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio.http._facts import HttpRequestFacts
+from mrtr_sansio.http._names import VERSION_HEADER
 
 from .state import MRTR_FIELDS
 
@@ -55,7 +56,7 @@ def check_header(
     version on a body without the envelope is the modern wire's missing ``_meta`` (-32602).
     """
     header = http.protocol_version
-    if "mcp-protocol-version" in http.repeated:
+    if VERSION_HEADER in http.repeated:
         raise RemoteProtocolError(
             JsonRpcError(
                 ErrorCode.INVALID_REQUEST, "Bad Request: MCP-Protocol-Version header is repeated"

@@ -20,8 +20,16 @@ import httpx
 from anyio.abc import TaskGroup
 
 from mrtr_sansio import ClientConfig, Era, ErrorCode, JsonRpcError, Limits, Outgoing
+from mrtr_sansio._connection import DECODE_ERRORS as _DECODE_ERRORS
 from mrtr_sansio._wire.bounds import bounded_loads
 from mrtr_sansio.events import OutgoingRequest
+from mrtr_sansio.http._names import (
+    LAST_EVENT_ID_HEADER,
+    MCP_HEADERS,
+    PARAM_PREFIX,
+    SESSION_HEADER,
+    VERSION_DISPLAY,
+)
 from mrtr_sansio.observe import Transport
 
 from ._client_common import ClientDriver, ConnectionClosedError, Trace, call_hook
@@ -34,7 +42,6 @@ __all__ = ["HttpWire", "SessionExpiredError"]
 log = logging.getLogger("mrtr_sansio.adapters.http")
 
 ACCEPT = "application/json, text/event-stream"
-SESSION_HEADER = "mcp-session-id"
 #: Seconds before reopening the legacy standalone stream when the server gave no ``retry:``,
 #: doubling while opening fails, up to the maximum; also the default delay before resuming a
 #: legacy response stream. A server's ``retry:`` is capped at the maximum too.
@@ -43,11 +50,8 @@ LISTEN_MAX_RETRY = 30.0
 #: Legacy response streams resumed in a row without bringing anything before giving up.
 MAX_IDLE_RESUMES = 2
 #: Headers the client sets itself: extra headers cannot override them.
-_MANAGED_HEADERS = frozenset(
-    {"content-type", "accept", SESSION_HEADER, "mcp-protocol-version", "mcp-method", "mcp-name"}
-)
+_MANAGED_HEADERS = frozenset({"content-type", "accept", SESSION_HEADER, *MCP_HEADERS})
 #: What a codec's ``loads`` raises on bad input, across codecs.
-_DECODE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError, TypeError)
 
 
 @attrs.frozen
@@ -299,9 +303,9 @@ class HttpWire:
         if self._session_id is not None:
             headers[SESSION_HEADER] = self._session_id
         if driver.conn.protocol_version is not None:
-            headers["MCP-Protocol-Version"] = driver.conn.protocol_version
+            headers[VERSION_DISPLAY] = driver.conn.protocol_version
         if last_id is not None:
-            headers["last-event-id"] = last_id
+            headers[LAST_EVENT_ID_HEADER] = last_id
         return headers
 
     def _take_session(self, response: httpx.Response) -> str | None:
@@ -538,7 +542,7 @@ def _retry_delay(decoder: SseDecoder) -> float:
 def _managed(header: str) -> bool:
     """Whether the client sets ``header`` itself (the caller's value is dropped)."""
     name = header.lower()
-    return name in _MANAGED_HEADERS or name.startswith("mcp-param-")
+    return name in _MANAGED_HEADERS or name.startswith(PARAM_PREFIX)
 
 
 def _describe_item(item: Outgoing) -> str:

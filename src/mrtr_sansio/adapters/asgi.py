@@ -62,6 +62,7 @@ from mrtr_sansio._server.registry import SessionRegistry
 from mrtr_sansio._wire.jsonrpc import is_valid_id
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts
+from mrtr_sansio.http._names import SESSION_HEADER_BYTES, VERSION_HEADER
 from mrtr_sansio.observe import RequestRefused, connection_key
 from mrtr_sansio.tasks import RoundRunner
 
@@ -311,7 +312,9 @@ class McpHttpApp:
 
     async def _answer(self, peer: Peer, receive: Receive, send: Send) -> None:
         """Answer the POST just fed to ``peer``: run its request, or send what it produced."""
-        extra = [] if peer.session_id is None else [(b"mcp-session-id", peer.session_id.encode())]
+        extra = (
+            [] if peer.session_id is None else [(SESSION_HEADER_BYTES, peer.session_id.encode())]
+        )
         fresh, unrouted = peer.pump()
         if fresh:
             event = fresh[0]
@@ -393,7 +396,7 @@ class McpHttpApp:
         if peer is None:
             error = JsonRpcError(-32600, "Session not found")
             if self.config.observer is not None:
-                self._observe_refusal(scope, b"", error, headers.get("mcp-protocol-version"), 404)
+                self._observe_refusal(scope, b"", error, headers.get(VERSION_HEADER), 404)
             await self._json_error(send, 404, error)
             return
         self._end_session(peer)

@@ -16,13 +16,12 @@ from typing import Any
 
 from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
 from mrtr_sansio.http import encode_header_value
+from mrtr_sansio.http._names import METHOD_DISPLAY, NAME_DISPLAY, VERSION_DISPLAY, http_status
 from mrtr_sansio.protocol import PROTOCOL_VERSION
 
 from ._checks import SpecViolationError
 
 __all__ = ["HttpEndpoint", "expected_status", "http_endpoint", "parse_sse"]
-
-_BAD_REQUEST = frozenset({-32700, -32600, -32602, -32020, -32021, -32022})
 
 
 def expected_status(message: Mapping[str, Any]) -> int | None:
@@ -34,12 +33,8 @@ def expected_status(message: Mapping[str, Any]) -> int | None:
     error = message.get("error")
     if error is None:
         return 200
-    code = error.get("code") if isinstance(error, Mapping) else None
-    if code == -32601:
-        return 404
-    if code in _BAD_REQUEST:
-        return 400
-    return None
+    status = http_status(error.get("code") if isinstance(error, Mapping) else None)
+    return None if status == 200 else status
 
 
 def parse_sse(body: bytes) -> list[Any]:
@@ -95,12 +90,12 @@ class HttpEndpoint:
         meta = params.get("_meta")
         version = meta.get(PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
         if isinstance(version, str):
-            headers["MCP-Protocol-Version"] = encode_header_value(version)
+            headers[VERSION_DISPLAY] = encode_header_value(version)
         if isinstance(method, str):
-            headers["Mcp-Method"] = encode_header_value(method)
+            headers[METHOD_DISPLAY] = encode_header_value(method)
             name = params.get(NAME_FIELDS.get(method, ""))
             if isinstance(name, str):
-                headers["Mcp-Name"] = encode_header_value(name)
+                headers[NAME_DISPLAY] = encode_header_value(name)
                 if method == PARAM_HEADER_METHOD:
                     headers.update(self._mirrored(name, params.get("arguments")))
         return headers
