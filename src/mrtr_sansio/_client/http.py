@@ -15,7 +15,7 @@ from typing import Any
 from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
 from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
 from mrtr_sansio.http._facts import encode_header_value
-from mrtr_sansio.http._names import METHOD_DISPLAY, NAME_DISPLAY, VERSION_DISPLAY
+from mrtr_sansio.http._names import METHOD_DISPLAY, NAME_DISPLAY, PARAM_DISPLAY, VERSION_DISPLAY
 from mrtr_sansio.http._param_headers import header_text
 
 __all__ = ["request_headers"]
@@ -58,5 +58,5 @@ def _mirror(arguments: Any, mirrored: Mapping[str, tuple[str, ...]]) -> dict[str
             value = value.get(step) if isinstance(value, Mapping) else None
         text = header_text(value)
         if text is not None:
-            out[f"Mcp-Param-{name}"] = encode_header_value(text)
+            out[PARAM_DISPLAY + name] = encode_header_value(text)
     return out

@@ -56,6 +56,7 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio._connection import DECODE_ERRORS
 from mrtr_sansio._errors import RemoteProtocolError
 from mrtr_sansio._server.connection import refusal
 from mrtr_sansio._server.registry import SessionRegistry
@@ -446,7 +447,7 @@ class McpHttpApp:
         assert observer is not None
         try:
             message = self.config.codec.loads(body)
-        except (ValueError, UnicodeDecodeError, RecursionError, TypeError):
+        except DECODE_ERRORS:
             message = None
         rid = message.get("id") if type(message) is dict else None
         exc = RemoteProtocolError(error, rid if is_valid_id(rid) else None)

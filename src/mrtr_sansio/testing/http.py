@@ -16,7 +16,13 @@ from typing import Any
 
 from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
 from mrtr_sansio.http import encode_header_value
-from mrtr_sansio.http._names import METHOD_DISPLAY, NAME_DISPLAY, VERSION_DISPLAY, http_status
+from mrtr_sansio.http._names import (
+    METHOD_DISPLAY,
+    NAME_DISPLAY,
+    PARAM_DISPLAY,
+    VERSION_DISPLAY,
+    http_status,
+)
 from mrtr_sansio.protocol import PROTOCOL_VERSION
 
 from ._checks import SpecViolationError
@@ -108,9 +114,9 @@ class HttpEndpoint:
             for step in path:
                 value = value.get(step) if isinstance(value, Mapping) else None
             if isinstance(value, bool):
-                out[f"Mcp-Param-{header}"] = "true" if value else "false"
+                out[PARAM_DISPLAY + header] = "true" if value else "false"
             elif isinstance(value, (str, int)):
-                out[f"Mcp-Param-{header}"] = encode_header_value(str(value))
+                out[PARAM_DISPLAY + header] = encode_header_value(str(value))
         return out
 
     def __call__(self, message: Mapping[str, Any]) -> dict[str, Any] | None:
