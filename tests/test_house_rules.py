@@ -46,6 +46,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "http._facts",
                 "http._param_headers",
                 "http._names",
+                "http._client_headers",
                 "_mcp.capabilities",
                 "_mcp.methods",
                 "_mcp.mrtr_fields",

@@ -54,6 +54,7 @@ from mrtr_sansio._wire.jsonrpc import (
     notification_message,
     request_message,
 )
+from mrtr_sansio.http._client_headers import request_headers
 
 from . import task_follow as follow
 from .calls import IN_FLIGHT, TASK_PHASES, CallState, cancelled_message, leg_params, unsendable
@@ -66,7 +67,6 @@ from .checks import (
     check_rejection,
 )
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
-from .http import request_headers
 from .legacy_rounds import Exhausted, closed_move, receive
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered
