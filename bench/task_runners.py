@@ -37,7 +37,7 @@ CAPS: dict[str, Any] = {"extensions": {m.tasks.EXTENSION: {}}}
 
 
 def post(http: httpx.Client, url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    meta = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
+    meta = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
     message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
     name = str(params.get("name") or params["taskId"])
     headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": method, "mcp-name": name}

@@ -22,7 +22,7 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION_KEY
 from mrtr_sansio.sealing import MemoryReplayGuard, RequestStateSecurity
 from mrtr_sansio.sealing._codecs import b64url_decode
 
@@ -67,7 +67,7 @@ def call(rid: int, arguments: Any = ARGS, **extra: Any) -> dict[str, Any]:
         "name": "update_work_item",
         "arguments": arguments,
         "_meta": {
-            PROTOCOL_VERSION: LATEST_MODERN_VERSION,
+            PROTOCOL_VERSION_KEY: LATEST_MODERN_VERSION,
             CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
         },
         **extra,
@@ -249,7 +249,7 @@ def test_resources_and_prompts_are_bound_too(
 ) -> None:
     conn, _ = server()
     envelope = {
-        PROTOCOL_VERSION: LATEST_MODERN_VERSION,
+        PROTOCOL_VERSION_KEY: LATEST_MODERN_VERSION,
         CLIENT_CAPABILITIES: {},
     }
 

@@ -26,7 +26,7 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION_KEY
 from mrtr_sansio.sealing import (
     HmacSha256Codec,
     RequestStateError,
@@ -64,7 +64,7 @@ def call(rid: int, **extra: Any) -> dict[str, Any]:
         "name": "book",
         "arguments": ARGS,
         "_meta": {
-            PROTOCOL_VERSION: LATEST_MODERN_VERSION,
+            PROTOCOL_VERSION_KEY: LATEST_MODERN_VERSION,
             CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
         },
         **extra,

@@ -19,7 +19,7 @@ import attrs
 
 from ._errors import ErrorCode, JsonRpcError
 from ._mcp.capabilities import declares_tasks
-from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
+from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION_KEY, Era
 from ._mcp.methods import RESOURCE_METHOD, TARGET_KINDS, TASK_METHOD
 from ._mcp.session import LegacySession
 from ._mcp.values import NO_RESPONSES, InputResponses
@@ -132,7 +132,7 @@ class RequestReceived(Event):
         """The request's protocol version (modern) or the session's negotiated one (legacy)."""
         session = self.session
         if session is None:
-            version: str = self.params["_meta"][PROTOCOL_VERSION]
+            version: str = self.params["_meta"][PROTOCOL_VERSION_KEY]
             return version
         return session.protocol_version
 

@@ -15,7 +15,7 @@ from ._mcp.envelope import (
     LEGACY_VERSIONS,
     LOG_LEVEL,
     MODERN_VERSIONS,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
     SERVER_INFO,
     SUBSCRIPTION_ID,
     Era,
@@ -36,7 +36,7 @@ __all__ = [
     "LOG_LEVEL",
     "MODERN_VERSIONS",
     "MRTR_METHODS",
-    "PROTOCOL_VERSION",
+    "PROTOCOL_VERSION_KEY",
     "SERVER_INFO",
     "SUBSCRIPTION_ID",
     "Era",
@@ -47,3 +47,17 @@ __all__ = [
     "modern_envelope",
     "required_capabilities",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``PROTOCOL_VERSION``, the old name of :data:`PROTOCOL_VERSION_KEY`, with a warning."""
+    if name == "PROTOCOL_VERSION":
+        import warnings
+
+        warnings.warn(
+            "mrtr_sansio.protocol.PROTOCOL_VERSION is the _meta key: use PROTOCOL_VERSION_KEY",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PROTOCOL_VERSION_KEY
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

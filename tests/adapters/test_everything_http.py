@@ -52,7 +52,7 @@ def request(
     rid: int, method: str, params: dict[str, Any] | None = None, caps: Any = None
 ) -> dict[str, Any]:
     meta = {
-        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
         m.protocol.CLIENT_CAPABILITIES: ALL_CAPS if caps is None else caps,
     }
     body_params = dict(params or {})

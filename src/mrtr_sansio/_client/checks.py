@@ -24,7 +24,7 @@ from mrtr_sansio._mcp.capabilities import (
     needs_of,
     required_capabilities,
 )
-from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION
+from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION_KEY
 from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
 
@@ -44,7 +44,7 @@ __all__ = [
 Embedded = tuple[str, str, Mapping[str, Any]]
 
 #: Fields of the params that belong to the connection, never to the application.
-_ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
+_ENVELOPE_KEYS = (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES, CLIENT_INFO)
 _ELICIT_ACTIONS = ("accept", "decline", "cancel")
 _ROLES = ("user", "assistant")
 

@@ -41,7 +41,7 @@ from mrtr_sansio._mcp.envelope import (
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
     SERVER_INFO,
     envelope_error,
     invalid,
@@ -455,7 +455,7 @@ class ServerConnection(Connection):
             )
         meta = params.get("_meta")
         if type(meta) is dict:
-            version = meta.get(PROTOCOL_VERSION)
+            version = meta.get(PROTOCOL_VERSION_KEY)
         elif meta is None:
             version = None
         else:

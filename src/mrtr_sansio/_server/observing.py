@@ -11,7 +11,7 @@ from typing import Any
 
 from mrtr_sansio._errors import RemoteProtocolError
 from mrtr_sansio._events import RequestReceived
-from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
+from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION_KEY
 from mrtr_sansio._mcp.methods import NAME_FIELDS
 from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED
 from mrtr_sansio._mcp.session import LegacySession
@@ -54,7 +54,7 @@ def started(
     if session is not None:
         version: Any = session.protocol_version
     else:
-        version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+        version = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
     return RequestStarted(
         at,
         key,
@@ -136,7 +136,7 @@ def refusal(
         params = request.get("params")
         meta = params.get("_meta") if type(params) is dict else None
         meta = meta if type(meta) is dict else None
-    version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+    version = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
     legacy = type(version) is not str
     if legacy and session is not None:
         version = session.protocol_version

@@ -24,7 +24,12 @@ import attrs
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError
 from mrtr_sansio._events import InputNeeded, RequestReceived
-from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
+from mrtr_sansio._mcp.envelope import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    PROTOCOL_VERSION_KEY,
+)
 from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
@@ -64,7 +69,7 @@ HOLD_META = "dev.mrtr-sansio/bridge-hold"
 #: Params of a downstream request that belong to its connection, never relayed: the retry
 #: fields (DIGEST §2.5 items 4-5: the upstream client echoes the upstream's own state).
 #: Envelope keys of ``_meta``, recomputed by the upstream client (DIGEST §2.5 item 3, §1.1).
-_ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, HOLD_META)
+_ENVELOPE_KEYS = (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES, CLIENT_INFO, HOLD_META)
 
 T = TypeVar("T")
 

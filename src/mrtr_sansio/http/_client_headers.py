@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
+from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION_KEY
 from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
 from mrtr_sansio.http._facts import encode_header_value
 from mrtr_sansio.http._names import METHOD_DISPLAY, NAME_DISPLAY, PARAM_DISPLAY, VERSION_DISPLAY
@@ -30,7 +30,7 @@ def request_headers(
     method: str = msg.get("method", "")
     params = msg.get("params")
     meta = params.get("_meta") if isinstance(params, Mapping) else None
-    version = meta.get(PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
+    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, Mapping) else None
     if version is None:  # a notification, an answer, or a legacy request
         if method == "initialize" or negotiated is None:
             return {}

@@ -29,7 +29,7 @@ from hypothesis.stateful import (
 from mrtr_sansio.protocol import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
     ResultType,
     missing_capabilities,
 )
@@ -154,7 +154,7 @@ class ServerModel(RuleBasedStateMachine):
     ) -> dict[str, Any]:
         cfg = self.config
         meta: dict[str, Any] = {
-            PROTOCOL_VERSION: cfg.protocol_version,
+            PROTOCOL_VERSION_KEY: cfg.protocol_version,
             CLIENT_CAPABILITIES: dict(caps),
         }
         if cfg.client_info is not None:

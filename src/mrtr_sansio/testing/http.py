@@ -23,7 +23,7 @@ from mrtr_sansio.http._names import (
     VERSION_DISPLAY,
     http_status,
 )
-from mrtr_sansio.protocol import PROTOCOL_VERSION
+from mrtr_sansio.protocol import PROTOCOL_VERSION_KEY
 
 from ._checks import SpecViolationError
 
@@ -94,7 +94,7 @@ class HttpEndpoint:
         params = message.get("params")
         params = params if isinstance(params, Mapping) else {}
         meta = params.get("_meta")
-        version = meta.get(PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
+        version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, Mapping) else None
         if isinstance(version, str):
             headers[VERSION_DISPLAY] = encode_header_value(version)
         if isinstance(method, str):
