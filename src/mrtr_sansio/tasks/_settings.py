@@ -19,7 +19,7 @@ MiB = 1024 * 1024
 DURABLE_LEASE_SECONDS = 30.0
 
 
-_OPTIONAL_POSITIVE = attrs.validators.optional(positive)
+_OPTIONAL_POSITIVE: Any = attrs.validators.optional(positive)  # attrs types it for int | None
 
 
 def _store(_inst: object, _attribute: attrs.Attribute[Any], value: Any) -> None:
