@@ -69,13 +69,9 @@ class TaskSettings:
     tools: Mapping[str, TaskSupport] = attrs.field(factory=dict, converter=_supports)
     #: ``ttlMs`` of new tasks: milliseconds from creation that a task stays readable (None:
     #: unlimited). An expired task is answered -32602 and deleted.
-    ttl_ms: int | None = attrs.field(
-        default=3_600_000, validator=attrs.validators.optional(positive)
-    )
+    ttl_ms: int | None = attrs.field(default=3_600_000, validator=_OPTIONAL_POSITIVE)
     #: ``pollIntervalMs`` suggested to clients (None: not sent).
-    poll_interval_ms: int | None = attrs.field(
-        default=500, validator=attrs.validators.optional(positive)
-    )
+    poll_interval_ms: int | None = attrs.field(default=500, validator=_OPTIONAL_POSITIVE)
     #: Live tasks one principal may hold in the store at once (terminal ones count until they
     #: expire; expired ones do not); one more is refused with -32603.
     max_tasks: int = attrs.field(default=256, validator=positive)
