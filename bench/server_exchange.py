@@ -22,7 +22,7 @@ from typing import Any
 import mrtr_sansio as m
 
 ENVELOPE = {
-    m.protocol.PROTOCOL_VERSION: "2026-07-28",
+    m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
     m.protocol.CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
     m.protocol.CLIENT_INFO: {"name": "bench-client", "version": "1.0.0"},
 }

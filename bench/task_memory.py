@@ -22,7 +22,7 @@ import mrtr_sansio as m
 from mrtr_sansio.tasks import EXTENSION, InMemoryTaskStore, RunAsTask, TaskSettings
 
 ENVELOPE = {
-    m.protocol.PROTOCOL_VERSION: "2026-07-28",
+    m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
     m.protocol.CLIENT_CAPABILITIES: {"extensions": {EXTENSION: {}}},
     m.protocol.CLIENT_INFO: {"name": "bench-client", "version": "1.0.0"},
 }

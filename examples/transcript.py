@@ -55,7 +55,7 @@ def exchange(server: m.ServerConnection, message: dict[str, Any]) -> list[dict[s
 def main() -> None:
     config = m.ServerConfig(server_info={"name": "bistro", "version": "1.0"})
     caps: dict[str, Any] = {"elicitation": {"form": {}}}
-    envelope = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: caps}
+    envelope = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: caps}
     call = {"name": "book", "arguments": {"guests": 2}}
 
     print("== modern wire (2026-07-28): input_required, then a retry with a new id")

@@ -48,7 +48,7 @@ from mrtr_sansio.protocol import (
     CLIENT_INFO,
     LATEST_MODERN_VERSION,
     LOG_LEVEL,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
     LegacySession,
 )
 from mrtr_sansio.tasks import Task, TaskStatus
@@ -368,7 +368,7 @@ def meta(
     """A modern ``_meta`` envelope: ``caps`` (all of :data:`CAPS` unless given), ``info``
     (:data:`CLIENT` unless given; None leaves it out)."""
     out: dict[str, Any] = {
-        PROTOCOL_VERSION: version,
+        PROTOCOL_VERSION_KEY: version,
         CLIENT_CAPABILITIES: dict(CAPS if caps is None else caps),
     }
     if info is _UNSET:

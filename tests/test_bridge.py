@@ -174,7 +174,7 @@ async def post(url: str, who: str, message: dict[str, Any], **extra_headers: str
 
 def tool_call(rid: int, name: str, **extra: Any) -> dict[str, Any]:
     meta = {
-        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
         m.protocol.CLIENT_CAPABILITIES: {"elicitation": {}},
     }
     params = {"name": name, "arguments": {}, "_meta": meta, **extra}

@@ -26,7 +26,7 @@ from mrtr_sansio.bridge import (
     upstream_capabilities,
     upstream_key,
 )
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION_KEY
 
 
 def table(**limits: Any) -> tuple[HeldCalls[str], Clock]:
@@ -87,7 +87,7 @@ def test_relayed_params_drop_the_downstream_round_and_envelope() -> None:
         "inputResponses": {"k": {}},
         "requestState": "s",
         "_meta": {
-            PROTOCOL_VERSION: "2026-07-28",
+            PROTOCOL_VERSION_KEY: "2026-07-28",
             CLIENT_CAPABILITIES: {},
             HOLD_META: "forged",
             "progressToken": 7,
@@ -100,7 +100,7 @@ def test_relayed_params_drop_the_downstream_round_and_envelope() -> None:
     }
     tagged = relay_params(params, "h1")
     assert tagged["_meta"] == {"progressToken": 7, HOLD_META: "h1"}
-    assert relay_params({"uri": "u", "_meta": {PROTOCOL_VERSION: "x"}}) == {"uri": "u"}
+    assert relay_params({"uri": "u", "_meta": {PROTOCOL_VERSION_KEY: "x"}}) == {"uri": "u"}
 
 
 def test_capabilities_declared_upstream_are_what_the_downstream_declared() -> None:
@@ -110,7 +110,7 @@ def test_capabilities_declared_upstream_are_what_the_downstream_declared() -> No
         "elicitation": {"url": {}},
         "roots": {"listChanged": True},
     }
-    params = {"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: caps}}
+    params = {"_meta": {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES: caps}}
     a = upstream_key(m.RequestReceived(1, "tools/call", params, principal="a"))
     b = upstream_key(m.RequestReceived(1, "tools/call", params, principal="b"))
     assert a != b  # never shared across principals

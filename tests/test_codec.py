@@ -29,7 +29,7 @@ from mrtr_sansio import (
     sample,
 )
 from mrtr_sansio.config import OrjsonCodec, StdlibJsonCodec, default_codec
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LEGACY_VERSIONS, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LEGACY_VERSIONS, PROTOCOL_VERSION_KEY
 
 CODECS = [StdlibJsonCodec, OrjsonCodec]
 
@@ -146,7 +146,7 @@ def test_replies_to_pre_decoded_messages_never_fail_to_encode() -> None:
             "jsonrpc": "2.0",
             "id": 1,
             "method": "tools/list",
-            "params": {"_meta": {PROTOCOL_VERSION: "v\ud800", CLIENT_CAPABILITIES: {}}},
+            "params": {"_meta": {PROTOCOL_VERSION_KEY: "v\ud800", CLIENT_CAPABILITIES: {}}},
         }
     )
     out = [json.loads(item.data) for item in conn.outgoing()]

@@ -35,7 +35,7 @@ from mrtr_sansio.protocol import (
     LEGACY_VERSIONS,
     LOG_LEVEL,
     MODERN_VERSIONS,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
     SERVER_INFO,
     SUBSCRIPTION_ID,
     modern_envelope,
@@ -45,7 +45,7 @@ _MISSING: Any = object()
 
 
 def test_constants() -> None:
-    assert PROTOCOL_VERSION == "io.modelcontextprotocol/protocolVersion"
+    assert PROTOCOL_VERSION_KEY == "io.modelcontextprotocol/protocolVersion"
     assert CLIENT_CAPABILITIES == "io.modelcontextprotocol/clientCapabilities"
     assert CLIENT_INFO == "io.modelcontextprotocol/clientInfo"
     assert LOG_LEVEL == "io.modelcontextprotocol/logLevel"
@@ -62,11 +62,11 @@ def test_constants() -> None:
 
 def test_modern_envelope() -> None:
     assert modern_envelope("2026-07-28", {"roots": {}}, None) == {
-        PROTOCOL_VERSION: "2026-07-28",
+        PROTOCOL_VERSION_KEY: "2026-07-28",
         CLIENT_CAPABILITIES: {"roots": {}},
     }
     assert modern_envelope("v", {}, CLIENT) == {
-        PROTOCOL_VERSION: "v",
+        PROTOCOL_VERSION_KEY: "v",
         CLIENT_CAPABILITIES: {},
         CLIENT_INFO: CLIENT,
     }
@@ -78,42 +78,42 @@ def test_modern_envelope() -> None:
 @pytest.mark.parametrize(
     ("envelope", "message"),
     [
-        ({PROTOCOL_VERSION: "v"}, f"Missing required _meta field {CLIENT_CAPABILITIES}"),
-        ({PROTOCOL_VERSION: 2026}, f"Missing required _meta field {CLIENT_CAPABILITIES}"),
+        ({PROTOCOL_VERSION_KEY: "v"}, f"Missing required _meta field {CLIENT_CAPABILITIES}"),
+        ({PROTOCOL_VERSION_KEY: 2026}, f"Missing required _meta field {CLIENT_CAPABILITIES}"),
         (
-            {PROTOCOL_VERSION: 2026, CLIENT_CAPABILITIES: {}},
-            f"_meta field {PROTOCOL_VERSION} must be a string",
+            {PROTOCOL_VERSION_KEY: 2026, CLIENT_CAPABILITIES: {}},
+            f"_meta field {PROTOCOL_VERSION_KEY} must be a string",
         ),
         (
-            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: None},
+            {PROTOCOL_VERSION_KEY: "v", CLIENT_CAPABILITIES: None},
             f"Missing required _meta field {CLIENT_CAPABILITIES}",
         ),
         (
-            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: []},
+            {PROTOCOL_VERSION_KEY: "v", CLIENT_CAPABILITIES: []},
             f"_meta field {CLIENT_CAPABILITIES} must be an object",
         ),
         (
-            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: "all"},
+            {PROTOCOL_VERSION_KEY: "v", CLIENT_CAPABILITIES: "all"},
             f"_meta field {CLIENT_CAPABILITIES} must be an object",
         ),
         (
-            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: {}, CLIENT_INFO: "me"},
+            {PROTOCOL_VERSION_KEY: "v", CLIENT_CAPABILITIES: {}, CLIENT_INFO: "me"},
             f"_meta field {CLIENT_INFO} must be an object",
         ),
         (
-            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: "loud"},
+            {PROTOCOL_VERSION_KEY: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: "loud"},
             f"Unknown log level in _meta field {LOG_LEVEL}",
         ),
         (
-            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: ["info"]},
+            {PROTOCOL_VERSION_KEY: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: ["info"]},
             f"Unknown log level in _meta field {LOG_LEVEL}",
         ),
         (
-            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: {"a": 1}},
+            {PROTOCOL_VERSION_KEY: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: {"a": 1}},
             f"Unknown log level in _meta field {LOG_LEVEL}",
         ),
         (
-            {PROTOCOL_VERSION: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: 3},
+            {PROTOCOL_VERSION_KEY: "v", CLIENT_CAPABILITIES: {}, LOG_LEVEL: 3},
             f"Unknown log level in _meta field {LOG_LEVEL}",
         ),
     ],
@@ -132,7 +132,7 @@ def test_malformed_envelopes_are_invalid_params(envelope: dict[str, Any], messag
 )
 def test_well_formed_envelopes_are_served(extra: dict[str, Any]) -> None:
     conn = ServerConnection()
-    envelope = {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, **extra}
+    envelope = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES: {}, **extra}
     feed(conn, request(1, "tools/list", envelope=envelope))
     assert isinstance(only(events(conn)), RequestReceived)
     assert sent(conn) == []
@@ -241,7 +241,7 @@ def test_non_string_version_is_invalid_params_before_the_version_check(
 ) -> None:
     feed(conn, request(1, "tools/list", envelope=meta(version=20260728)))
     assert sent(conn) == [
-        error(ErrorCode.INVALID_PARAMS, f"_meta field {PROTOCOL_VERSION} must be a string", 1)
+        error(ErrorCode.INVALID_PARAMS, f"_meta field {PROTOCOL_VERSION_KEY} must be a string", 1)
     ]
 
 
@@ -283,11 +283,11 @@ def test_legacy_methods_with_an_envelope_are_method_not_found(
                 " (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
             ),
         ),
-        ({"_meta": {}}, f"Missing required _meta field {PROTOCOL_VERSION}"),
-        ({"_meta": {"progressToken": 1}}, f"Missing required _meta field {PROTOCOL_VERSION}"),
+        ({"_meta": {}}, f"Missing required _meta field {PROTOCOL_VERSION_KEY}"),
+        ({"_meta": {"progressToken": 1}}, f"Missing required _meta field {PROTOCOL_VERSION_KEY}"),
         (
-            {"_meta": {CLIENT_CAPABILITIES: {}, PROTOCOL_VERSION: None}},
-            f"Missing required _meta field {PROTOCOL_VERSION}",
+            {"_meta": {CLIENT_CAPABILITIES: {}, PROTOCOL_VERSION_KEY: None}},
+            f"Missing required _meta field {PROTOCOL_VERSION_KEY}",
         ),
         ({"_meta": []}, "_meta must be an object"),
         ({"_meta": "x"}, "_meta must be an object"),

@@ -59,7 +59,7 @@ LIMITS = m.Limits(
     max_pending_legs=4,
 )
 V = "2026-07-28"
-ENVELOPE = {m.protocol.PROTOCOL_VERSION: V, m.protocol.CLIENT_CAPABILITIES: s.FULL_CAPABILITIES}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION_KEY: V, m.protocol.CLIENT_CAPABILITIES: s.FULL_CAPABILITIES}
 
 
 def config(*, legacy: bool) -> m.ServerConfig:

@@ -42,7 +42,7 @@ from mrtr_sansio import (
 )
 from mrtr_sansio.events import OutgoingError, OutgoingRequest, OutgoingResult
 from mrtr_sansio.http import HttpRequestFacts
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION_KEY
 
 TEXT = {"content": [{"type": "text", "text": "done"}]}
 
@@ -56,7 +56,7 @@ def init_params(version: str = LEGACY, caps: Any = None) -> dict[str, Any]:
 
 
 def modern_meta(caps: Any = None) -> dict[str, Any]:
-    return {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: caps or {}}
+    return {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES: caps or {}}
 
 
 def echo(event: RequestReceived) -> dict[str, Any]:
@@ -743,7 +743,7 @@ def test_modern_request_on_a_legacy_http_session_keeps_its_header_rules() -> Non
             "method": "tools/call",
             "params": {
                 "name": "t",
-                "_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}},
+                "_meta": {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES: {}},
             },
         },
         http=HttpRequestFacts(protocol_version="2026-07-28", method="tools/call"),

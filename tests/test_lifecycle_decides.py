@@ -34,7 +34,7 @@ from mrtr_sansio._lifecycle import (
     ShimTrigger,
 )
 from mrtr_sansio.events import OutgoingError, OutgoingInputRequired, OutgoingResult
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION_KEY
 
 FORM = elicit_form("Name?", {"type": "object", "properties": {"name": {"type": "string"}}})
 ASK = InputRequiredResult({"name": FORM}, "s1")
@@ -147,7 +147,7 @@ def test_only_a_run_awaiting_its_legs_takes_their_answers() -> None:
 
 
 def _modern(conn: ServerConnection, rid: Any, caps: dict[str, Any]) -> RequestReceived:
-    return _call(conn, rid, {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: caps})
+    return _call(conn, rid, {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES: caps})
 
 
 ANSWERS: dict[RequestTrigger, tuple[dict[str, Any], Any]] = {

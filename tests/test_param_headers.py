@@ -28,7 +28,7 @@ SCHEMA: dict[str, Any] = {
         "query": {"type": "string", "default": {"x-mcp-header": "not an annotation: data"}},
     },
 }
-ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
 
 
 def b64(text: str) -> str:

@@ -31,7 +31,7 @@ from mrtr_sansio.protocol import (
     CLIENT_INFO,
     LOG_LEVEL,
     MRTR_METHODS,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
     merge_capabilities,
     missing_capabilities,
     required_capabilities,
@@ -263,7 +263,9 @@ envelopes = st.builds(
     lambda base, extra: {**base, **extra},
     st.fixed_dictionaries(
         {
-            PROTOCOL_VERSION: mostly(st.just("2026-07-28"), st.just("2025-11-25") | json_values),
+            PROTOCOL_VERSION_KEY: mostly(
+                st.just("2026-07-28"), st.just("2025-11-25") | json_values
+            ),
             CLIENT_CAPABILITIES: mostly(capabilities, json_values),
         }
     ),
@@ -474,7 +476,9 @@ def test_strategies_reach_the_interesting_paths() -> None:
         "jsonrpc": "2.0",
         "id": 1,
         "method": "tools/call",
-        "params": {"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {"roots": {}}}},
+        "params": {
+            "_meta": {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES: {"roots": {}}}
+        },
     }
     messages.validate()
     conn.receive_data(_line(request))

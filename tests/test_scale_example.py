@@ -142,7 +142,7 @@ def _post(url: str, rid: int, **extra: Any) -> httpx.Response:
         "name": "book_trip",
         "arguments": ARGS,
         "_meta": {
-            m.protocol.PROTOCOL_VERSION: "2026-07-28",
+            m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
             m.protocol.CLIENT_CAPABILITIES: {"elicitation": {}, "roots": {}},
         },
         **extra,

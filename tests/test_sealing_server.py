@@ -22,7 +22,7 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION_KEY
 from mrtr_sansio.sealing import MemoryReplayGuard, RequestStateSecurity
 from mrtr_sansio.sealing._codecs import b64url_decode
 
@@ -226,7 +226,7 @@ def test_resources_and_prompts_are_bound_too(
 ) -> None:
     conn, _ = server()
     envelope = {
-        PROTOCOL_VERSION: LATEST_MODERN_VERSION,
+        PROTOCOL_VERSION_KEY: LATEST_MODERN_VERSION,
         CLIENT_CAPABILITIES: {},
     }
 

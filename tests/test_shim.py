@@ -53,7 +53,7 @@ from mrtr_sansio.events import (
     OutgoingNotification,
     OutgoingResult,
 )
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION_KEY
 from mrtr_sansio.sealing import StateBinding, UnsealedState
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -840,7 +840,7 @@ def test_modern_requests_on_a_dual_era_connection_still_get_input_required() -> 
         lambda e: InputRequiredResult({"login": LOGIN}, request_state="s-1"),
         request_state=UNSEALED,  # to see the state on the wire
     )
-    meta = {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {"elicitation": {}}}
+    meta = {PROTOCOL_VERSION_KEY: "2026-07-28", CLIENT_CAPABILITIES: {"elicitation": {}}}
     client.request("tools/call", {**TARGET["tools/call"], "_meta": meta}, request_id="m-1")
     app.run()
     (item,) = drain(conn, Era.MODERN)

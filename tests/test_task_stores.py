@@ -187,7 +187,10 @@ TASK_CAPS: dict[str, Any] = {"elicitation": {}, "extensions": {EXTENSION: {}}}
 
 
 def _meta() -> dict[str, Any]:
-    return {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: TASK_CAPS}
+    return {
+        m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
+        m.protocol.CLIENT_CAPABILITIES: TASK_CAPS,
+    }
 
 
 def _call(rid: int, name: str = "work", **arguments: Any) -> dict[str, Any]:

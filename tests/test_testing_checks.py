@@ -177,7 +177,7 @@ def test_long_values_are_cut_in_messages() -> None:
 
 # --- the in-process driver -------------------------------------------------------------------
 
-ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
 
 
 call = partial(helpers.call, arguments={}, envelope=ENVELOPE)

@@ -91,7 +91,11 @@ def test_model_finds_a_seeded_bug_over_http() -> None:
 
 
 def _envelope(**extra: Any) -> dict[str, Any]:
-    return {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}, **extra}
+    return {
+        m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
+        m.protocol.CLIENT_CAPABILITIES: {},
+        **extra,
+    }
 
 
 def test_sse_responses_and_notifications(correct_url: str) -> None:

@@ -196,7 +196,7 @@ def test_non_mrtr_operation_must_never_ask() -> None:
 def test_unknown_meta_keys_must_not_change_the_outcome() -> None:
     def strict(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
         unknown = set(request["params"]["_meta"]) - {
-            m.protocol.PROTOCOL_VERSION,
+            m.protocol.PROTOCOL_VERSION_KEY,
             m.protocol.CLIENT_CAPABILITIES,
         }
         return _error(request) if unknown - {m.protocol.CLIENT_INFO} else response

@@ -76,7 +76,7 @@ def _progress_context(token: Any) -> tuple[m.ServerConnection, RequestContext]:
     """A modern tools/call carrying ``token`` as its progressToken, and its handler context."""
     conn = m.ServerConnection()
     meta = {
-        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
         m.protocol.CLIENT_CAPABILITIES: {},
         "progressToken": token,
     }

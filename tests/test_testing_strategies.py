@@ -212,7 +212,7 @@ def test_invalid_capabilities_are_not_capabilities(caps: Any) -> None:
 def _call(rid: Any, **params: Any) -> dict[str, Any]:
     base = {
         "name": "t",
-        "_meta": {m.protocol.PROTOCOL_VERSION: V, m.protocol.CLIENT_CAPABILITIES: {}},
+        "_meta": {m.protocol.PROTOCOL_VERSION_KEY: V, m.protocol.CLIENT_CAPABILITIES: {}},
     }
     return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {**base, **params}}
 
@@ -311,7 +311,7 @@ def test_content_for_odd_schemas(data: st.DataObject) -> None:
 @given(s.modern_envelopes(extra_keys=False))
 def test_envelopes_without_extra_keys(meta: dict[str, Any]) -> None:
     assert set(meta) <= {
-        m.protocol.PROTOCOL_VERSION,
+        m.protocol.PROTOCOL_VERSION_KEY,
         m.protocol.CLIENT_CAPABILITIES,
         m.protocol.CLIENT_INFO,
         "progressToken",

@@ -50,7 +50,10 @@ def post(url: str, rid: int, **extra: Any) -> dict[str, Any]:
     params = {
         "name": "book_trip",
         "arguments": ARGS,
-        "_meta": {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS},
+        "_meta": {
+            m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
+            m.protocol.CLIENT_CAPABILITIES: CAPS,
+        },
         **extra,
     }
     headers = {

@@ -69,7 +69,7 @@ class Peer:
         self.http.close()
 
     def send(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-        meta = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
+        meta = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
         body = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
         body["params"] = {**params, "_meta": meta}
         headers = {

@@ -225,7 +225,7 @@ async def _refusals(http: httpx.AsyncClient, url: str) -> list[int]:
     with a client trace context, and a body that is not JSON, refused at the HTTP edge
     before it is read (415); the HTTP statuses."""
     meta = {
-        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
         m.protocol.CLIENT_CAPABILITIES: {"elicitation": {}},
         "traceparent": TRACEPARENT,
     }

@@ -19,10 +19,11 @@ import attrs
 
 from ._errors import ErrorCode, JsonRpcError
 from ._mcp.capabilities import declares_tasks
-from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION, Era
-from ._mcp.methods import TASK_METHOD
+from ._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION_KEY, Era
+from ._mcp.methods import RESOURCE_METHOD, TARGET_KINDS, TASK_METHOD
 from ._mcp.session import LegacySession
 from ._mcp.values import NO_RESPONSES, InputResponses
+from .http._names import http_status
 
 __all__ = [
     "NEED_DATA",
@@ -131,7 +132,7 @@ class RequestReceived(Event):
         """The request's protocol version (modern) or the session's negotiated one (legacy)."""
         session = self.session
         if session is None:
-            version: str = self.params["_meta"][PROTOCOL_VERSION]
+            version: str = self.params["_meta"][PROTOCOL_VERSION_KEY]
             return version
         return session.protocol_version
 
@@ -217,11 +218,11 @@ class RequestReceived(Event):
 
     def unknown(self, what: str = "") -> JsonRpcError:
         """-32602 for an unknown tool, prompt or resource (``data.uri`` for resources)."""
-        if self.method == "resources/read":
+        if self.method == RESOURCE_METHOD:
             return JsonRpcError(
                 ErrorCode.INVALID_PARAMS, f"Resource not found: {self.uri}", {"uri": self.uri}
             )
-        label = {"tools/call": "tool", "prompts/get": "prompt"}.get(self.method, "target")
+        label = TARGET_KINDS.get(self.method, "target")
         return JsonRpcError(ErrorCode.INVALID_PARAMS, f"Unknown {label}: {what or self.name}")
 
     def method_not_found(self) -> JsonRpcError:
@@ -453,12 +454,7 @@ class OutgoingError(OutgoingResponse):
     @property
     def http_status(self) -> int:
         """The HTTP status the modern Streamable HTTP transport prescribes for this error."""
-        code = self.error.code
-        if code == ErrorCode.METHOD_NOT_FOUND:
-            return 404
-        if code in (ErrorCode.INVALID_PARAMS, -32020, -32021, -32022, -32600, -32700):
-            return 400
-        return 200
+        return http_status(self.error.code)
 
 
 @attrs.frozen

@@ -611,7 +611,7 @@ def posts(transport: StreamingAsgi) -> list[tuple[httpx.Headers, dict[str, Any]]
             continue
         msg = json.loads(body)
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        modern = m.protocol.PROTOCOL_VERSION in params.get("_meta", {})
+        modern = m.protocol.PROTOCOL_VERSION_KEY in params.get("_meta", {})
         check_message(msg, m.Era.MODERN if modern else m.Era.LEGACY, sender="client")
         out.append((request.headers, msg))
     return out

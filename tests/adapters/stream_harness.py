@@ -75,7 +75,7 @@ from mrtr_sansio.adapters import (
 from mrtr_sansio.adapters import anyio as anyio_adapter
 from mrtr_sansio.adapters import asyncio as asyncio_adapter
 from mrtr_sansio.adapters import trio as trio_adapter
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LOG_LEVEL, PROTOCOL_VERSION, SERVER_INFO
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LOG_LEVEL, PROTOCOL_VERSION_KEY, SERVER_INFO
 
 # --- the scenarios: messages, expected answers, the test server, the transcript -------------------
 
@@ -115,7 +115,7 @@ def modern_call(
 
 def envelope(caps: Mapping[str, Any] = FORM_CAPS, **meta: Any) -> dict[str, Any]:
     """A modern request's ``_meta``: version, capabilities, and ``meta``."""
-    return {PROTOCOL_VERSION: MODERN, CLIENT_CAPABILITIES: dict(caps), **meta}
+    return {PROTOCOL_VERSION_KEY: MODERN, CLIENT_CAPABILITIES: dict(caps), **meta}
 
 
 def legacy_call(rid: Any, name: str) -> dict[str, Any]:

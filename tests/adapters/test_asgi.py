@@ -25,7 +25,7 @@ from mrtr_sansio.adapters.asgi import McpHttpApp
 pytestmark = pytest.mark.anyio
 
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
-ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 INFO = {"name": "asgi-test", "version": "1.0"}
 
@@ -202,7 +202,7 @@ async def test_base64_header_value_is_decoded(client: Client) -> None:
             400,
         ),
         (
-            call(1, "greet", envelope={**ENVELOPE, m.protocol.PROTOCOL_VERSION: "1999-01-01"}),
+            call(1, "greet", envelope={**ENVELOPE, m.protocol.PROTOCOL_VERSION_KEY: "1999-01-01"}),
             -32022,
             400,
         ),
@@ -222,7 +222,7 @@ async def test_modern_error_statuses(client: Client, body: Any, code: int, statu
     headers: dict[str, str] = {}
     if isinstance(body, dict):
         params = body["params"]
-        version = params.get("_meta", {}).get(m.protocol.PROTOCOL_VERSION, "2026-07-28")
+        version = params.get("_meta", {}).get(m.protocol.PROTOCOL_VERSION_KEY, "2026-07-28")
         headers = {"mcp-protocol-version": version, "mcp-method": body["method"]}
         if "name" in params:
             headers["mcp-name"] = params["name"]

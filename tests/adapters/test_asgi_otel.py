@@ -29,7 +29,7 @@ from mrtr_sansio.otel import OtelObserver
 pytestmark = pytest.mark.anyio
 
 PEER = ("203.0.113.7", 51234)
-ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
 GOOD = [
     (b"host", b"localhost:8000"),
     (b"content-type", b"application/json"),

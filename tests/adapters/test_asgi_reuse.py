@@ -24,7 +24,7 @@ from mrtr_sansio.adapters.asgi import McpHttpApp
 pytestmark = pytest.mark.anyio
 
 V = "2026-07-28"
-ENVELOPE = {m.protocol.PROTOCOL_VERSION: V, m.protocol.CLIENT_CAPABILITIES: {}}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION_KEY: V, m.protocol.CLIENT_CAPABILITIES: {}}
 
 
 class Recorder:

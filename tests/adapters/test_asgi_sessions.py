@@ -27,7 +27,7 @@ from mrtr_sansio.otel import OtelObserver
 pytestmark = pytest.mark.anyio
 
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
-ENVELOPE = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: CAPS}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 

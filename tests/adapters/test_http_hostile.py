@@ -30,7 +30,7 @@ V = "2026-07-28"
 LEGACY = "2025-11-25"
 LIMIT = 64 * 1024
 CAPS: dict[str, Any] = {"elicitation": {}}
-ENVELOPE = {m.protocol.PROTOCOL_VERSION: V, m.protocol.CLIENT_CAPABILITIES: CAPS}
+ENVELOPE = {m.protocol.PROTOCOL_VERSION_KEY: V, m.protocol.CLIENT_CAPABILITIES: CAPS}
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 TOOLS = [
     {

@@ -129,7 +129,7 @@ def post(body: dict[str, Any], headers: dict[str, str] | None = None) -> bytes:
 
 
 def modern_call(rid: int, name: str) -> tuple[dict[str, Any], dict[str, str]]:
-    meta = {m.protocol.PROTOCOL_VERSION: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
+    meta = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: {}}
     body = {
         "jsonrpc": "2.0",
         "id": rid,

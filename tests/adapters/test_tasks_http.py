@@ -38,7 +38,7 @@ async def client() -> AsyncIterator[Client]:
 
 def body(rid: int, method: str, params: dict[str, Any], caps: Any = None) -> dict[str, Any]:
     meta = {
-        m.protocol.PROTOCOL_VERSION: "2026-07-28",
+        m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
         m.protocol.CLIENT_CAPABILITIES: TASK_CAPS if caps is None else caps,
     }
     return {"jsonrpc": "2.0", "id": rid, "method": method, "params": {**params, "_meta": meta}}

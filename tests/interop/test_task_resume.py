@@ -66,7 +66,7 @@ async def test_http_client_resumes_a_task_whose_creator_vanished_before_answerin
     with http_server(HTTP_SERVER, "--log-level", "error") as (url, _):
         # A client that sent the call, got the task id, and was gone (no tasks/update sent).
         meta = {
-            m.protocol.PROTOCOL_VERSION: "2026-07-28",
+            m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28",
             m.protocol.CLIENT_CAPABILITIES: {"elicitation": {}, "extensions": {EXTENSION: {}}},
         }
         call = {"name": "confirm_delete", "arguments": {"filename": "v.txt"}, "_meta": meta}

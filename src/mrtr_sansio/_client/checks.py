@@ -24,7 +24,8 @@ from mrtr_sansio._mcp.capabilities import (
     needs_of,
     required_capabilities,
 )
-from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION
+from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION_KEY
+from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
 
 __all__ = [
@@ -43,8 +44,7 @@ __all__ = [
 Embedded = tuple[str, str, Mapping[str, Any]]
 
 #: Fields of the params that belong to the connection, never to the application.
-_MANAGED_PARAMS = ("inputResponses", "requestState")
-_ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO)
+_ENVELOPE_KEYS = (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES, CLIENT_INFO)
 _ELICIT_ACTIONS = ("accept", "decline", "cancel")
 _ROLES = ("user", "assistant")
 
@@ -252,7 +252,7 @@ def check_call(method: Any, params: Any) -> dict[str, Any]:
         return {}
     if not isinstance(params, Mapping):
         raise TypeError(f"params: must be a mapping, not {type(params).__name__}")
-    for name in _MANAGED_PARAMS:
+    for name in RETRY_FIELDS:
         if name in params:
             raise LocalProtocolError(f"params: {name} is sent by the connection on retries")
     meta = params.get("_meta")

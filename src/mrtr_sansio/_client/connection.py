@@ -46,7 +46,14 @@ from mrtr_sansio._events import (
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import Era
-from mrtr_sansio._wire.jsonrpc import REQUEST, RESPONSE, classify, is_valid_id, request_message
+from mrtr_sansio._wire.jsonrpc import (
+    REQUEST,
+    RESPONSE,
+    classify,
+    is_valid_id,
+    request_message,
+)
+from mrtr_sansio.http._client_headers import request_headers
 
 from . import task_follow as follow
 from .calls import IN_FLIGHT, TASK_PHASES, CallState, cancelled_message, leg_params, unsendable
@@ -59,7 +66,6 @@ from .checks import (
     check_rejection,
 )
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
-from .http import request_headers
 from .legacy_rounds import Exhausted, LegacyRounds, Opened
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered

@@ -10,8 +10,8 @@ from typing import Any
 
 from mrtr_sansio._errors import JsonRpcError
 from mrtr_sansio._events import Call, InputNeeded
-from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS
-from mrtr_sansio.http._facts import NAME_FIELDS
+from mrtr_sansio._mcp.methods import MRTR_METHODS, NAME_FIELDS
+from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED
 from mrtr_sansio.observe import (
     CallFinished,
     CallRoundAnswered,
@@ -98,7 +98,7 @@ class Reporter:
         error: JsonRpcError | None = None
         is_error = False
         if type(result) is dict:
-            kind = result.get("resultType", "complete")
+            kind = result.get("resultType", COMPLETE)
             requests = result.get("inputRequests")
             if kind == INPUT_REQUIRED and type(requests) is dict:
                 keys = tuple(requests)

@@ -29,7 +29,8 @@ from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError
 from mrtr_sansio._events import CallCompleted, CallFailed, RoundsExhausted
 from mrtr_sansio._lifecycle import CallTrigger
 from mrtr_sansio._mcp.envelope import Era
-from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS
+from mrtr_sansio._mcp.methods import MRTR_METHODS
+from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED, TASK
 from mrtr_sansio.tasks._client import read_task
 from mrtr_sansio.tasks._machine import TASK_METHOD
 
@@ -71,7 +72,7 @@ def read_answer(
     result = msg["result"]
     if type(result) is not dict:
         return _INVALID, invalid(st, "the result is not an object")
-    kind = result.get("resultType", "complete")
+    kind = result.get("resultType", COMPLETE)
     if kind == INPUT_REQUIRED:
         if era is not Era.MODERN:
             return _INVALID, invalid(st, "input_required result on the legacy wire")
@@ -87,7 +88,7 @@ def read_answer(
         if not requests:
             return _STATE_ONLY, state
         return _INPUT_REQUESTS, (requests, state)
-    if kind == "task" and tasks and era is Era.MODERN:
+    if kind == TASK and tasks and era is Era.MODERN:
         if st.call.method != TASK_METHOD:
             return _INVALID, invalid(st, f"CreateTaskResult on {st.call.method}")
         try:
@@ -95,7 +96,7 @@ def read_answer(
         except InvalidResponseError as exc:
             return _INVALID, invalid(st, str(exc))
     if (
-        kind == "complete"
+        kind == COMPLETE
         or era is not Era.MODERN
         or (type(kind) is str and kind in config.extra_result_types)
     ):

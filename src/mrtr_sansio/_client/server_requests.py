@@ -33,7 +33,8 @@ from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 from mrtr_sansio._events import InputNeeded
 from mrtr_sansio._mcp.envelope import Era
-from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS, MRTR_METHODS
+from mrtr_sansio._mcp.methods import MRTR_METHODS
+from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
 from mrtr_sansio._wire.jsonrpc import error_message, is_valid_id, result_message
 
 from .checks import check_server_request

@@ -16,6 +16,7 @@ from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import Call, CallCompleted, CallFailed, RoundsExhausted
 from mrtr_sansio._lifecycle import CallPhase, CallTrigger, TaskStatus
+from mrtr_sansio._mcp.mrtr_fields import COMPLETE
 from mrtr_sansio._wire.jsonrpc import request_message
 from mrtr_sansio.tasks._client import TaskView, read_task
 from mrtr_sansio.tasks._machine import TASK_METHOD
@@ -90,7 +91,7 @@ def read_task_answer(st: CallState, msg: dict[str, Any], config: ClientConfig) -
         return _ERROR, CallFailed(st.call, JsonRpcError.from_wire(msg["error"]))
     result = msg["result"]
     updating = st.phase is _TASK_UPDATING
-    if type(result) is not dict or result.get("resultType", "complete") != "complete":
+    if type(result) is not dict or result.get("resultType", COMPLETE) != COMPLETE:
         method = "tasks/update" if updating else "tasks/get"
         return _INVALID, invalid(st, f"{method} must answer a complete result object")
     if updating:

@@ -21,7 +21,7 @@ __all__ = [
     "LEGACY_VERSIONS",
     "LOG_LEVEL",
     "MODERN_VERSIONS",
-    "PROTOCOL_VERSION",
+    "PROTOCOL_VERSION_KEY",
     "SERVER_INFO",
     "SUBSCRIPTION_ID",
     "Era",
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: ``_meta`` key of a modern request's protocol version; its presence makes a request modern.
-PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+PROTOCOL_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 #: ``_meta`` key of the client capabilities a modern request declares (required with the version).
 CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 #: ``_meta`` key of a modern client's optional name and version.
@@ -86,8 +86,8 @@ def envelope_error(request_id: Any, meta: Mapping[str, Any]) -> RemoteProtocolEr
         if caps is None:
             return invalid(request_id, f"Missing required _meta field {CLIENT_CAPABILITIES}")
         return invalid(request_id, f"_meta field {CLIENT_CAPABILITIES} must be an object")
-    if type(meta.get(PROTOCOL_VERSION)) is not str:
-        return invalid(request_id, f"_meta field {PROTOCOL_VERSION} must be a string")
+    if type(meta.get(PROTOCOL_VERSION_KEY)) is not str:
+        return invalid(request_id, f"_meta field {PROTOCOL_VERSION_KEY} must be a string")
     info = meta.get(CLIENT_INFO)
     if info is not None and type(info) is not dict:
         return invalid(request_id, f"_meta field {CLIENT_INFO} must be an object")
@@ -134,7 +134,7 @@ def missing_meta_message(meta: Any) -> str:
         return (
             "Missing required _meta (io.modelcontextprotocol/protocolVersion, clientCapabilities)"
         )
-    return f"Missing required _meta field {PROTOCOL_VERSION}"
+    return f"Missing required _meta field {PROTOCOL_VERSION_KEY}"
 
 
 def modern_envelope(
@@ -143,7 +143,7 @@ def modern_envelope(
     client_info: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The ``_meta`` entries a modern client puts on every request."""
-    meta: dict[str, Any] = {PROTOCOL_VERSION: version, CLIENT_CAPABILITIES: capabilities}
+    meta: dict[str, Any] = {PROTOCOL_VERSION_KEY: version, CLIENT_CAPABILITIES: capabilities}
     if client_info is not None:
         meta[CLIENT_INFO] = client_info
     return meta

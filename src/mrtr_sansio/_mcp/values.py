@@ -24,10 +24,10 @@ from .capabilities import (
     required_capabilities,
 )
 from .envelope import SERVER_INFO
+from .mrtr_fields import INPUT_REQUIRED
 
 __all__ = [
     "EMBEDDABLE_METHODS",
-    "MRTR_METHODS",
     "InputRequest",
     "InputRequiredResult",
     "InputResponses",
@@ -37,12 +37,9 @@ __all__ = [
     "sample",
 ]
 
-#: The requests that may be answered with ``input_required`` (spec: Supported Requests).
-MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 #: The requests that may be embedded in ``inputRequests``.
 EMBEDDABLE_METHODS = frozenset({ELICIT, SAMPLE, ROOTS})
 
-INPUT_REQUIRED = "input_required"
 _ROLES = ("user", "assistant")
 _ACTIONS = ("accept", "decline", "cancel")
 

@@ -13,7 +13,8 @@ from typing import Any
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
 from mrtr_sansio._mcp.capabilities import capability_paths, missing_capabilities
-from mrtr_sansio._mcp.values import MRTR_METHODS, InputRequiredResult
+from mrtr_sansio._mcp.methods import CACHEABLE_METHODS, MRTR_METHODS
+from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
 
 __all__ = [
@@ -24,18 +25,6 @@ __all__ = [
     "missing_capability",
     "parse_input_required",
 ]
-
-#: Methods whose complete results carry ``ttlMs`` and ``cacheScope`` (SEP-2549).
-CACHEABLE_METHODS = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
 
 
 def legacy_result(result: Mapping[str, Any]) -> Mapping[str, Any]:

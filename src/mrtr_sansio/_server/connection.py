@@ -41,16 +41,17 @@ from mrtr_sansio._mcp.envelope import (
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
     SERVER_INFO,
     envelope_error,
     invalid,
     log_allowed,
 )
-from mrtr_sansio._mcp.methods import LEGACY_ONLY_METHODS, PARAM_HEADER_METHOD
+from mrtr_sansio._mcp.methods import LEGACY_ONLY_METHODS, MRTR_METHODS, PARAM_HEADER_METHOD
+from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
-from mrtr_sansio._mcp.values import INPUT_REQUIRED, MRTR_METHODS, InputRequiredResult
+from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio._wire.jsonrpc import (
     NOTIFICATION,
     REQUEST,
@@ -440,7 +441,7 @@ class ServerConnection(Connection):
             )
         meta = params.get("_meta")
         if type(meta) is dict:
-            version = meta.get(PROTOCOL_VERSION)
+            version = meta.get(PROTOCOL_VERSION_KEY)
         elif meta is None:
             version = None
         else:
@@ -647,7 +648,7 @@ class ServerConnection(Connection):
         # serverInfo unless the handler gave one, the listen tag, cache hints (SEP-2549)
         out = dict(result)
         if "resultType" not in out:
-            out["resultType"] = "complete"
+            out["resultType"] = COMPLETE
         info = self._server_info
         if info is not None:
             meta = out.get("_meta")
@@ -657,7 +658,7 @@ class ServerConnection(Connection):
                 out["_meta"] = {**meta, SERVER_INFO: info}
         if event.method == LISTEN:
             out["_meta"] = tag(out, rid)["_meta"]
-        elif event.method in CACHEABLE_METHODS and out["resultType"] == "complete":
+        elif event.method in CACHEABLE_METHODS and out["resultType"] == COMPLETE:
             if "ttlMs" not in out:
                 out["ttlMs"] = self.config.cache_ttl_ms
             if "cacheScope" not in out:

@@ -24,9 +24,10 @@ from mrtr_sansio._mcp.envelope import (
     invalid,
     missing_meta_message,
 )
+from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.session import LegacySession
-from mrtr_sansio._mcp.values import MRTR_METHODS
 from mrtr_sansio.http._facts import HttpRequestFacts
+from mrtr_sansio.http._names import VERSION_HEADER
 from mrtr_sansio.tasks._machine import TASK_METHOD, TaskMachine
 from mrtr_sansio.tasks._server import required_task_error
 
@@ -58,7 +59,7 @@ def check_header(
     version on a body without the envelope is the modern wire's missing ``_meta`` (-32602).
     """
     header = http.protocol_version
-    if "mcp-protocol-version" in http.repeated:
+    if VERSION_HEADER in http.repeated:
         raise RemoteProtocolError(
             JsonRpcError(
                 ErrorCode.INVALID_REQUEST, "Bad Request: MCP-Protocol-Version header is repeated"

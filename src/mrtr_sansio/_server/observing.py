@@ -11,9 +11,10 @@ from typing import Any
 
 from mrtr_sansio._errors import RemoteProtocolError
 from mrtr_sansio._events import RequestReceived
-from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
+from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION_KEY
+from mrtr_sansio._mcp.methods import NAME_FIELDS
+from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED
 from mrtr_sansio._mcp.session import LegacySession
-from mrtr_sansio._mcp.values import INPUT_REQUIRED
 from mrtr_sansio._pending import Pending
 from mrtr_sansio.observe import (
     LegAnswered,
@@ -25,7 +26,6 @@ from mrtr_sansio.observe import (
     Transport,
     trace_of,
 )
-from mrtr_sansio.tasks._server import TASK_REQUESTS
 
 from .shim import LegEnded, SendRequest
 
@@ -46,12 +46,7 @@ def target_of(method: Any, params: Any) -> str | None:
     URI of ``resources/read``, else ``params.name`` (a tool or prompt)."""
     if type(params) is not dict:
         return None
-    if method in TASK_REQUESTS:
-        target = params.get("taskId")
-    elif method == "resources/read":
-        target = params.get("uri")
-    else:
-        target = params.get("name")
+    target = params.get(NAME_FIELDS.get(method, "name"))
     return target if type(target) is str else None
 
 
@@ -69,7 +64,7 @@ def started(
     if session is not None:
         version: Any = session.protocol_version
     else:
-        version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+        version = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
     return RequestStarted(
         at,
         key,
@@ -89,7 +84,7 @@ def started(
 
 def answered(at: float, key: int, rid: Any, result: Mapping[str, Any]) -> RequestAnswered:
     """The fact of ``rid`` answered with ``result``."""
-    kind = result.get("resultType", "complete")
+    kind = result.get("resultType", COMPLETE)
     requests = result.get("inputRequests") if kind == INPUT_REQUIRED else None
     keys = tuple(requests) if isinstance(requests, Mapping) else ()
     status = result.get("status")
@@ -161,7 +156,7 @@ def refusal(
         params = request.get("params")
         meta = params.get("_meta") if type(params) is dict else None
         meta = meta if type(meta) is dict else None
-    version = meta.get(PROTOCOL_VERSION) if meta is not None else None
+    version = meta.get(PROTOCOL_VERSION_KEY) if meta is not None else None
     legacy = type(version) is not str
     if legacy and session is not None:
         version = session.protocol_version

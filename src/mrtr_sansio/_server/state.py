@@ -19,7 +19,8 @@ from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 from mrtr_sansio._events import RequestReceived, RequestStateRejected
 from mrtr_sansio._mcp.envelope import invalid
-from mrtr_sansio.http._facts import NAME_FIELDS
+from mrtr_sansio._mcp.methods import NAME_FIELDS, RESOURCE_METHOD
+from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio.observe import CARRY_MAX_BYTES
 from mrtr_sansio.sealing._state import RequestStateError, StateBinding, Unsealed
 
@@ -30,7 +31,7 @@ INVALID_STATE = JsonRpcError(
     ErrorCode.INVALID_PARAMS, "Invalid or expired requestState", {"reason": "invalid_request_state"}
 )
 #: The request fields that exist only on the modern wire's retries.
-MRTR_FIELDS = frozenset({"inputResponses", "requestState"})
+MRTR_FIELDS = frozenset(RETRY_FIELDS)
 _ABSENT: Any = object()
 
 
@@ -147,6 +148,6 @@ def binding(method: str, params: Mapping[str, Any], principal: str | None) -> St
     return StateBinding(
         method,
         target if isinstance(target, str) else None,
-        None if method == "resources/read" else params.get("arguments"),
+        None if method == RESOURCE_METHOD else params.get("arguments"),
         principal,
     )

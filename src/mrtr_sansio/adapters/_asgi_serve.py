@@ -12,6 +12,7 @@ import anyio
 
 from mrtr_sansio import Outgoing, OutgoingResponse, RequestCancelled, RequestReceived
 from mrtr_sansio.events import OutgoingError
+from mrtr_sansio.http._names import http_status
 
 from ._asgi_peer import Peer
 from ._asgi_stream import (
@@ -57,7 +58,7 @@ class Responder:
     def status(self, item: OutgoingError, peer: Peer) -> int:
         if peer.session_id is None:
             return item.http_status
-        return 400 if item.error.code in (-32700, -32600) else 200
+        return http_status(item.error.code, legacy=True)
 
     async def serve(
         self,

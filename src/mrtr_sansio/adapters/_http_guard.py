@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from mrtr_sansio.config import ServerConfig
 from mrtr_sansio.http import HttpRequestFacts
 from mrtr_sansio.http._facts import HeaderReader, host_name, origin_host
+from mrtr_sansio.http._names import SESSION_HEADER
 
 __all__ = [
     "CLOSE",
@@ -27,7 +28,6 @@ __all__ = [
 ]
 
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
-SESSION_HEADER = "mcp-session-id"
 #: Headers whose second copy would let an intermediary and this app read different requests.
 SINGLE_HEADERS = frozenset({"host", "origin", "content-type", SESSION_HEADER})
 #: The app's headers, read with the MCP ones in one pass over the scope's list. (A repeated

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["ACCEPT", "SESSION_HEADER", "extra_headers", "get_headers", "post_headers"]
+from mrtr_sansio.http._names import (
+    LAST_EVENT_ID_HEADER,
+    MCP_HEADERS,
+    PARAM_PREFIX,
+    SESSION_HEADER,
+    VERSION_DISPLAY,
+)
+
+__all__ = ["ACCEPT", "extra_headers", "get_headers", "post_headers"]
 
 ACCEPT = "application/json, text/event-stream"
-SESSION_HEADER = "mcp-session-id"
 #: Headers the client sets itself: extra headers cannot override them.
-_MANAGED_HEADERS = frozenset(
-    {"content-type", "accept", SESSION_HEADER, "mcp-protocol-version", "mcp-method", "mcp-name"}
-)
+_MANAGED_HEADERS = frozenset({"content-type", "accept", SESSION_HEADER, *MCP_HEADERS})
 
 
 def extra_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
@@ -43,13 +48,13 @@ def get_headers(
     if session_id is not None:
         headers[SESSION_HEADER] = session_id
     if protocol_version is not None:
-        headers["MCP-Protocol-Version"] = protocol_version
+        headers[VERSION_DISPLAY] = protocol_version
     if last_id is not None:
-        headers["last-event-id"] = last_id
+        headers[LAST_EVENT_ID_HEADER] = last_id
     return headers
 
 
 def _managed(header: str) -> bool:
     """Whether the client sets ``header`` itself (the caller's value is dropped)."""
     name = header.lower()
-    return name in _MANAGED_HEADERS or name.startswith("mcp-param-")
+    return name in _MANAGED_HEADERS or name.startswith(PARAM_PREFIX)

@@ -20,13 +20,17 @@ import httpx
 from anyio.abc import TaskGroup
 
 from mrtr_sansio import ClientConfig, Era, ErrorCode, JsonRpcError, Limits, Outgoing
+from mrtr_sansio._connection import DECODE_ERRORS as _DECODE_ERRORS
 from mrtr_sansio._wire.bounds import bounded_loads
 from mrtr_sansio.events import OutgoingRequest
+from mrtr_sansio.http._names import (
+    SESSION_HEADER,
+)
 from mrtr_sansio.observe import Transport
 
 from ._client_common import ClientDriver, ConnectionClosedError, Trace, call_hook
 from ._http_body import consume, content_kind, describe, read_body
-from ._http_headers import SESSION_HEADER, extra_headers, get_headers, post_headers
+from ._http_headers import extra_headers, get_headers, post_headers
 from ._sse import SseDecoder, SseEventTooLargeError
 
 _PORTS = {"http": 80, "https": 443}  # the port of a URL that names none
@@ -43,7 +47,6 @@ LISTEN_MAX_RETRY = 30.0
 #: Legacy response streams resumed in a row without bringing anything before giving up.
 MAX_IDLE_RESUMES = 2
 #: What a codec's ``loads`` raises on bad input, across codecs.
-_DECODE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError, TypeError)
 
 
 @attrs.frozen

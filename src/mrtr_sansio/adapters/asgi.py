@@ -56,12 +56,14 @@ from mrtr_sansio import (
     ServerConfig,
     ServerConnection,
 )
+from mrtr_sansio._connection import DECODE_ERRORS
 from mrtr_sansio._errors import RemoteProtocolError
 from mrtr_sansio._server.connection import refusal
 from mrtr_sansio._server.registry import SessionRegistry
 from mrtr_sansio._wire.jsonrpc import is_valid_id
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts
+from mrtr_sansio.http._names import SESSION_HEADER_BYTES, VERSION_HEADER
 from mrtr_sansio.observe import RequestRefused, connection_key
 from mrtr_sansio.tasks import RoundRunner
 
@@ -311,7 +313,9 @@ class McpHttpApp:
 
     async def _answer(self, peer: Peer, receive: Receive, send: Send) -> None:
         """Answer the POST just fed to ``peer``: run its request, or send what it produced."""
-        extra = [] if peer.session_id is None else [(b"mcp-session-id", peer.session_id.encode())]
+        extra = (
+            [] if peer.session_id is None else [(SESSION_HEADER_BYTES, peer.session_id.encode())]
+        )
         fresh, unrouted = peer.pump()
         if fresh:
             event = fresh[0]
@@ -393,7 +397,7 @@ class McpHttpApp:
         if peer is None:
             error = JsonRpcError(-32600, "Session not found")
             if self.config.observer is not None:
-                self._observe_refusal(scope, b"", error, headers.get("mcp-protocol-version"), 404)
+                self._observe_refusal(scope, b"", error, headers.get(VERSION_HEADER), 404)
             await self._json_error(send, 404, error)
             return
         self._end_session(peer)
@@ -443,7 +447,7 @@ class McpHttpApp:
         assert observer is not None
         try:
             message = self.config.codec.loads(body)
-        except (ValueError, UnicodeDecodeError, RecursionError, TypeError):
+        except DECODE_ERRORS:
             message = None
         rid = message.get("id") if type(message) is dict else None
         exc = RemoteProtocolError(error, rid if is_valid_id(rid) else None)

@@ -51,6 +51,7 @@ except ModuleNotFoundError as exc:
 
 from mrtr_sansio import Call, ClientConfig, ClientConnection, Era, ErrorCode, InputNeeded
 from mrtr_sansio.http import mirrored_params
+from mrtr_sansio.http._names import SESSION_HEADER, VERSION_DISPLAY
 
 from ._client_common import (
     AsyncClientBase,
@@ -60,7 +61,6 @@ from ._client_common import (
     InputCallback,
     client_config,
 )
-from ._http_headers import SESSION_HEADER
 from ._http_wire import HttpWire, SessionExpiredError
 
 __all__ = ["DEFAULT_TIMEOUT", "HttpClient", "SessionExpiredError"]
@@ -189,7 +189,7 @@ class HttpClient(HttpWire, AsyncClientBase):
             self._session_id = None
             headers = {**self._extra_headers, SESSION_HEADER: session}
             if driver.conn.protocol_version is not None:
-                headers["MCP-Protocol-Version"] = driver.conn.protocol_version
+                headers[VERSION_DISPLAY] = driver.conn.protocol_version
             with anyio.move_on_after(CLOSE_TIMEOUT):
                 try:
                     response = await self._http.delete(self.url, headers=headers)

@@ -24,7 +24,14 @@ import attrs
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError
 from mrtr_sansio._events import InputNeeded, RequestReceived
-from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, LOG_LEVEL, PROTOCOL_VERSION
+from mrtr_sansio._mcp.envelope import (
+    CLIENT_CAPABILITIES,
+    CLIENT_INFO,
+    LOG_LEVEL,
+    PROTOCOL_VERSION_KEY,
+)
+from mrtr_sansio._mcp.methods import MRTR_METHODS
+from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
 from mrtr_sansio.http._param_headers import mirrored_params
 
@@ -50,7 +57,7 @@ __all__ = [
 ]
 
 #: The methods whose upstream calls may ask for input, so the only ones held (DIGEST §2.3 S10).
-INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+INPUT_METHODS = MRTR_METHODS
 #: The client capabilities the bridge can answer upstream by asking downstream: the three
 #: embedded request kinds (DIGEST §3.2). Anything else the downstream declares is not the
 #: bridge's to promise.
@@ -61,9 +68,8 @@ RELAYED_CAPABILITIES = ("elicitation", "sampling", "roots")
 HOLD_META = "dev.mrtr-sansio/bridge-hold"
 #: Params of a downstream request that belong to its connection, never relayed: the retry
 #: fields (DIGEST §2.5 items 4-5: the upstream client echoes the upstream's own state).
-_RETRY_FIELDS = ("inputResponses", "requestState")
 #: Envelope keys of ``_meta``, recomputed by the upstream client (DIGEST §2.5 item 3, §1.1).
-_ENVELOPE_KEYS = (PROTOCOL_VERSION, CLIENT_CAPABILITIES, CLIENT_INFO, HOLD_META)
+_ENVELOPE_KEYS = (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES, CLIENT_INFO, HOLD_META)
 
 T = TypeVar("T")
 
@@ -202,7 +208,7 @@ def relay_params(
     with :data:`HOLD_META`; ``log_level`` (a legacy session's ``logging/setLevel``) becomes the
     request's ``logLevel`` when it names none (§1.1: on the modern wire logs are asked for per
     request)."""
-    out = {k: v for k, v in params.items() if k not in _RETRY_FIELDS}
+    out = {k: v for k, v in params.items() if k not in RETRY_FIELDS}
     meta = params.get("_meta")
     kept = (
         {k: v for k, v in meta.items() if k not in _ENVELOPE_KEYS}

@@ -26,29 +26,30 @@ from typing import Any
 import attrs
 
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
+from mrtr_sansio._mcp.methods import NAME_FIELDS
+
+from ._names import (
+    MCP_HEADERS,
+    METHOD_DISPLAY,
+    METHOD_HEADER,
+    NAME_DISPLAY,
+    NAME_HEADER,
+    PARAM_DISPLAY,
+    PARAM_PREFIX,
+    VERSION_DISPLAY,
+    VERSION_HEADER,
+)
 
 __all__ = ["HeaderReader", "HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
-#: The body field each method mirrors in ``Mcp-Name`` (client and server read this one map).
-NAME_FIELDS = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    # SEP-2663 "Streamable HTTP: Routing Headers": the task a request is about.
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
 #: Visible ASCII, space and horizontal tab: what a plain mirror-header value may hold.
 FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
-_PARAM_PREFIX = "mcp-param-"
-_PARAM_PREFIX_BYTES = _PARAM_PREFIX.encode()
-_MCP_HEADERS = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name"})
+PARAM_PREFIX_BYTES = PARAM_PREFIX.encode()
 #: How each checked header is named in error messages.
 _DISPLAY = {
-    "mcp-protocol-version": "MCP-Protocol-Version",
-    "mcp-method": "Mcp-Method",
-    "mcp-name": "Mcp-Name",
+    VERSION_HEADER: VERSION_DISPLAY,
+    METHOD_HEADER: METHOD_DISPLAY,
+    NAME_HEADER: NAME_DISPLAY,
 }
 
 
@@ -88,12 +89,12 @@ class HttpRequestFacts:
 
     @classmethod
     def _from(cls, headers: Mapping[str, str], repeated: frozenset[str]) -> HttpRequestFacts:
-        n = len(_PARAM_PREFIX)
-        params = {k[n:]: v for k, v in headers.items() if k.startswith(_PARAM_PREFIX)}
+        n = len(PARAM_PREFIX)
+        params = {k[n:]: v for k, v in headers.items() if k.startswith(PARAM_PREFIX)}
         return cls(
-            headers.get("mcp-protocol-version"),
-            headers.get("mcp-method"),
-            headers.get("mcp-name"),
+            headers.get(VERSION_HEADER),
+            headers.get(METHOD_HEADER),
+            headers.get(NAME_HEADER),
             params,
             repeated,
         )
@@ -114,12 +115,12 @@ class HeaderReader:
     __slots__ = ("_lists", "_names")
 
     def __init__(self, transport: Iterable[str] = (), *, lists: Iterable[str] = ()) -> None:
-        wanted = {*_MCP_HEADERS, *(name.lower() for name in transport)}
+        wanted = {*MCP_HEADERS, *(name.lower() for name in transport)}
         # Looked up by the raw name as it comes (bytes from ASGI servers, which lower-case
         # them), and by its decoded lower-case form for a server that does not.
         self._names: dict[bytes | str, str] = {name: name for name in wanted}
         self._names.update({name.encode("latin-1"): name for name in wanted})
-        self._lists = frozenset(name.lower() for name in lists) - _MCP_HEADERS
+        self._lists = frozenset(name.lower() for name in lists) - MCP_HEADERS
 
     def read(
         self, headers: Iterable[tuple[bytes | str, bytes | str]]
@@ -135,14 +136,14 @@ class HeaderReader:
             name = names.get(raw_name)
             if name is None:
                 if isinstance(raw_name, bytes):
-                    if raw_name.islower() and not raw_name.startswith(_PARAM_PREFIX_BYTES):
+                    if raw_name.islower() and not raw_name.startswith(PARAM_PREFIX_BYTES):
                         continue  # the usual case: a header nobody here reads
                     text = raw_name.decode("latin-1").lower()
                 else:
                     text = raw_name.lower()
                 name = names.get(text)
                 if name is None:
-                    if not text.startswith(_PARAM_PREFIX):
+                    if not text.startswith(PARAM_PREFIX):
                         continue
                     name = text
                     params = True
@@ -155,21 +156,21 @@ class HeaderReader:
                 repeats.append((name, value))
         if repeats is None and not params:  # the usual case
             facts = HttpRequestFacts(
-                found.get("mcp-protocol-version"),
-                found.get("mcp-method"),
-                found.get("mcp-name"),
+                found.get(VERSION_HEADER),
+                found.get(METHOD_HEADER),
+                found.get(NAME_HEADER),
                 {},
                 _NONE,
             )
             return facts, found, ()
         repeated: list[str] = []
         mcp_repeated = _NONE if repeats is None else self._repeats(repeats, found, repeated)
-        n = len(_PARAM_PREFIX)
+        n = len(PARAM_PREFIX)
         facts = HttpRequestFacts(
-            found.get("mcp-protocol-version"),
-            found.get("mcp-method"),
-            found.get("mcp-name"),
-            {k[n:]: v for k, v in found.items() if k.startswith(_PARAM_PREFIX)},
+            found.get(VERSION_HEADER),
+            found.get(METHOD_HEADER),
+            found.get(NAME_HEADER),
+            {k[n:]: v for k, v in found.items() if k.startswith(PARAM_PREFIX)},
             mcp_repeated,
         )
         return facts, found, tuple(repeated)
@@ -181,7 +182,7 @@ class HeaderReader:
         transport headers go to ``repeated``; returns the repeated MCP headers."""
         mcp: set[str] = set()
         for name, value in repeats:
-            if name in _MCP_HEADERS or name.startswith(_PARAM_PREFIX):
+            if name in MCP_HEADERS or name.startswith(PARAM_PREFIX):
                 mcp.add(name)
             elif name in self._lists:
                 found[name] += ", " + value
@@ -265,8 +266,8 @@ def _mismatch(message: str, request_id: Any) -> RemoteProtocolError:
 
 def header_display_name(name: str) -> str:
     """How a lower-case MCP header name is written in error messages."""
-    if name.startswith(_PARAM_PREFIX):
-        return "Mcp-Param-" + name[len(_PARAM_PREFIX) :]
+    if name.startswith(PARAM_PREFIX):
+        return PARAM_DISPLAY + name[len(PARAM_PREFIX) :]
     return _DISPLAY.get(name, name)
 
 
@@ -297,19 +298,19 @@ def check_headers(
         raise _mismatch(f"Header sent more than once: {names}", request_id)
     if facts.protocol_version is None:
         raise _mismatch("Missing required header MCP-Protocol-Version", request_id)
-    version = _plain(facts.protocol_version, "MCP-Protocol-Version", request_id)
+    version = _plain(facts.protocol_version, VERSION_DISPLAY, request_id)
     if body_version is not None and version != body_version:
         raise _mismatch(
             f"Header mismatch: MCP-Protocol-Version header value '{facts.protocol_version}' "
             f"does not match body value '{body_version}'",
             request_id,
         )
-    _check_mirror(facts.method, "Mcp-Method", method, request_id, encoded=False)
+    _check_mirror(facts.method, METHOD_DISPLAY, method, request_id, encoded=False)
     field = NAME_FIELDS.get(method)
     if field is None:
         return
     body_name = params.get(field) if params is not None else None
-    _check_mirror(facts.name, "Mcp-Name", body_name, request_id)
+    _check_mirror(facts.name, NAME_DISPLAY, body_name, request_id)
 
 
 def _check_mirror(

@@ -17,6 +17,7 @@ from typing import Any
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 
 from ._facts import FIELD_VALUE, HttpRequestFacts, decode_header_value
+from ._names import PARAM_DISPLAY
 
 __all__ = ["check_param_headers", "header_text", "mirrored_params", "param_headers_for"]
 
@@ -122,7 +123,7 @@ def check_param_headers(
         for step in path:
             value = value.get(step, _ABSENT) if isinstance(value, Mapping) else _ABSENT
         raw = facts.params.get(name.lower())
-        header = f"Mcp-Param-{name}"
+        header = PARAM_DISPLAY + name
         if value is _ABSENT or value is None:
             if raw is not None:
                 raise _mismatch(f"Header {header} has no value in the body to mirror", request_id)

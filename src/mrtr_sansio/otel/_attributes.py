@@ -22,7 +22,6 @@ TASK_ID = "mrtr.task.id"
 #: ``mcp.method.name`` of a refused message whose method could not be read (the
 #: conventions' fallback value for what an instrumentation cannot name).
 UNKNOWN_METHOD = "_OTHER"
-TASK_REQUESTS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 #: The wire statuses a task ends in (the task table's terminal states).
 TERMINAL = frozenset(status.value for status in TASK.terminal)
 NAMED = ("tools/call", "prompts/get")  # the methods whose target goes into the span name

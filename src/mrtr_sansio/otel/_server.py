@@ -11,6 +11,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from mrtr_sansio._errors import ErrorCode
+from mrtr_sansio._mcp.methods import TASK_REQUESTS
+from mrtr_sansio._mcp.mrtr_fields import INPUT_REQUIRED
 from mrtr_sansio.observe import (
     ErrorSent,
     LegAnswered,
@@ -26,7 +28,6 @@ from mrtr_sansio.otel._attributes import (
     INPUT_KEYS,
     ROUND,
     TASK_ID,
-    TASK_REQUESTS,
     UNKNOWN_METHOD,
     OpenSpan,
     mark_error,
@@ -130,7 +131,7 @@ class ServerTrace:
         if fact.is_error:  # a tool result with isError: the conventions' tool_error
             mark_error(span, "tool_error", None)
             attributes = {**attributes, "error.type": "tool_error"}
-        if fact.result_type == "input_required":
+        if fact.result_type == INPUT_REQUIRED:
             self._m.input_required.add(1, open_.attributes)
         elif open_.round is not None:
             self._m.flow_rounds.record(open_.round, open_.attributes)

@@ -24,6 +24,7 @@ from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._lifecycle import TASK, TaskStatus, TaskTrigger
 from mrtr_sansio._mcp.methods import TASK_METHOD
+from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio.observe import Observer, TaskKey, TaskStatusChanged, trace_of
 
 from ._bounds import sized, too_big
@@ -40,7 +41,6 @@ NOT_FOUND = "Task not found"
 EXPIRED = "Task has expired"
 #: Attempts of a read-compute-write cycle before giving up (another writer kept winning).
 _CAS_ATTEMPTS = 16
-_MRTR_FIELDS = ("inputResponses", "requestState")
 #: A retried write waits ``settle_backoff`` times 2**n, n at most this.
 _MAX_DOUBLINGS = 4
 
@@ -110,7 +110,7 @@ class TaskMachine:
             raise TaskLimitError(f"Too many tasks (the limit is {settings.max_tasks})")
         params = dict(event.params)
         answers = params.get("inputResponses")
-        for name in _MRTR_FIELDS:
+        for name in RETRY_FIELDS:
             params.pop(name, None)
         trace = None
         if self._observer is not None:

@@ -15,6 +15,8 @@ import attrs
 
 from mrtr_sansio._errors import ErrorCode, JsonRpcError
 from mrtr_sansio._lifecycle import TASK, TaskTrigger
+from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED
+from mrtr_sansio._mcp.mrtr_fields import TASK as TASK_RESULT
 from mrtr_sansio._mcp.values import InputRequiredResult
 
 from ._bounds import PAYLOAD, sized
@@ -116,7 +118,7 @@ def outcome(
         return fail(task, result)
     if isinstance(result, RunAsTask):
         return fail(task, JsonRpcError.internal("A task's run cannot become a task"))
-    if isinstance(result, Mapping) and result.get("resultType") == "input_required":
+    if isinstance(result, Mapping) and result.get("resultType") == INPUT_REQUIRED:
         try:
             result = InputRequiredResult.from_wire(result)
         except (TypeError, ValueError) as exc:
@@ -126,8 +128,8 @@ def outcome(
     if isinstance(result, Mapping):
         # Inlined as the original request's result (CallToolResult): resultType included.
         out = dict(result)
-        kind = out.setdefault("resultType", "complete")
-        if kind == "task":
+        kind = out.setdefault("resultType", COMPLETE)
+        if kind == TASK_RESULT:
             return fail(task, JsonRpcError.internal("A task's run cannot become a task"))
         return move(task, TaskTrigger.RESULT, result=out, answers={}, state=None, lease_until=None)
     raise TypeError(

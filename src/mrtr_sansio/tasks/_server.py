@@ -18,6 +18,8 @@ from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocol
 from mrtr_sansio._events import Event, RequestReceived
 from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import invalid
+from mrtr_sansio._mcp.methods import TASK_REQUESTS
+from mrtr_sansio._mcp.mrtr_fields import COMPLETE
 
 from ._machine import TaskLimitError, TaskMachine
 from ._store import TaskStoreError
@@ -35,7 +37,6 @@ __all__ = [
 ]
 
 #: The methods the extension adds; the connection answers them itself.
-TASK_REQUESTS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 #: ``requiredCapabilities`` of every -32021 the extension causes.
 REQUIRED: dict[str, Any] = {"extensions": {EXTENSION: {}}}
 
@@ -94,7 +95,7 @@ def answer_task_request(
         if method == "tasks/get":
             found = machine.find(task_id, principal)
             if not isinstance(found, str):
-                return {"resultType": "complete", **found.detailed()}, found.trace, None
+                return {"resultType": COMPLETE, **found.detailed()}, found.trace, None
         elif method == "tasks/update":
             responses = params.get("inputResponses")
             if type(responses) is not dict:
@@ -115,7 +116,7 @@ def answer_task_request(
         raise RemoteProtocolError(
             JsonRpcError.invalid_params(f"Failed to retrieve task: {found}"), rid
         )
-    return {"resultType": "complete"}, found.trace, event
+    return {"resultType": COMPLETE}, found.trace, event
 
 
 def start_task(

@@ -19,16 +19,7 @@ MiB = 1024 * 1024
 DURABLE_LEASE_SECONDS = 30.0
 
 
-def _optional_positive(inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None:
-        positive(inst, attribute, value)
-
-
-def _optional_positive_number(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (
-        not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0
-    ):
-        raise ValueError(f"{attribute.name}: must be a positive number or None, got {value!r}")
+_OPTIONAL_POSITIVE: Any = attrs.validators.optional(positive)  # attrs types it for int | None
 
 
 def _store(_inst: object, _attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -78,9 +69,9 @@ class TaskSettings:
     tools: Mapping[str, TaskSupport] = attrs.field(factory=dict, converter=_supports)
     #: ``ttlMs`` of new tasks: milliseconds from creation that a task stays readable (None:
     #: unlimited). An expired task is answered -32602 and deleted.
-    ttl_ms: int | None = attrs.field(default=3_600_000, validator=_optional_positive)
+    ttl_ms: int | None = attrs.field(default=3_600_000, validator=_OPTIONAL_POSITIVE)
     #: ``pollIntervalMs`` suggested to clients (None: not sent).
-    poll_interval_ms: int | None = attrs.field(default=500, validator=_optional_positive)
+    poll_interval_ms: int | None = attrs.field(default=500, validator=_OPTIONAL_POSITIVE)
     #: Live tasks one principal may hold in the store at once (terminal ones count until they
     #: expire; expired ones do not); one more is refused with -32603.
     max_tasks: int = attrs.field(default=256, validator=positive)
@@ -103,7 +94,7 @@ class TaskSettings:
     #: Redis's are), None otherwise.
     lease_seconds: float | None = attrs.field(
         default=attrs.Factory(_default_lease, takes_self=True),
-        validator=_optional_positive_number,
+        validator=attrs.validators.optional(positive_number),
     )
     #: Seconds between sweeps of expired tasks out of the store (the server connection's
     #: timer: ``next_deadline()`` / ``handle_timer()``).

@@ -21,6 +21,7 @@ from mrtr_sansio._events import Call, Event
 from mrtr_sansio._lifecycle import TASK, TaskStatus
 from mrtr_sansio._mcp.capabilities import TASKS_EXTENSION
 from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES
+from mrtr_sansio._mcp.mrtr_fields import TASK as TASK_RESULT
 
 __all__ = [
     "EXTENSION",
@@ -216,7 +217,7 @@ class Task:
     def create_result(self) -> dict[str, Any]:
         """The ``CreateTaskResult`` (``resultType: "task"``): the task's fields, nothing
         status-specific, never ``requestState``."""
-        return {"resultType": "task", **self._fields()}
+        return {"resultType": TASK_RESULT, **self._fields()}
 
     def detailed(self) -> dict[str, Any]:
         """The ``DetailedTask`` of ``tasks/get`` and ``notifications/tasks``: the fields plus

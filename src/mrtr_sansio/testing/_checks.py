@@ -14,6 +14,7 @@ from mrtr_sansio import ErrorCode
 from mrtr_sansio.protocol import (
     EMBEDDABLE_METHODS,
     MRTR_METHODS,
+    ResultType,
     missing_capabilities,
     required_capabilities,
 )
@@ -53,7 +54,7 @@ CHECKS: dict[str, str] = {
     "-32600, -32602, -32020, -32021 and -32022 (DIGEST §1.2, §1.5, §3.3)",
 }
 
-_CORE_RESULT_TYPES = frozenset({"complete", "input_required"})
+_CORE_RESULT_TYPES = frozenset({ResultType.COMPLETE, ResultType.INPUT_REQUIRED})
 
 
 class SpecViolationError(AssertionError):
@@ -124,10 +125,10 @@ def check_response(
         if not isinstance(kind, str):
             raise fail("result-type", "the result has no resultType")
         if kind not in _CORE_RESULT_TYPES and not (
-            kind == "task" and TASKS_EXTENSION in (caps.get("extensions") or {})
+            kind == ResultType.TASK and TASKS_EXTENSION in (caps.get("extensions") or {})
         ):
             raise fail("result-type", f"resultType {kind!r} is not one the client supports")
-        if kind == "input_required":
+        if kind == ResultType.INPUT_REQUIRED:
             if method not in MRTR_METHODS:
                 raise fail("input-required-methods", f"input_required answered {method}")
             _check_input_required(result, caps, fail)

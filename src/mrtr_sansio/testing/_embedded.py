@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from mrtr_sansio.protocol import missing_capabilities, required_capabilities
+from mrtr_sansio.protocol import ResultType, missing_capabilities, required_capabilities
 
 from ._values import (
     Json,
@@ -44,6 +44,8 @@ __all__ = [
 ELICIT = "elicitation/create"
 SAMPLE = "sampling/createMessage"
 ROOTS = "roots/list"
+
+_ASKS = ResultType.INPUT_REQUIRED.value  # the plain string, as a peer sends it
 
 
 # --- embedded requests --------------------------------------------------------------------
@@ -455,12 +457,12 @@ def input_required_results(
     requests = input_requests_maps(allowed_by=allowed_by)
     return st.one_of(
         st.builds(
-            lambda r, s: {"resultType": "input_required", "inputRequests": r, "requestState": s},
+            lambda r, s: {"resultType": _ASKS, "inputRequests": r, "requestState": s},
             requests,
             request_states(),
         ),
-        st.builds(lambda r: {"resultType": "input_required", "inputRequests": r}, requests),
-        st.builds(lambda s: {"resultType": "input_required", "requestState": s}, request_states()),
+        st.builds(lambda r: {"resultType": _ASKS, "inputRequests": r}, requests),
+        st.builds(lambda s: {"resultType": _ASKS, "requestState": s}, request_states()),
     )
 
 
@@ -469,18 +471,18 @@ def invalid_input_required_results(max_requests: int = 32) -> Strategy[Json]:
     embedded request that is none of the three kinds, or more than ``max_requests`` of them."""
     too_many = {f"k{i}": {"method": ROOTS} for i in range(max_requests + 1)}
     return st.one_of(
-        st.just({"resultType": "input_required", "inputRequests": too_many}),
-        st.just({"resultType": "input_required"}),
+        st.just({"resultType": _ASKS, "inputRequests": too_many}),
+        st.just({"resultType": _ASKS}),
         st.builds(
-            lambda r: {"resultType": "input_required", "inputRequests": r},
+            lambda r: {"resultType": _ASKS, "inputRequests": r},
             not_an_object(null=False),
         ),
         st.builds(
-            lambda s: {"resultType": "input_required", "requestState": s},
+            lambda s: {"resultType": _ASKS, "requestState": s},
             not_a_string(null=False),
         ),
         st.builds(
-            lambda k, r: {"resultType": "input_required", "inputRequests": {k: r}},
+            lambda k, r: {"resultType": _ASKS, "inputRequests": {k: r}},
             input_request_keys(),
             invalid_input_requests(),
         ),

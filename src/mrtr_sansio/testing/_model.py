@@ -29,7 +29,8 @@ from hypothesis.stateful import (
 from mrtr_sansio.protocol import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
+    ResultType,
     missing_capabilities,
 )
 
@@ -43,7 +44,7 @@ __all__ = ["Server", "ServerModel", "check_server"]
 Server = Callable[[dict[str, Any]], "Mapping[str, Any] | None"]
 
 _MAX_FLOWS = 16
-_INPUT_REQUIRED = ("result", "input_required")
+_INPUT_REQUIRED = ("result", ResultType.INPUT_REQUIRED.value)
 _DEFAULT_CAPS = st.one_of(st.just(mst.FULL_CAPABILITIES), mst.client_capabilities())
 _EXTRA_META = st.builds(
     lambda value: {
@@ -153,7 +154,7 @@ class ServerModel(RuleBasedStateMachine):
     ) -> dict[str, Any]:
         cfg = self.config
         meta: dict[str, Any] = {
-            PROTOCOL_VERSION: cfg.protocol_version,
+            PROTOCOL_VERSION_KEY: cfg.protocol_version,
             CLIENT_CAPABILITIES: dict(caps),
         }
         if cfg.client_info is not None:
@@ -393,7 +394,7 @@ class ServerModel(RuleBasedStateMachine):
         request = self._retry(data, flow, responses, flow.state)
         response = self._send(request, flow.caps)
         flow.carried(response)
-        if outcome(response) == ("result", "complete"):
+        if outcome(response) == ("result", ResultType.COMPLETE.value):
             raise SpecViolationError(
                 "invalid-answers",
                 f"the request completed with an invalid answer under {key!r}",

@@ -8,8 +8,7 @@ from typing import Any
 import attrs
 from hypothesis import strategies as st
 
-from mrtr_sansio._mcp.values import MRTR_METHODS
-from mrtr_sansio.http._facts import NAME_FIELDS
+from mrtr_sansio._mcp.methods import MRTR_METHODS, NAME_FIELDS
 from mrtr_sansio.protocol import LATEST_MODERN_VERSION
 
 __all__ = ["ModelConfig", "Operation", "prompt", "resource", "tool"]

@@ -27,7 +27,7 @@ from mrtr_sansio.protocol import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
     LATEST_MODERN_VERSION,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
 )
 
 from ._embedded import input_response_for
@@ -127,7 +127,7 @@ def _request(
 ) -> dict[str, Any]:
     params: dict[str, Any] = dict(op_params)
     params["_meta"] = {
-        PROTOCOL_VERSION: LATEST_MODERN_VERSION,
+        PROTOCOL_VERSION_KEY: LATEST_MODERN_VERSION,
         CLIENT_CAPABILITIES: dict(caps),
         CLIENT_INFO: _CLIENT_INFO,
     }

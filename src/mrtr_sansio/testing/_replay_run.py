@@ -31,6 +31,7 @@ from mrtr_sansio import (
     ServerConnection,
 )
 from mrtr_sansio.adapters import BlockingRequestContext, RequestContext
+from mrtr_sansio.protocol import ResultType
 from mrtr_sansio.sealing import RequestStateSecurity
 
 from ._inprocess import run_to_completion
@@ -234,7 +235,7 @@ def _outcome(raw: Any, response: Mapping[str, Any], effects: tuple[str, ...]) ->
         return Outcome("error", payload=response["error"], effects=effects)
     result = dict(response.get("result") or {})
     result.pop("_meta", None)
-    if result.get("resultType") != "input_required":
+    if result.get("resultType") != ResultType.INPUT_REQUIRED:
         result.pop("resultType", None)
         return Outcome("result", payload=result, effects=effects)
     if isinstance(raw, InputRequiredResult):

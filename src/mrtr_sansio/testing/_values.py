@@ -12,8 +12,9 @@ from mrtr_sansio.protocol import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
     LATEST_MODERN_VERSION,
-    PROTOCOL_VERSION,
+    PROTOCOL_VERSION_KEY,
 )
+from mrtr_sansio.tasks import EXTENSION as TASKS_EXTENSION
 
 __all__ = [
     "FULL_CAPABILITIES",
@@ -158,7 +159,7 @@ def client_capabilities() -> Strategy[dict[str, Any]]:
         [{}, {"tools": {}}, {"context": {}}, {"tools": {}, "context": {}}]
     )
     extensions: Strategy[dict[str, Any]] = st.dictionaries(
-        st.sampled_from(["com.example/feature", "io.modelcontextprotocol/tasks"]),
+        st.sampled_from(["com.example/feature", TASKS_EXTENSION]),
         st.just({}),
         max_size=1,
     )
@@ -203,7 +204,7 @@ def modern_envelopes(
         optional["com.example.model/note"] = json_values(3)
         optional["traceparent"] = st.just("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
     return st.fixed_dictionaries(
-        {PROTOCOL_VERSION: st.just(version), CLIENT_CAPABILITIES: caps}, optional=optional
+        {PROTOCOL_VERSION_KEY: st.just(version), CLIENT_CAPABILITIES: caps}, optional=optional
     )
 
 
@@ -215,18 +216,22 @@ def invalid_envelopes(version: str = LATEST_MODERN_VERSION) -> Strategy[Json]:
 
     def with_field(key: str, value: Strategy[Any]) -> Strategy[dict[str, Any]]:
         return st.builds(
-            lambda c, v: {PROTOCOL_VERSION: version, CLIENT_CAPABILITIES: c, key: v}, caps, value
+            lambda c, v: {PROTOCOL_VERSION_KEY: version, CLIENT_CAPABILITIES: c, key: v},
+            caps,
+            value,
         )
 
     return st.one_of(
         not_an_object(null=False),
         st.builds(lambda c: {CLIENT_CAPABILITIES: c, "progressToken": 1}, caps),
-        st.just({PROTOCOL_VERSION: version}),
+        st.just({PROTOCOL_VERSION_KEY: version}),
         with_field(CLIENT_CAPABILITIES, not_an_object()),
-        with_field(PROTOCOL_VERSION, not_a_string()),
+        with_field(PROTOCOL_VERSION_KEY, not_a_string()),
         with_field(CLIENT_INFO, not_an_object(null=False)),
         with_field("io.modelcontextprotocol/logLevel", st.sampled_from(["loud", "", "DEBUG"])),
-        with_field(PROTOCOL_VERSION, st.sampled_from(["1900-01-01", "2099-12-31", "latest", ""])),
+        with_field(
+            PROTOCOL_VERSION_KEY, st.sampled_from(["1900-01-01", "2099-12-31", "latest", ""])
+        ),
     )
 
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from mrtr_sansio import ServerConfig
-from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION
+from mrtr_sansio.protocol import CLIENT_CAPABILITIES, LATEST_MODERN_VERSION, PROTOCOL_VERSION_KEY
 
 from ._checks import CHECKS, SpecViolationError
 from ._embedded import content_for_schema
@@ -257,7 +257,7 @@ def discover(runner: Runner) -> list[Operation]:
     return ops
 
 
-_META = {PROTOCOL_VERSION: LATEST_MODERN_VERSION, CLIENT_CAPABILITIES: {}}
+_META = {PROTOCOL_VERSION_KEY: LATEST_MODERN_VERSION, CLIENT_CAPABILITIES: {}}
 
 
 def replay_command(args: argparse.Namespace) -> int:

@@ -14,16 +14,20 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
+from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
 from mrtr_sansio.http import encode_header_value
-from mrtr_sansio.http._facts import NAME_FIELDS
-from mrtr_sansio.protocol import PROTOCOL_VERSION
+from mrtr_sansio.http._names import (
+    METHOD_DISPLAY,
+    NAME_DISPLAY,
+    PARAM_DISPLAY,
+    VERSION_DISPLAY,
+    http_status,
+)
+from mrtr_sansio.protocol import PROTOCOL_VERSION_KEY
 
 from ._checks import SpecViolationError
 
 __all__ = ["HttpEndpoint", "expected_status", "http_endpoint", "parse_sse"]
-
-_BAD_REQUEST = frozenset({-32700, -32600, -32602, -32020, -32021, -32022})
 
 
 def expected_status(message: Mapping[str, Any]) -> int | None:
@@ -35,12 +39,8 @@ def expected_status(message: Mapping[str, Any]) -> int | None:
     error = message.get("error")
     if error is None:
         return 200
-    code = error.get("code") if isinstance(error, Mapping) else None
-    if code == -32601:
-        return 404
-    if code in _BAD_REQUEST:
-        return 400
-    return None
+    status = http_status(error.get("code") if isinstance(error, Mapping) else None)
+    return None if status == 200 else status
 
 
 def parse_sse(body: bytes) -> list[Any]:
@@ -94,14 +94,14 @@ class HttpEndpoint:
         params = message.get("params")
         params = params if isinstance(params, Mapping) else {}
         meta = params.get("_meta")
-        version = meta.get(PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
+        version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, Mapping) else None
         if isinstance(version, str):
-            headers["MCP-Protocol-Version"] = encode_header_value(version)
+            headers[VERSION_DISPLAY] = encode_header_value(version)
         if isinstance(method, str):
-            headers["Mcp-Method"] = encode_header_value(method)
+            headers[METHOD_DISPLAY] = encode_header_value(method)
             name = params.get(NAME_FIELDS.get(method, ""))
             if isinstance(name, str):
-                headers["Mcp-Name"] = encode_header_value(name)
+                headers[NAME_DISPLAY] = encode_header_value(name)
                 if method == PARAM_HEADER_METHOD:
                     headers.update(self._mirrored(name, params.get("arguments")))
         return headers
@@ -114,9 +114,9 @@ class HttpEndpoint:
             for step in path:
                 value = value.get(step) if isinstance(value, Mapping) else None
             if isinstance(value, bool):
-                out[f"Mcp-Param-{header}"] = "true" if value else "false"
+                out[PARAM_DISPLAY + header] = "true" if value else "false"
             elif isinstance(value, (str, int)):
-                out[f"Mcp-Param-{header}"] = encode_header_value(str(value))
+                out[PARAM_DISPLAY + header] = encode_header_value(str(value))
         return out
 
     def __call__(self, message: Mapping[str, Any]) -> dict[str, Any] | None:

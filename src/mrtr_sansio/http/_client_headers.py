@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION
-from mrtr_sansio._mcp.methods import PARAM_HEADER_METHOD
-from mrtr_sansio.http._facts import NAME_FIELDS, encode_header_value
+from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION_KEY
+from mrtr_sansio._mcp.methods import NAME_FIELDS, PARAM_HEADER_METHOD
+from mrtr_sansio.http._facts import encode_header_value
+from mrtr_sansio.http._names import METHOD_DISPLAY, NAME_DISPLAY, PARAM_DISPLAY, VERSION_DISPLAY
 from mrtr_sansio.http._param_headers import header_text
 
 __all__ = ["request_headers"]
@@ -29,19 +30,19 @@ def request_headers(
     method: str = msg.get("method", "")
     params = msg.get("params")
     meta = params.get("_meta") if isinstance(params, Mapping) else None
-    version = meta.get(PROTOCOL_VERSION) if isinstance(meta, Mapping) else None
+    version = meta.get(PROTOCOL_VERSION_KEY) if isinstance(meta, Mapping) else None
     if version is None:  # a notification, an answer, or a legacy request
         if method == "initialize" or negotiated is None:
             return {}
-        return {"MCP-Protocol-Version": negotiated}
+        return {VERSION_DISPLAY: negotiated}
     assert isinstance(params, Mapping)
-    headers = {"MCP-Protocol-Version": version, "Mcp-Method": method}  # both sent as is
+    headers = {VERSION_DISPLAY: version, METHOD_DISPLAY: method}  # both sent as is
     field = NAME_FIELDS.get(method)
     if field is None:
         return headers
     name = params.get(field)
     if isinstance(name, str):
-        headers["Mcp-Name"] = encode_header_value(name)
+        headers[NAME_DISPLAY] = encode_header_value(name)
         mirrored = param_headers.get(name) if param_headers and field == "name" else None
         if mirrored and method == PARAM_HEADER_METHOD:
             headers.update(_mirror(params.get("arguments"), mirrored))
@@ -57,5 +58,5 @@ def _mirror(arguments: Any, mirrored: Mapping[str, tuple[str, ...]]) -> dict[str
             value = value.get(step) if isinstance(value, Mapping) else None
         text = header_text(value)
         if text is not None:
-            out[f"Mcp-Param-{name}"] = encode_header_value(text)
+            out[PARAM_DISPLAY + name] = encode_header_value(text)
     return out

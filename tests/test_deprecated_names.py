@@ -1,0 +1,18 @@
+"""Renamed public names keep working for a release, with a DeprecationWarning naming the new one."""
+
+from __future__ import annotations
+
+import pytest
+
+import mrtr_sansio.protocol as protocol
+
+
+def test_protocol_version_is_the_meta_key_under_its_old_name() -> None:
+    with pytest.warns(DeprecationWarning, match="PROTOCOL_VERSION_KEY"):
+        old = protocol.PROTOCOL_VERSION
+    assert old == protocol.PROTOCOL_VERSION_KEY == "io.modelcontextprotocol/protocolVersion"
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError):
+        protocol.NO_SUCH_NAME  # noqa: B018
