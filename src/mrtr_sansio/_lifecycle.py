@@ -449,7 +449,7 @@ class TaskTrigger(Member):
     LEASE_EXPIRED = "the worker's lease ran out"
 
 
-_ENDINGS = {
+_TASK_ENDINGS = {
     TaskTrigger.CANCEL: TaskStatus.CANCELLED,
     TaskTrigger.LEASE_EXPIRED: TaskStatus.FAILED,
 }
@@ -465,10 +465,10 @@ TASK: Lifecycle[TaskStatus, TaskTrigger] = Lifecycle(
         (TaskStatus.WORKING, TaskTrigger.RERUN): TaskStatus.WORKING,
         (TaskStatus.WORKING, TaskTrigger.RESULT): TaskStatus.COMPLETED,
         (TaskStatus.WORKING, TaskTrigger.ERROR): TaskStatus.FAILED,
-        **{(TaskStatus.WORKING, t): end for t, end in _ENDINGS.items()},
+        **{(TaskStatus.WORKING, t): end for t, end in _TASK_ENDINGS.items()},
         (TaskStatus.INPUT_REQUIRED, TaskTrigger.ANSWERED_SOME): TaskStatus.INPUT_REQUIRED,
         (TaskStatus.INPUT_REQUIRED, TaskTrigger.ANSWERED): TaskStatus.WORKING,
-        **{(TaskStatus.INPUT_REQUIRED, t): end for t, end in _ENDINGS.items()},
+        **{(TaskStatus.INPUT_REQUIRED, t): end for t, end in _TASK_ENDINGS.items()},
     },
 )
 

@@ -118,7 +118,7 @@ def on_request(
         if type(level) is not str or level not in LOG_LEVEL_RANK:
             raise invalid(rid, "logging/setLevel: unknown level")
         return level
-    if method in MRTR_METHODS and ("inputResponses" in params or "requestState" in params):
+    if method in MRTR_METHODS and not MRTR_FIELDS.isdisjoint(params):
         # Not fields of the legacy wire: on a first round they could only be forged answers.
         params = {k: v for k, v in params.items() if k not in MRTR_FIELDS}
     return RequestReceived(rid, method, params, session, None, 1, principal)

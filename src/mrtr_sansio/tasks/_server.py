@@ -36,7 +36,6 @@ __all__ = [
     "start_task",
 ]
 
-#: The methods the extension adds; the connection answers them itself.
 #: ``requiredCapabilities`` of every -32021 the extension causes.
 REQUIRED: dict[str, Any] = {"extensions": {EXTENSION: {}}}
 
