@@ -1,0 +1,217 @@
+"""The era bridge's upstream side: which server (:class:`Upstream`) and the connections to it
+(:class:`UpstreamPool`), each owned by one principal, bounded, and closed when idle."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import attrs
+
+from mrtr_sansio import ClientConfig, InputNeeded, JsonRpcError, RequestReceived
+from mrtr_sansio.bridge import (
+    BridgeLimits,
+    BridgeRefusedError,
+    UpstreamKey,
+    relay_error,
+    upstream_capabilities,
+    upstream_key,
+)
+
+from ._client_common import AsyncClientBase, ClientOptions
+from ._common import RequestContext
+
+__all__ = ["BRIDGE_INFO", "UPSTREAMS_EXHAUSTED", "Upstream", "UpstreamConn", "UpstreamPool"]
+
+Era = Literal["modern", "legacy", "auto"]
+#: The bridge's name to upstream servers.
+BRIDGE_INFO = {"name": "mrtr-bridge", "version": "1"}
+UPSTREAMS_EXHAUSTED = JsonRpcError(
+    -32603,
+    "The bridge has too many upstream connections in use; try again later",
+    {"reason": "bridge_upstreams_exhausted"},
+)
+
+
+def _str_tuple(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@attrs.frozen
+class Upstream:
+    """The upstream server: ``url`` (Streamable HTTP) or ``command`` (a stdio server the bridge
+    launches, one process per upstream connection), and its era (``auto`` probes)."""
+
+    url: str | None = None
+    command: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    era: Era = "auto"
+
+    def __attrs_post_init__(self) -> None:
+        if (self.url is None) == (not self.command):
+            raise ValueError("Upstream: give exactly one of url and command")
+
+    def connect(
+        self, config: ClientConfig, **options: Any
+    ) -> AbstractAsyncContextManager[AsyncClientBase]:
+        """A client of this upstream (an async context manager)."""
+        opts: ClientOptions = options  # type: ignore[assignment]
+        if self.url is not None:
+            from .http import HttpClient
+
+            return HttpClient.connect(self.url, config, **opts)
+        from .anyio import Client
+
+        return Client.connect_stdio(self.command, config, **opts)
+
+
+class UpstreamConn:
+    """One upstream connection and its lifetime."""
+
+    def __init__(self, key: UpstreamKey) -> None:
+        self.key = key
+        self.client: AsyncClientBase | None = None
+        self.closing = anyio.Event()
+        self.ready = anyio.Event()  # set once opened (or failed to open)
+        self.in_use = 0
+        self.last_used = 0.0
+        #: The downstream requests waiting on this connection now, for its notifications.
+        self.active: list[RequestContext] = []
+
+    @contextmanager
+    def listening(self, ctx: RequestContext) -> Iterator[None]:
+        """While the block runs, the upstream's notifications may go to ``ctx``'s request."""
+        self.active.append(ctx)
+        try:
+            yield
+        finally:
+            self.active.remove(ctx)
+
+    def notified(self, method: str, params: Mapping[str, Any] | None) -> None:
+        """Relay an upstream notification to the downstream request it is about: progress by
+        its token (the downstream's own, relayed), a log message when only one request waits
+        on this connection (it is then certainly that request's); anything else is dropped."""
+        target: RequestContext | None = None
+        if method == "notifications/progress" and params is not None:
+            token = params.get("progressToken")
+            target = next(
+                (c for c in self.active if c.request.meta.get("progressToken") == token), None
+            )
+        elif method == "notifications/message" and len(self.active) == 1:
+            target = self.active[0]
+        if target is not None:
+            target.notify(method, params)
+
+
+class UpstreamPool:
+    """The open upstream connections, by :class:`UpstreamKey`; the only owner of them.
+
+    ``ask`` is the upstream clients' input callback (the bridge's ``ask_downstream``).
+    """
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        tasks: anyio.abc.TaskGroup,
+        limits: BridgeLimits,
+        clock: Any,
+        ask: Callable[[InputNeeded], Awaitable[Mapping[str, Any]]],
+    ) -> None:
+        self.upstream = upstream
+        self.limits = limits
+        self._tg = tasks
+        self._clock = clock
+        self._ask = ask
+        self._conns: dict[UpstreamKey, UpstreamConn] = {}
+
+    def __len__(self) -> int:
+        return len(self._conns)
+
+    async def connection(self, request: RequestReceived) -> UpstreamConn:
+        """The upstream connection for ``request``, counted in use until :meth:`done_with`
+        (from before it is opened, so that it is never taken for idle meanwhile)."""
+        session: Hashable | None = request.session
+        key = upstream_key(request, session)
+        conn = self._conns.get(key)
+        if conn is not None and not conn.closing.is_set():
+            conn.in_use += 1
+            try:
+                await conn.ready.wait()  # opened by another request a moment ago
+            except BaseException:
+                self.done_with(conn)
+                raise
+            if conn.client is None:  # that opening failed
+                self.done_with(conn)
+                raise BridgeRefusedError(relay_error(-32603, "opening failed", None, local=True))
+        else:
+            self._make_room(key)
+            conn = self._conns[key] = UpstreamConn(key)
+            conn.in_use += 1
+            caps = upstream_capabilities(request.client_capabilities)
+            try:
+                await self._tg.start(self._run_connection, conn, caps)
+            except BaseException:
+                self._conns.pop(key, None)
+                conn.ready.set()
+                self.done_with(conn)
+                raise
+        conn.last_used = self._clock()
+        return conn
+
+    def done_with(self, conn: UpstreamConn) -> None:
+        """One use of ``conn`` ended."""
+        conn.in_use -= 1
+        conn.last_used = self._clock()
+
+    def close_idle(self, now: float) -> None:
+        """Close the connections unused for ``upstream_idle_timeout``."""
+        for conn in list(self._conns.values()):
+            if conn.in_use == 0 and now - conn.last_used >= self.limits.upstream_idle_timeout:
+                conn.closing.set()
+                del self._conns[conn.key]
+
+    def close_all(self) -> None:
+        """Ask every connection to close (each leaves the pool as its client closes)."""
+        for conn in self._conns.values():
+            conn.closing.set()
+
+    def _make_room(self, key: UpstreamKey) -> None:
+        """Close the longest idle connection when a bound is reached (of the same principal
+        first); none idle: :class:`BridgeRefusedError`."""
+        limits = self.limits
+        mine = [c for c in self._conns.values() if c.key.principal == key.principal]
+        if len(mine) >= limits.max_upstreams_per_principal:
+            pool = mine
+        elif len(self._conns) >= limits.max_upstreams:
+            pool = list(self._conns.values())
+        else:
+            return
+        idle = [c for c in pool if c.in_use == 0]
+        if not idle:
+            raise BridgeRefusedError(UPSTREAMS_EXHAUSTED)
+        victim = min(idle, key=lambda c: c.last_used)
+        victim.closing.set()
+        self._conns.pop(victim.key, None)
+
+    async def _run_connection(
+        self,
+        conn: UpstreamConn,
+        caps: dict[str, Any],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        config = ClientConfig(client_info=BRIDGE_INFO, capabilities=caps, era=self.upstream.era)
+        callbacks: dict[str, Any] = dict.fromkeys(caps, self._ask)
+        try:
+            async with self.upstream.connect(
+                config, on_notification=conn.notified, **callbacks
+            ) as client:
+                conn.client = client
+                conn.ready.set()
+                task_status.started()
+                await conn.closing.wait()
+        finally:
+            if self._conns.get(conn.key) is conn:
+                del self._conns[conn.key]
