@@ -162,8 +162,8 @@ async def post(url: str, who: str, message: dict[str, Any], **extra_headers: str
         "mcp-method": message["method"],
         "accept": "application/json, text/event-stream",
     }
-    if "name" in params:
-        headers["mcp-name"] = params["name"]
+    if "name" in params or "taskId" in params:
+        headers["mcp-name"] = params.get("name", params.get("taskId"))
     async with httpx.AsyncClient(timeout=10) as http:
         response = await http.post(url, json=message, headers=headers)
     if response.headers["content-type"].startswith("text/event-stream"):
@@ -438,3 +438,138 @@ async def test_a_legacy_only_downstream_sends_a_dual_era_client_to_initialize() 
         with pytest.raises(CallFailedError) as refused:
             await modern.call_tool("greet", {"name": "Ada"})
         assert refused.value.code == -32022
+
+
+# --- the tasks extension, passed through (modern on both sides) -------------------------------
+
+TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def task_request(rid: int, method: str, task_id: str, **params: Any) -> dict[str, Any]:
+    """A modern ``tasks/*`` request declaring the extension (``params`` added)."""
+    meta = {m.protocol.PROTOCOL_VERSION_KEY: "2026-07-28", m.protocol.CLIENT_CAPABILITIES: TASKS}
+    body = {"taskId": task_id, "_meta": meta, **params}
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": body}
+
+
+def task_call(rid: int, name: str, **arguments: Any) -> dict[str, Any]:
+    message = tool_call(rid, name, arguments=arguments)
+    message["params"]["_meta"][m.protocol.CLIENT_CAPABILITIES] = {"elicitation": {}, **TASKS}
+    return message
+
+
+async def until_status(url: str, who: str, task_id: str, *statuses: str) -> dict[str, Any]:
+    """``tasks/get`` as ``who`` until the task is in one of ``statuses``; that result."""
+    with anyio.fail_after(10):
+        while True:
+            got = await post(url, who, task_request(90, "tasks/get", task_id))
+            if got["result"]["status"] in statuses:
+                return dict(got["result"])
+            await anyio.sleep(0.05)
+
+
+async def test_a_task_and_its_requests_pass_through_the_relay() -> None:
+    """A task-augmented tools/call comes back as the upstream's CreateTaskResult, and
+    tasks/get, tasks/update and tasks/cancel reach the upstream and answer as it does: our own
+    client follows the task through the bridge as it would direct."""
+    async with (
+        bridged() as (url, bridge, seen),
+        HttpClient.connect(
+            url, m.ClientConfig(era="auto", capabilities=TASKS), elicitation=name_it
+        ) as client,
+    ):
+        assert client.server_capabilities is not None
+        assert client.server_capabilities["extensions"] == TASKS["extensions"]
+        done = await client.call_tool("slow_compute", {"seconds": 0.2, "label": "x"})
+        assert text_of(done) == "Computed x in 0.2s."
+        mrtr_then_task = await client.call_tool("test_tool_with_task")
+        assert text_of(mrtr_then_task) == "Hello, Ada, from a task!"
+        created = await post(url, "alice", task_call(1, "confirm_delete", filename="a.txt"))
+        task = created["result"]
+        assert task["resultType"] == "task"
+        asked = await until_status(url, "alice", task["taskId"], "input_required")
+        (key,) = asked["inputRequests"]
+        update = {key: {"action": "accept", "content": {"confirm": True}}}
+        acked = await post(
+            url, "alice", task_request(2, "tasks/update", task["taskId"], inputResponses=update)
+        )
+        assert acked["result"]["resultType"] == "complete"
+        finished = await until_status(url, "alice", task["taskId"], "completed")
+        assert text_of(finished["result"]) == "Deleted a.txt."
+        slow = await post(url, "alice", task_call(3, "slow_compute", seconds=60))
+        cancelled = await post(
+            url, "alice", task_request(4, "tasks/cancel", slow["result"]["taskId"])
+        )
+        assert cancelled["result"]["resultType"] == "complete"
+        await until_status(url, "alice", slow["result"]["taskId"], "cancelled")
+        assert bridge.tasks == 4
+        assert bridge.held == 0
+    upstream = {msg.get("method") for msg in seen}
+    assert {"tasks/get", "tasks/update", "tasks/cancel"} <= upstream
+    calls = [msg for msg in seen if msg.get("method") == "tools/call"]
+    assert all(
+        TASKS["extensions"].items()
+        <= msg["params"]["_meta"][m.protocol.CLIENT_CAPABILITIES]["extensions"].items()
+        for msg in calls
+    )
+
+
+async def test_another_principal_cannot_reach_a_task_through_the_bridge() -> None:
+    """Mallory names Alice's task in every tasks/* request: each gets the answer a made-up
+    id gets, none reaches the upstream, and Alice's task goes on unharmed."""
+    async with bridged() as (url, bridge, seen):
+        created = await post(url, "alice", task_call(1, "slow_compute", seconds=0.3))
+        task_id = created["result"]["taskId"]
+        before = len(seen)
+        for rid, (method, extra) in enumerate(
+            [
+                ("tasks/get", {}),
+                ("tasks/update", {"inputResponses": {"k": {"action": "accept"}}}),
+                ("tasks/cancel", {}),
+            ]
+        ):
+            stolen = await post(url, "mallory", task_request(10 + rid, method, task_id, **extra))
+            made_up = await post(url, "mallory", task_request(20 + rid, method, "f" * 32, **extra))
+            assert stolen["error"] == made_up["error"]
+            assert stolen["error"]["code"] == -32602
+        assert len(seen) == before  # nothing of Mallory's went upstream
+        direct = await post(url, "alice", task_request(30, "tasks/get", "f" * 32))
+        assert direct["error"] == made_up["error"]  # the same for the owner of no such task
+        finished = await until_status(url, "alice", task_id, "completed")
+        assert text_of(finished["result"]) == "Computed  in 0.3s."
+        assert bridge.tasks == 1
+
+
+async def test_task_requests_without_the_extension_are_refused_32021() -> None:
+    async with bridged() as (url, _, seen):
+        created = await post(url, "alice", task_call(1, "slow_compute", seconds=0.3))
+        message = task_request(2, "tasks/get", created["result"]["taskId"])
+        message["params"]["_meta"][m.protocol.CLIENT_CAPABILITIES] = {}
+        before = len(seen)
+        refused = await post(url, "alice", message)
+        assert refused["error"]["code"] == -32021
+        assert len(seen) == before
+
+
+async def test_task_ids_are_bounded_per_principal_at_and_past_the_limit() -> None:
+    """At the bound each principal keeps its newest task ids; one past it, the oldest is
+    forgotten (its requests get the unknown-task answer), another principal's untouched."""
+    limits = BridgeLimits(max_tasks_per_principal=2)
+    async with bridged(limits=limits) as (url, bridge, _):
+        ids = []
+        for rid in range(3):
+            created = await post(url, "alice", task_call(rid, "slow_compute", seconds=0.2))
+            ids.append(created["result"]["taskId"])
+            if rid == 1:  # at the bound: both still reachable
+                for task_id in ids:
+                    got = await post(url, "alice", task_request(50, "tasks/get", task_id))
+                    assert "result" in got
+        bob = await post(url, "bob", task_call(9, "slow_compute", seconds=0.2))
+        assert bridge.tasks == 3
+        forgotten = await post(url, "alice", task_request(60, "tasks/get", ids[0]))
+        assert forgotten["error"]["code"] == -32602
+        for task_id in ids[1:]:
+            assert "result" in await post(url, "alice", task_request(61, "tasks/get", task_id))
+        assert "result" in await post(
+            url, "bob", task_request(62, "tasks/get", bob["result"]["taskId"])
+        )

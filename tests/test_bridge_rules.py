@@ -13,16 +13,20 @@ from helpers import Clock
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio.bridge import (
     HOLD_META,
+    UNKNOWN_TASK,
     BridgeLimits,
     BridgeRefusedError,
     HeldCalls,
+    TaskOwners,
     answers_for,
+    created_task,
     downstream_config,
     input_required_for,
     mirrored_headers,
     over_round_cap,
     relay_error,
     relay_params,
+    task_refusal,
     upstream_capabilities,
     upstream_key,
 )
@@ -246,3 +250,81 @@ def _ids(holds: HeldCalls[str]) -> set[str]:
 
 def _live(holds: HeldCalls[str], hold_id: str) -> bool:
     return holds._holds[hold_id].deadline > holds._clock()
+
+
+# --- tasks (ext-tasks, "Security Considerations": auth binding) -------------------------------
+
+TASKS: dict[str, Any] = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def test_task_ids_are_bounded_per_principal_and_in_all_at_and_past_the_limits() -> None:
+    owners = TaskOwners(max_tasks=3, max_per_principal=2)
+    owners.bind("a", "t1")
+    owners.bind("a", "t2")  # at a's bound: both kept
+    assert owners.owns("a", "t1")
+    assert owners.owns("a", "t2")
+    assert len(owners) == 2
+    owners.bind("a", "t3")  # past it: a's least recently used (t1) forgotten
+    assert not owners.owns("a", "t1")
+    assert owners.owns("a", "t2")
+    assert owners.owns("a", "t3")
+    owners.bind("b", "u1")  # at the total bound
+    assert len(owners) == 3
+    owners.bind("c", "v1")  # past it: the least recently used of all (t2) forgotten
+    assert len(owners) == 3
+    assert not owners.owns("a", "t2")
+    assert owners.owns("a", "t3")
+    assert owners.owns("b", "u1")
+    assert owners.owns("c", "v1")
+
+
+def test_a_task_id_is_only_its_creators() -> None:
+    owners = TaskOwners(max_tasks=8, max_per_principal=8)
+    owners.bind("a", "t1")
+    owners.bind("b", "t1")  # an upstream reusing an id does not hand it to another
+    assert owners.owns("a", "t1")
+    assert not owners.owns("b", "t1")
+    assert not owners.owns(None, "t1")
+    assert not owners.owns("a", 7)
+    assert not owners.owns("a", None)
+    assert len(owners) == 1
+
+
+def test_task_requests_are_refused_unless_declared_and_owned() -> None:
+    owners = TaskOwners(max_tasks=8, max_per_principal=8)
+    owners.bind("a", "t1")
+    assert task_refusal(owners, "a", {"taskId": "t1"}, TASKS) is None
+    for principal, params in [("b", {"taskId": "t1"}), ("a", {"taskId": "t2"}), ("a", {})]:
+        assert task_refusal(owners, principal, params, TASKS) == UNKNOWN_TASK
+    missing = task_refusal(owners, "a", {"taskId": "t1"}, {"elicitation": {}})
+    assert missing is not None
+    assert missing.code == m.ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert UNKNOWN_TASK.code == -32602
+
+
+def test_created_task_reads_a_create_task_result_only() -> None:
+    assert created_task({"resultType": "task", "taskId": "t1", "status": "working"}) == "t1"
+    assert created_task({"resultType": "complete", "taskId": "t1"}) is None
+    assert created_task({"resultType": "task", "taskId": 3}) is None
+    assert created_task({"content": []}) is None
+
+
+def test_the_tasks_extension_is_declared_upstream_and_downstream_only_when_each_side_does() -> None:
+    assert upstream_capabilities({"elicitation": {}, **TASKS}) == {"elicitation": {}, **TASKS}
+    other: dict[str, Any] = {"extensions": {"io.example/other": {}}}
+    assert upstream_capabilities({"roots": {}, **other}) == {"roots": {}}
+    both = {"tools": {}, "extensions": {**TASKS["extensions"], "io.example/other": {}}}
+    assert downstream_config(m.ServerConfig(), None, both, None).capabilities == {
+        "tools": {},
+        **TASKS,
+    }
+    assert downstream_config(m.ServerConfig(), None, {"tools": {}, **other}, None).capabilities == {
+        "tools": {}
+    }
+
+
+def test_a_task_requests_own_input_responses_are_relayed() -> None:
+    answers = {"k": {"action": "accept"}}
+    params = {"taskId": "t1", "inputResponses": answers}
+    assert relay_params(params, method="tasks/update") == params
+    assert "inputResponses" not in relay_params({"name": "x", "inputResponses": answers})

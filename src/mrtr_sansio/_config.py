@@ -344,7 +344,8 @@ class ClientConfig:
     progress: bool = attrs.field(default=False, validator=_instance_of(bool, "True/False"))
     #: ``resultType`` values beyond ``complete``/``input_required`` that end a call with
     #: ``CallCompleted`` (those of extensions the client declares, e.g. ``"task"``); any
-    #: other value is an invalid response.
+    #: other value is an invalid response. Listing ``"task"`` ends a call that became a task
+    #: with its ``CreateTaskResult`` as it is, not followed (what a relay passes on).
     extra_result_types: frozenset[str] = attrs.field(default=frozenset(), converter=_str_frozenset)
     #: Tasks extension (declared by ``capabilities={"extensions": {"io.modelcontextprotocol/
     #: tasks": {}}}``): seconds between ``tasks/get`` polls when the server suggests no

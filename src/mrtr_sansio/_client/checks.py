@@ -25,6 +25,7 @@ from mrtr_sansio._mcp.capabilities import (
     required_capabilities,
 )
 from mrtr_sansio._mcp.envelope import CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION_KEY
+from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
 
@@ -242,8 +243,8 @@ def check_rejection(error: Any) -> JsonRpcError:
 def check_call(method: Any, params: Any) -> dict[str, Any]:
     """A copy of the params of ``call(method, params)``, or :class:`TypeError` /
     :class:`LocalProtocolError` for a call the application must not make: ``initialize``
-    (the connection's), or params holding what the connection sends (``inputResponses``,
-    ``requestState``, the envelope's ``_meta`` keys)."""
+    (the connection's), or params holding what the connection sends (an MRTR request's
+    ``inputResponses`` and ``requestState``, the envelope's ``_meta`` keys)."""
     if type(method) is not str:
         raise TypeError(f"method: must be a string, not {type(method).__name__}")
     if method == "initialize":
@@ -252,9 +253,10 @@ def check_call(method: Any, params: Any) -> dict[str, Any]:
         return {}
     if not isinstance(params, Mapping):
         raise TypeError(f"params: must be a mapping, not {type(params).__name__}")
-    for name in RETRY_FIELDS:
-        if name in params:
-            raise LocalProtocolError(f"params: {name} is sent by the connection on retries")
+    if method in MRTR_METHODS:  # elsewhere they are the method's own (tasks/update's answers)
+        for name in RETRY_FIELDS:
+            if name in params:
+                raise LocalProtocolError(f"params: {name} is sent by the connection on retries")
     meta = params.get("_meta")
     if meta is not None:
         if not isinstance(meta, Mapping):

@@ -88,7 +88,7 @@ def read_answer(
         if not requests:
             return _STATE_ONLY, state
         return _INPUT_REQUESTS, (requests, state)
-    if kind == TASK and tasks and era is Era.MODERN:
+    if kind == TASK and tasks and era is Era.MODERN and TASK not in config.extra_result_types:
         if st.call.method != TASK_METHOD:
             return _INVALID, invalid(st, f"CreateTaskResult on {st.call.method}")
         try:

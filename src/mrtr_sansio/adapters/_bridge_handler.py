@@ -23,16 +23,20 @@ from mrtr_sansio import (
 from mrtr_sansio.bridge import (
     HOLD_META,
     INPUT_METHODS,
+    TASK_PREFIX,
     UNKNOWN_HOLD,
     BridgeLimits,
     BridgeRefusedError,
     HeldCalls,
+    TaskOwners,
     answers_for,
+    created_task,
     downstream_config,
     input_required_for,
     over_round_cap,
     relay_error,
     relay_params,
+    task_refusal,
 )
 
 from ._bridge_held import HeldCall, Slot
@@ -69,6 +73,7 @@ class Bridge:
         self._clock = clock
         self._holds: HeldCalls[HeldCall] = HeldCalls(limits, clock, token_hex)
         self._by_id: dict[str, HeldCall] = {}
+        self._tasks = TaskOwners(limits.max_tasks, limits.max_tasks_per_principal)
         self._pool = UpstreamPool(upstream, tasks, limits, clock, self.ask_downstream)
         self._downstream = ServerConfig()  # its round cap; see use_config
         #: The upstream's facts, read when the bridge opened.
@@ -140,6 +145,11 @@ class Bridge:
         return len(self._holds)
 
     @property
+    def tasks(self) -> int:
+        """How many task ids the bridge remembers for their owners now."""
+        return len(self._tasks)
+
+    @property
     def upstream_connections(self) -> int:
         """How many upstream connections are open now."""
         return len(self._pool)
@@ -149,6 +159,11 @@ class Bridge:
     async def handle(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
         """Relay ``request`` upstream; the handler of the downstream server."""
         try:
+            if request.method.startswith(TASK_PREFIX):
+                refused = task_refusal(
+                    self._tasks, request.principal, request.params, request.client_capabilities
+                )
+                return refused if refused is not None else await self._relay(request, ctx)
             if request.method not in INPUT_METHODS:
                 return await self._relay(request, ctx)
             if request.request_state is None:
@@ -162,7 +177,7 @@ class Bridge:
         conn = await self._pool.connection(request)
         try:
             assert conn.client is not None
-            params = relay_params(request.params, log_level=_log_level(request))
+            params = relay_params(request.params, None, _log_level(request), request.method)
             with conn.listening(ctx):
                 return await conn.client.request(request.method, params)
         except CallFailedError as exc:
@@ -221,6 +236,9 @@ class Bridge:
             held.waiting = False
         if held.outcome is not None:
             self._release(hold_id)
+            task_id = None if isinstance(held.outcome, JsonRpcError) else created_task(held.outcome)
+            if task_id is not None:  # passed on as it is; only its creator may reach it
+                self._tasks.bind(request.principal, task_id)
             return held.outcome
         slots, held.pending = held.pending, []
         held.asked = slots

@@ -13,6 +13,7 @@ import attrs
 
 from mrtr_sansio import ClientConfig, InputNeeded, JsonRpcError, RequestReceived
 from mrtr_sansio.bridge import (
+    RELAYED_CAPABILITIES,
     BridgeLimits,
     BridgeRefusedError,
     UpstreamKey,
@@ -20,6 +21,7 @@ from mrtr_sansio.bridge import (
     upstream_capabilities,
     upstream_key,
 )
+from mrtr_sansio.protocol import ResultType
 
 from ._client_common import AsyncClientBase, ClientOptions
 from ._common import RequestContext
@@ -202,8 +204,14 @@ class UpstreamPool:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        config = ClientConfig(client_info=BRIDGE_INFO, capabilities=caps, era=self.upstream.era)
-        callbacks: dict[str, Any] = dict.fromkeys(caps, self._ask)
+        # a task the upstream creates ends the call as it is: passed on, followed downstream
+        config = ClientConfig(
+            client_info=BRIDGE_INFO,
+            capabilities=caps,
+            era=self.upstream.era,
+            extra_result_types={ResultType.TASK.value},
+        )
+        callbacks: dict[str, Any] = {k: self._ask for k in caps if k in RELAYED_CAPABILITIES}
         try:
             async with self.upstream.connect(
                 config, on_notification=conn.notified, **callbacks

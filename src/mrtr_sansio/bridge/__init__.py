@@ -24,6 +24,7 @@ import attrs
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError
 from mrtr_sansio._events import InputNeeded, RequestReceived
+from mrtr_sansio._mcp.capabilities import TASKS_EXTENSION, declares_tasks
 from mrtr_sansio._mcp.envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
@@ -35,23 +36,30 @@ from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
 from mrtr_sansio.http._param_headers import mirrored_params
 
+from ._tasks import TASK_PREFIX, UNKNOWN_TASK, TaskOwners, created_task, task_refusal
+
 __all__ = [
     "HOLDS_EXHAUSTED",
     "HOLD_META",
     "INPUT_METHODS",
     "RELAYED_CAPABILITIES",
+    "TASK_PREFIX",
     "UNKNOWN_HOLD",
+    "UNKNOWN_TASK",
     "BridgeLimits",
     "BridgeRefusedError",
     "HeldCalls",
+    "TaskOwners",
     "UpstreamKey",
     "answers_for",
+    "created_task",
     "downstream_config",
     "input_required_for",
     "mirrored_headers",
     "over_round_cap",
     "relay_error",
     "relay_params",
+    "task_refusal",
     "upstream_capabilities",
     "upstream_key",
 ]
@@ -60,7 +68,7 @@ __all__ = [
 INPUT_METHODS = MRTR_METHODS
 #: The client capabilities the bridge can answer upstream by asking downstream: the three
 #: embedded request kinds (DIGEST §3.2). Anything else the downstream declares is not the
-#: bridge's to promise.
+#: bridge's to promise but the tasks extension, whose requests it relays (see ``_tasks``).
 RELAYED_CAPABILITIES = ("elicitation", "sampling", "roots")
 #: The ``_meta`` key naming the held call on an upstream request, so that the upstream's
 #: questions find their held call; a downstream request's own value is dropped (it could
@@ -89,6 +97,8 @@ class BridgeLimits:
     (``max_upstreams_per_principal`` for one principal), the longest idle closed first, and
     any closed after ``upstream_idle_timeout`` seconds unused (a legacy downstream session that
     ended leaves its upstream connection idle: nothing tells the bridge it ended).
+    ``max_tasks`` task ids remembered for their owners (``max_tasks_per_principal`` for one
+    principal), the least recently used forgotten first (:class:`TaskOwners`).
     """
 
     max_held: int = attrs.field(default=256, validator=_positive)
@@ -97,6 +107,8 @@ class BridgeLimits:
     max_upstreams: int = attrs.field(default=64, validator=_positive)
     max_upstreams_per_principal: int = attrs.field(default=8, validator=_positive)
     upstream_idle_timeout: float = attrs.field(default=300.0, validator=_positive)
+    max_tasks: int = attrs.field(default=4096, validator=_positive)
+    max_tasks_per_principal: int = attrs.field(default=256, validator=_positive)
 
 
 class BridgeRefusedError(Exception):
@@ -199,7 +211,10 @@ class HeldCalls(Generic[T]):
 
 
 def relay_params(
-    params: Mapping[str, Any], hold_id: str | None = None, log_level: str | None = None
+    params: Mapping[str, Any],
+    hold_id: str | None = None,
+    log_level: str | None = None,
+    method: str | None = None,
 ) -> dict[str, Any]:
     """The params of the upstream request for a downstream one: the same method and params
     (DIGEST §2.5 item 1), without the downstream's retry fields and envelope, which the
@@ -207,8 +222,13 @@ def relay_params(
     the application (``progressToken``, ``logLevel``) are kept. ``hold_id`` tags the request
     with :data:`HOLD_META`; ``log_level`` (a legacy session's ``logging/setLevel``) becomes the
     request's ``logLevel`` when it names none (§1.1: on the modern wire logs are asked for per
-    request)."""
-    out = {k: v for k, v in params.items() if k not in RETRY_FIELDS}
+    request). The retry fields are an MRTR request's (``method`` None or in
+    :data:`INPUT_METHODS`); another method's are its own, kept (``tasks/update`` answers with
+    ``inputResponses``)."""
+    if method is None or method in INPUT_METHODS:
+        out = {k: v for k, v in params.items() if k not in RETRY_FIELDS}
+    else:
+        out = dict(params)
     meta = params.get("_meta")
     kept = (
         {k: v for k, v in meta.items() if k not in _ENVELOPE_KEYS}
@@ -229,12 +249,17 @@ def relay_params(
 def upstream_capabilities(client_capabilities: Mapping[str, Any]) -> dict[str, Any]:
     """What the bridge declares upstream for a downstream client: exactly the embedded-request
     capabilities that client declared (DIGEST §2.3 S7 and §3: the upstream may then ask only
-    what the downstream can answer, and the bridge never promises more)."""
-    return {
+    what the downstream can answer, and the bridge never promises more), and the tasks
+    extension when it declared it (ext-tasks: the upstream may then answer with a task, which
+    the bridge passes on)."""
+    out: dict[str, Any] = {
         name: dict(value) if isinstance(value, Mapping) else {}
         for name, value in client_capabilities.items()
         if name in RELAYED_CAPABILITIES
     }
+    if declares_tasks(client_capabilities):
+        out["extensions"] = {TASKS_EXTENSION: {}}
+    return out
 
 
 @attrs.frozen
@@ -310,9 +335,12 @@ def downstream_config(
     """``base`` answering ``initialize`` and ``server/discover`` with the upstream's facts:
     its ``serverInfo``, capabilities and instructions (DIGEST §1.6, §5.1), and checking the
     ``Mcp-Param-*`` headers of a ``tools/call`` against the upstream ``tools``' annotations
-    (:func:`mirrored_headers`). Capabilities of extensions (``extensions``, such as tasks) are
-    left out: the bridge does not relay them."""
+    (:func:`mirrored_headers`). Of the extensions (``extensions``) only the tasks extension is
+    kept, when the upstream declares it: the bridge relays its requests and no other's."""
     caps = {k: v for k, v in (capabilities or {}).items() if k != "extensions"}
+    extensions = (capabilities or {}).get("extensions")
+    if isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions:
+        caps["extensions"] = {TASKS_EXTENSION: extensions[TASKS_EXTENSION]}
     return attrs.evolve(
         base,
         server_info=dict(server_info) if server_info is not None else base.server_info,
