@@ -13,7 +13,7 @@ pytest.importorskip("docket", reason="the Docket runner needs the tasks-docket e
 pytest.importorskip("cryptography")
 
 from mrtr_sansio import ServerConfig
-from mrtr_sansio.adapters import docket
+from mrtr_sansio.adapters._docket_cli import encrypt_records
 from mrtr_sansio.adapters.stores import SqliteTaskStore
 from mrtr_sansio.sealing import RecordEncryption
 from mrtr_sansio.tasks import TaskSettings, TaskStoreError
@@ -27,19 +27,19 @@ def test_the_store_gets_the_ring_and_keeps_it_on_a_bad_file(tmp_path: Path) -> N
     ring = tmp_path / "ring"
     ring.write_text(base64.b64encode(K1).decode() + "\n")
     try:
-        assert docket._encrypt_records(config, str(ring))
+        assert encrypt_records(config, str(ring))
         first = store.encryption
         assert isinstance(first, RecordEncryption)
         sealed = first.encrypt("t" * 32, "record", b"{}")
         ring.write_text(base64.b64encode(K2).decode() + "\n")  # rotated, then SIGHUP
-        assert docket._encrypt_records(config, str(ring))
+        assert encrypt_records(config, str(ring))
         assert store.encryption is not first
         second = store.encryption
         assert second is not None
         with pytest.raises(TaskStoreError):  # K1 is no longer in the store's ring
             second.decrypt("t" * 32, "record", sealed)
         ring.write_text("not base64!\n")
-        assert not docket._encrypt_records(config, str(ring))
+        assert not encrypt_records(config, str(ring))
         assert store.encryption is second
     finally:
         store.close()

@@ -35,7 +35,6 @@ runner refuses at start-up (:data:`ASYNCIO_ONLY`).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -54,8 +53,8 @@ from mrtr_sansio import JsonRpcError, RequestReceived, ServerConfig, ServerConne
 from mrtr_sansio.tasks import TaskMachine, TaskSettings, TaskStatus
 
 from ._common import Handler, RequestContext, call_handler
+from ._docket_cli import encrypt_records, resolve, worker_parser
 from ._loop import answer
-from .keyfile import read_key_file
 
 __all__ = [
     "ASYNCIO_ONLY",
@@ -371,40 +370,6 @@ class RoundWorker:
                 return
 
 
-def resolve(spec: str) -> Any:
-    """The object ``package.module:attr.path`` names; a part written ``name()`` is called
-    with no arguments (``app:Tools().handle``)."""
-    module_name, sep, path = spec.partition(":")
-    if not sep or not module_name or not path:
-        raise ValueError(f"{spec!r}: expected package.module:name (e.g. myapp.server:handler)")
-    value: Any = importlib.import_module(module_name)
-    for part in path.split("."):
-        call = part.endswith("()")
-        value = getattr(value, part[:-2] if call else part)
-        if call:
-            value = value()
-    return value
-
-
-def _encrypt_records(config: ServerConfig, path: str) -> bool:
-    """Give ``config``'s task store the ring in ``path`` as its records' encryption (as the
-    fronts' stores have it); False, logged, when the file cannot be used (the old ring stays)."""
-    from mrtr_sansio.sealing import RecordEncryption
-
-    from .stores import RedisTaskStore, SqliteTaskStore
-
-    store = _settings(config).store
-    if not isinstance(store, RedisTaskStore | SqliteTaskStore):
-        raise ValueError(f"--state-keys-file: a {type(store).__name__} has no encryption")
-    try:
-        store.encryption = RecordEncryption(read_key_file(path))
-    except ValueError as exc:  # KeyRingError, or a ring RecordEncryption refuses
-        log.error("task record key ring NOT loaded: %s", exc)
-        return False
-    log.warning("task record key ring loaded from %s", path)
-    return True
-
-
 def _nothing() -> None:
     """A round's flush: nothing of a round goes to a client."""
 
@@ -412,53 +377,11 @@ def _nothing() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``mrtr-worker module:handler --redis URL``: run a worker process until SIGINT/SIGTERM
     (``--help`` lists the options)."""
-    import argparse
     import asyncio
     import functools
     import signal
 
-    parser = argparse.ArgumentParser(
-        prog="mrtr-worker", description="Run the rounds of MCP tasks queued on a Docket."
-    )
-    parser.add_argument("handler", help="the handler, package.module:name (as the front's)")
-    parser.add_argument("--redis", required=True, help="the Docket's Redis URL")
-    parser.add_argument(
-        "--config",
-        help="package.module:name of the ServerConfig (its task store shared with the "
-        "fronts); default: a RedisTaskStore on --redis",
-    )
-    parser.add_argument(
-        "--state-keys-file",
-        metavar="PATH",
-        help="the fronts' key ring file: the task records are encrypted under it (reloaded "
-        "on SIGHUP)",
-    )
-    parser.add_argument("--docket", default="mrtr", help="the Docket's name (default: mrtr)")
-    parser.add_argument("--concurrency", type=int, default=10, help="rounds at once (10)")
-    parser.add_argument(
-        "--redelivery-timeout",
-        type=float,
-        default=REDELIVERY_TIMEOUT,
-        help="seconds before a dead worker's round goes to another "
-        f"({REDELIVERY_TIMEOUT:g}; below the task lease)",
-    )
-    parser.add_argument(
-        "--deadline", type=float, default=300.0, help="seconds a round may take (300)"
-    )
-    parser.add_argument(
-        "--attempts", type=int, default=3, help="runs of a round a store fault may take (3)"
-    )
-    parser.add_argument(
-        "--replay-safe",
-        action="store_true",
-        help="the handler is replay-safe: run it without checking",
-    )
-    parser.add_argument(
-        "--replay-check",
-        metavar="CALLABLE",
-        help="package.module:name of a callable run at start-up that raises when the "
-        "handler is not replay-safe (e.g. one calling mrtr_sansio.testing.check_replay)",
-    )
+    parser = worker_parser(REDELIVERY_TIMEOUT)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
@@ -471,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             store = RedisTaskStore.from_url(args.redis)
             config = ServerConfig(tasks=TaskSettings(store=store))
         check = resolve(args.replay_check) if args.replay_check else None
-        if args.state_keys_file and not _encrypt_records(config, args.state_keys_file):
+        if args.state_keys_file and not encrypt_records(config, args.state_keys_file):
             raise ValueError(f"cannot use the key ring in {args.state_keys_file}")
         worker = RoundWorker(
             handler,
@@ -495,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, task.cancel)
         if args.state_keys_file:
-            reload = functools.partial(_encrypt_records, config, args.state_keys_file)
+            reload = functools.partial(encrypt_records, config, args.state_keys_file)
             loop.add_signal_handler(signal.SIGHUP, reload)
         try:
             await worker.run()
