@@ -14,21 +14,26 @@ from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio.bridge import (
     HOLD_META,
     UNKNOWN_TASK,
+    UPSTREAMS_EXHAUSTED,
     BridgeLimits,
     BridgeRefusedError,
     HeldCalls,
     TaskOwners,
+    UpstreamKey,
     answers_for,
     created_task,
     downstream_config,
+    idle_upstreams,
     input_required_for,
     mirrored_headers,
+    notification_target,
     over_round_cap,
     relay_error,
     relay_params,
     task_refusal,
     upstream_capabilities,
     upstream_key,
+    upstream_to_close,
 )
 from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION_KEY
 
@@ -328,3 +333,44 @@ def test_a_task_requests_own_input_responses_are_relayed() -> None:
     params = {"taskId": "t1", "inputResponses": answers}
     assert relay_params(params, method="tasks/update") == params
     assert "inputResponses" not in relay_params({"name": "x", "inputResponses": answers})
+
+
+# --- upstream connections ----------------------------------------------------------------------
+
+
+def key(principal: str | None, session: str | None = None) -> UpstreamKey:
+    return UpstreamKey(principal, session, "{}")
+
+
+def test_an_upstream_is_closed_to_make_room_only_at_a_bound_and_only_when_idle() -> None:
+    limits = BridgeLimits(max_upstreams=3, max_upstreams_per_principal=2)
+    a1, a2, b1, a3 = key("a", "1"), key("a", "2"), key("b", "1"), key("a", "3")
+    assert upstream_to_close(a3, [(a1, 0, 5.0)], limits) is None  # under both
+    # at a's bound: a's longest idle goes, never b's
+    assert upstream_to_close(a3, [(a1, 0, 5.0), (a2, 0, 2.0), (b1, 0, 0.0)], limits) == a2
+    assert upstream_to_close(a3, [(a1, 1, 5.0), (a2, 0, 9.0), (b1, 0, 0.0)], limits) == a2
+    # at the total bound (c has none): the longest idle of all
+    assert upstream_to_close(key("c"), [(a1, 0, 5.0), (a2, 1, 2.0), (b1, 0, 1.0)], limits) == b1
+    with pytest.raises(BridgeRefusedError) as refused:  # at a bound, every one in use
+        upstream_to_close(a3, [(a1, 1, 5.0), (a2, 2, 2.0)], limits)
+    assert refused.value.error == UPSTREAMS_EXHAUSTED
+    assert UPSTREAMS_EXHAUSTED.data == {"reason": "bridge_upstreams_exhausted"}
+
+
+def test_idle_upstreams_are_those_unused_for_the_timeout() -> None:
+    limits = BridgeLimits(upstream_idle_timeout=10.0)
+    a, b, c = key("a"), key("b"), key("c")
+    uses = [(a, 0, 0.0), (b, 0, 1.0), (c, 1, 0.0)]
+    assert idle_upstreams(uses, 10.0, limits) == [a]  # at the timeout; b just under; c in use
+    assert idle_upstreams(uses, 11.0, limits) == [a, b]
+
+
+def test_an_upstream_notification_goes_only_to_the_request_it_is_about() -> None:
+    waiting: list[dict[str, Any]] = [{"progressToken": 1}, {"progressToken": "t"}, {}]
+    assert notification_target("notifications/progress", {"progressToken": "t"}, waiting) == 1
+    assert notification_target("notifications/progress", {"progressToken": 9}, waiting) is None
+    assert notification_target("notifications/progress", None, waiting) is None
+    log = {"level": "info", "data": "x"}
+    assert notification_target("notifications/message", log, waiting) is None  # whose?
+    assert notification_target("notifications/message", log, [{}]) == 0
+    assert notification_target("notifications/tasks", {"taskId": "t"}, [{}]) is None

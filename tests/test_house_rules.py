@@ -108,6 +108,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "sealing._at_rest",  # encrypts task records: raises the store's error
                 "bridge",  # the era bridge's rules: public, IO-free, values and mapping only
                 "bridge._tasks",  # which tasks a principal may reach through the bridge
+                "bridge._facts",  # the downstream's facts, from the upstream's
             }
         ),
     ),

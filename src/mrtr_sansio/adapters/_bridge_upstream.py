@@ -11,15 +11,20 @@ import anyio
 import anyio.abc
 import attrs
 
-from mrtr_sansio import ClientConfig, InputNeeded, JsonRpcError, RequestReceived
+from mrtr_sansio import ClientConfig, InputNeeded, RequestReceived
 from mrtr_sansio.bridge import (
     RELAYED_CAPABILITIES,
+    UPSTREAMS_EXHAUSTED,
     BridgeLimits,
     BridgeRefusedError,
     UpstreamKey,
+    UpstreamUse,
+    idle_upstreams,
+    notification_target,
     relay_error,
     upstream_capabilities,
     upstream_key,
+    upstream_to_close,
 )
 from mrtr_sansio.protocol import ResultType
 
@@ -27,15 +32,11 @@ from ._client_common import AsyncClientBase, ClientOptions
 from ._common import RequestContext
 
 __all__ = ["BRIDGE_INFO", "UPSTREAMS_EXHAUSTED", "Upstream", "UpstreamConn", "UpstreamPool"]
+# UPSTREAMS_EXHAUSTED: where it was before mrtr_sansio.bridge stated it (adapters.bridge too)
 
 Era = Literal["modern", "legacy", "auto"]
 #: The bridge's name to upstream servers.
 BRIDGE_INFO = {"name": "mrtr-bridge", "version": "1"}
-UPSTREAMS_EXHAUSTED = JsonRpcError(
-    -32603,
-    "The bridge has too many upstream connections in use; try again later",
-    {"reason": "bridge_upstreams_exhausted"},
-)
 
 
 def _str_tuple(value: Sequence[str]) -> tuple[str, ...]:
@@ -92,19 +93,11 @@ class UpstreamConn:
             self.active.remove(ctx)
 
     def notified(self, method: str, params: Mapping[str, Any] | None) -> None:
-        """Relay an upstream notification to the downstream request it is about: progress by
-        its token (the downstream's own, relayed), a log message when only one request waits
-        on this connection (it is then certainly that request's); anything else is dropped."""
-        target: RequestContext | None = None
-        if method == "notifications/progress" and params is not None:
-            token = params.get("progressToken")
-            target = next(
-                (c for c in self.active if c.request.meta.get("progressToken") == token), None
-            )
-        elif method == "notifications/message" and len(self.active) == 1:
-            target = self.active[0]
-        if target is not None:
-            target.notify(method, params)
+        """Relay an upstream notification to the downstream request it is about
+        (:func:`~mrtr_sansio.bridge.notification_target`)."""
+        at = notification_target(method, params, [c.request.meta for c in self.active])
+        if at is not None:
+            self.active[at].notify(method, params)
 
 
 class UpstreamPool:
@@ -169,10 +162,8 @@ class UpstreamPool:
 
     def close_idle(self, now: float) -> None:
         """Close the connections unused for ``upstream_idle_timeout``."""
-        for conn in list(self._conns.values()):
-            if conn.in_use == 0 and now - conn.last_used >= self.limits.upstream_idle_timeout:
-                conn.closing.set()
-                del self._conns[conn.key]
+        for key in idle_upstreams(self._uses(), now, self.limits):
+            self._conns.pop(key).closing.set()
 
     def close_all(self) -> None:
         """Ask every connection to close (each leaves the pool as its client closes)."""
@@ -180,22 +171,14 @@ class UpstreamPool:
             conn.closing.set()
 
     def _make_room(self, key: UpstreamKey) -> None:
-        """Close the longest idle connection when a bound is reached (of the same principal
-        first); none idle: :class:`BridgeRefusedError`."""
-        limits = self.limits
-        mine = [c for c in self._conns.values() if c.key.principal == key.principal]
-        if len(mine) >= limits.max_upstreams_per_principal:
-            pool = mine
-        elif len(self._conns) >= limits.max_upstreams:
-            pool = list(self._conns.values())
-        else:
-            return
-        idle = [c for c in pool if c.in_use == 0]
-        if not idle:
-            raise BridgeRefusedError(UPSTREAMS_EXHAUSTED)
-        victim = min(idle, key=lambda c: c.last_used)
-        victim.closing.set()
-        self._conns.pop(victim.key, None)
+        """Close the connection :func:`~mrtr_sansio.bridge.upstream_to_close` names, if any
+        (it raises :class:`BridgeRefusedError` when none can go)."""
+        victim = upstream_to_close(key, self._uses(), self.limits)
+        if victim is not None:
+            self._conns.pop(victim).closing.set()
+
+    def _uses(self) -> list[UpstreamUse]:
+        return [(c.key, c.in_use, c.last_used) for c in self._conns.values()]
 
     async def _run_connection(
         self,

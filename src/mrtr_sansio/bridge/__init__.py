@@ -16,7 +16,7 @@ normative digest). :mod:`mrtr_sansio.adapters.bridge` gives this IO.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -34,8 +34,8 @@ from mrtr_sansio._mcp.envelope import (
 from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
-from mrtr_sansio.http._param_headers import mirrored_params
 
+from ._facts import downstream_config, mirrored_headers
 from ._tasks import TASK_PREFIX, UNKNOWN_TASK, TaskOwners, created_task, task_refusal
 
 __all__ = [
@@ -46,22 +46,27 @@ __all__ = [
     "TASK_PREFIX",
     "UNKNOWN_HOLD",
     "UNKNOWN_TASK",
+    "UPSTREAMS_EXHAUSTED",
     "BridgeLimits",
     "BridgeRefusedError",
     "HeldCalls",
     "TaskOwners",
     "UpstreamKey",
+    "UpstreamUse",
     "answers_for",
     "created_task",
     "downstream_config",
+    "idle_upstreams",
     "input_required_for",
     "mirrored_headers",
+    "notification_target",
     "over_round_cap",
     "relay_error",
     "relay_params",
     "task_refusal",
     "upstream_capabilities",
     "upstream_key",
+    "upstream_to_close",
 ]
 
 #: The methods whose upstream calls may ask for input, so the only ones held (DIGEST §2.3 S10).
@@ -325,43 +330,62 @@ def relay_error(code: int, message: str, data: Any, *, local: bool) -> JsonRpcEr
     )
 
 
-def downstream_config(
-    base: ServerConfig,
-    server_info: Mapping[str, Any] | None,
-    capabilities: Mapping[str, Any] | None,
-    instructions: str | None,
-    tools: Iterable[Mapping[str, Any]] = (),
-) -> ServerConfig:
-    """``base`` answering ``initialize`` and ``server/discover`` with the upstream's facts:
-    its ``serverInfo``, capabilities and instructions (DIGEST §1.6, §5.1), and checking the
-    ``Mcp-Param-*`` headers of a ``tools/call`` against the upstream ``tools``' annotations
-    (:func:`mirrored_headers`). Of the extensions (``extensions``) only the tasks extension is
-    kept, when the upstream declares it: the bridge relays its requests and no other's."""
-    caps = {k: v for k, v in (capabilities or {}).items() if k != "extensions"}
-    extensions = (capabilities or {}).get("extensions")
-    if isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions:
-        caps["extensions"] = {TASKS_EXTENSION: extensions[TASKS_EXTENSION]}
-    return attrs.evolve(
-        base,
-        server_info=dict(server_info) if server_info is not None else base.server_info,
-        capabilities=caps,
-        instructions=instructions,
-        param_headers={**base.param_headers, **mirrored_headers(tools)},
-    )
+#: A new upstream connection is needed, a bound is reached and none is idle to make room.
+UPSTREAMS_EXHAUSTED = JsonRpcError(
+    ErrorCode.INTERNAL_ERROR,
+    "The bridge has too many upstream connections in use; try again later",
+    {"reason": "bridge_upstreams_exhausted"},
+)
+#: One open upstream connection as the decisions below read it: its key, how many requests
+#: use it now, and when it was last used.
+UpstreamUse = tuple[UpstreamKey, int, float]
 
 
-def mirrored_headers(tools: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, tuple[str, ...]]]:
-    """The upstream tools' ``x-mcp-header`` annotations (SEP-2243) as ``param_headers``: the
-    downstream server checks a call's headers as the upstream would, since the upstream sees
-    only the headers the bridge's own client writes. A tool with unusable annotations is left
-    out, as the bridge's client leaves it out of the listing."""
-    out = {}
-    for tool in tools:
-        name = tool.get("name")
-        try:
-            mirrored = mirrored_params(tool.get("inputSchema") or {})
-        except ValueError:
-            continue
-        if mirrored and isinstance(name, str):
-            out[name] = mirrored
-    return out
+def upstream_to_close(
+    key: UpstreamKey, open_now: Iterable[UpstreamUse], limits: BridgeLimits
+) -> UpstreamKey | None:
+    """The upstream connection to close before one opens for ``key``: None under both bounds;
+    at ``max_upstreams_per_principal`` the longest idle of that principal's, at
+    ``max_upstreams`` the longest idle of all; none idle: :class:`BridgeRefusedError` with
+    :data:`UPSTREAMS_EXHAUSTED` (a connection in use is never taken from its request)."""
+    uses = list(open_now)
+    mine = [u for u in uses if u[0].principal == key.principal]
+    if len(mine) >= limits.max_upstreams_per_principal:
+        pool = mine
+    elif len(uses) >= limits.max_upstreams:
+        pool = uses
+    else:
+        return None
+    idle = [u for u in pool if u[1] == 0]
+    if not idle:
+        raise BridgeRefusedError(UPSTREAMS_EXHAUSTED)
+    return min(idle, key=lambda u: u[2])[0]
+
+
+def idle_upstreams(
+    open_now: Iterable[UpstreamUse], now: float, limits: BridgeLimits
+) -> list[UpstreamKey]:
+    """The upstream connections to close at ``now``: unused for ``upstream_idle_timeout``."""
+    return [
+        key
+        for key, in_use, last_used in open_now
+        if in_use == 0 and now - last_used >= limits.upstream_idle_timeout
+    ]
+
+
+def notification_target(
+    method: str, params: Mapping[str, Any] | None, waiting: Sequence[Mapping[str, Any]]
+) -> int | None:
+    """Which of the downstream requests ``waiting`` on an upstream connection (their
+    ``_meta``) an upstream notification is about, by index, or None to drop it: progress by
+    its token (the downstream's own, relayed), a log message when only one request waits (it
+    is then certainly that request's). Nothing else is relayed: it could be another
+    request's, even another principal's on a shared wire."""
+    if method == "notifications/progress" and params is not None:
+        token = params.get("progressToken")
+        return next(
+            (i for i, meta in enumerate(waiting) if meta.get("progressToken") == token), None
+        )
+    if method == "notifications/message" and len(waiting) == 1:
+        return 0
+    return None
