@@ -573,3 +573,98 @@ async def test_task_ids_are_bounded_per_principal_at_and_past_the_limit() -> Non
         assert "result" in await post(
             url, "bob", task_request(62, "tasks/get", bob["result"]["taskId"])
         )
+
+
+class LegacyTasks:
+    """A 2025-11-25 server with that revision's tasks, written here: no server of ours has
+    them (the tasks extension replaced them), and none of another project runs in these tests.
+    Every task completes at once; it lists every task it holds, as one shared upstream client
+    (the bridge) is one requestor to it."""
+
+    CAPABILITIES: Mapping[str, Any] = {
+        "tools": {},
+        "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+    }
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, dict[str, Any]] = {}
+
+    async def handle(self, request: m.RequestReceived, ctx: Any) -> Any:
+        params = request.params
+        if request.method == "tools/list":
+            return {"tools": [{"name": "job", "inputSchema": {"type": "object"}}]}
+        if request.method == "tools/call" and "task" in params:
+            task_id = f"legacy-task-{len(self.tasks)}"
+            self.tasks[task_id] = {"taskId": task_id, "status": "completed", "ttl": None}
+            return {"task": self.tasks[task_id]}
+        if request.method == "tasks/list":
+            return {"tasks": list(self.tasks.values())}
+        task = self.tasks.get(params.get("taskId", ""))
+        if task is None:
+            return m.JsonRpcError.invalid_params("Failed to retrieve task: Task not found")
+        if request.method == "tasks/result":
+            return {"content": [{"type": "text", "text": f"done {task['taskId']}"}]}
+        if request.method == "tasks/cancel":
+            return {**task, "status": "cancelled"}
+        return task  # tasks/get
+
+
+@asynccontextmanager
+async def legacy_task_bridge() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    """A legacy-only :class:`LegacyTasks` upstream behind the bridge; its URL, and what the
+    upstream received."""
+    seen: list[dict[str, Any]] = []
+    config = m.ServerConfig(supported_versions=(), capabilities=LegacyTasks.CAPABILITIES)
+    upstream_app = McpHttpApp(LegacyTasks().handle, config, legacy=True)
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        async def tap() -> Any:
+            message = await receive()
+            if message.get("body"):
+                seen.append(json.loads(message["body"]))
+            return message
+
+        await upstream_app(scope, tap, send)
+
+    async with (
+        served(recording) as up_url,
+        Bridge.open(Upstream(url=up_url, era="legacy")) as bridge,
+    ):
+        app = McpHttpApp(bridge.handle, bridge.use_config(bridge.server_config()), principal=user)
+        async with served(app) as url:
+            yield url, seen
+
+
+async def test_legacy_tasks_pass_through_bound_to_their_creator() -> None:
+    """legacy -> legacy: a task-augmented tools/call comes back as the upstream's
+    CreateTaskResult; tasks/get, tasks/result and tasks/cancel relay for its creator only, and
+    tasks/list shows each principal its own tasks (the upstream lists all the bridge's)."""
+    config = m.ClientConfig(era="legacy")
+    async with (
+        legacy_task_bridge() as (url, seen),
+        HttpClient.connect(url, config, headers={"x-user": "alice"}) as alice,
+        HttpClient.connect(url, config, headers={"x-user": "mallory"}) as mallory,
+    ):
+        assert alice.server_capabilities is not None
+        assert alice.server_capabilities["tasks"] == LegacyTasks.CAPABILITIES["tasks"]
+        created = await alice.request("tools/call", {"name": "job", "task": {"ttl": 60000}})
+        task_id = created["task"]["taskId"]
+        await mallory.request("tools/call", {"name": "job", "task": {}})  # a task of its own
+        got = await alice.request("tasks/get", {"taskId": task_id})
+        assert got["status"] == "completed"
+        payload = await alice.request("tasks/result", {"taskId": task_id})
+        assert text_of(payload) == f"done {task_id}"
+        listed = await alice.request("tasks/list", {})
+        assert [t["taskId"] for t in listed["tasks"]] == [task_id]
+        before = len(seen)
+        for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+            with pytest.raises(CallFailedError) as stolen:
+                await mallory.request(method, {"taskId": task_id})
+            with pytest.raises(CallFailedError) as made_up:
+                await mallory.request(method, {"taskId": "legacy-task-99"})
+            assert stolen.value.error == made_up.value.error
+            assert stolen.value.code == -32602
+        assert len(seen) == before  # none of those reached the upstream
+        assert task_id not in json.dumps(await mallory.request("tasks/list", {}))
+        cancelled = await alice.request("tasks/cancel", {"taskId": task_id})
+        assert cancelled["status"] == "cancelled"

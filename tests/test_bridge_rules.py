@@ -28,6 +28,7 @@ from mrtr_sansio.bridge import (
     mirrored_headers,
     notification_target,
     over_round_cap,
+    owned_listing,
     relay_error,
     relay_params,
     task_refusal,
@@ -298,10 +299,15 @@ def test_a_task_id_is_only_its_creators() -> None:
 def test_task_requests_are_refused_unless_declared_and_owned() -> None:
     owners = TaskOwners(max_tasks=8, max_per_principal=8)
     owners.bind("a", "t1")
-    assert task_refusal(owners, "a", {"taskId": "t1"}, TASKS) is None
+    get = "tasks/get"
+    assert task_refusal(owners, "a", get, {"taskId": "t1"}, TASKS) is None
     for principal, params in [("b", {"taskId": "t1"}), ("a", {"taskId": "t2"}), ("a", {})]:
-        assert task_refusal(owners, principal, params, TASKS) == UNKNOWN_TASK
-    missing = task_refusal(owners, "a", {"taskId": "t1"}, {"elicitation": {}})
+        assert task_refusal(owners, principal, get, params, TASKS) == UNKNOWN_TASK
+        assert task_refusal(owners, principal, get, params, {}, legacy=True) == UNKNOWN_TASK
+    assert task_refusal(owners, "a", "tasks/list", {}, TASKS) == UNKNOWN_TASK  # not modern
+    assert task_refusal(owners, "b", "tasks/list", {}, {}, legacy=True) is None  # cut below
+    assert task_refusal(owners, "a", "tasks/result", {"taskId": "t1"}, {}, legacy=True) is None
+    missing = task_refusal(owners, "a", get, {"taskId": "t1"}, {"elicitation": {}})
     assert missing is not None
     assert missing.code == m.ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY
     assert UNKNOWN_TASK.code == -32602
@@ -312,6 +318,21 @@ def test_created_task_reads_a_create_task_result_only() -> None:
     assert created_task({"resultType": "complete", "taskId": "t1"}) is None
     assert created_task({"resultType": "task", "taskId": 3}) is None
     assert created_task({"content": []}) is None
+    legacy = {"task": {"taskId": "t1", "status": "working"}}  # 2025-11-25
+    assert created_task(legacy, legacy=True) == "t1"
+    assert created_task(legacy) is None  # a modern result's "task" field is not one
+    assert created_task({"task": "t1"}, legacy=True) is None
+    assert created_task({"content": []}, legacy=True) is None
+
+
+def test_a_legacy_task_listing_is_cut_to_the_senders_tasks() -> None:
+    owners = TaskOwners(max_tasks=8, max_per_principal=8)
+    owners.bind("a", "t1")
+    owners.bind("b", "t2")
+    listing = {"tasks": [{"taskId": "t1"}, {"taskId": "t2"}, {"taskId": "t3"}], "nextCursor": "c"}
+    assert owned_listing(listing, owners, "a") == {"tasks": [{"taskId": "t1"}], "nextCursor": "c"}
+    assert owned_listing(listing, owners, "c")["tasks"] == []
+    assert owned_listing({"tasks": "junk"}, owners, "a") == {"tasks": []}
 
 
 def test_the_tasks_extension_is_declared_upstream_and_downstream_only_when_each_side_does() -> None:

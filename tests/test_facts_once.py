@@ -28,6 +28,7 @@ FACTS: dict[str, tuple[str, frozenset[str], dict[str, str]]] = {
             "_lifecycle.py": "phase names of the request and call tables",
             "tasks/_table.py": "the task status input_required and the table's name",
             "otel/_server.py": "the span link label 'task'",
+            "bridge/_tasks.py": "the field 'task' of a 2025-11-25 CreateTaskResult",
         },
     ),
     "HTTP header names": (

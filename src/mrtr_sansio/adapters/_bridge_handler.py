@@ -23,6 +23,7 @@ from mrtr_sansio import (
 from mrtr_sansio.bridge import (
     HOLD_META,
     INPUT_METHODS,
+    LIST_TASKS,
     TASK_PREFIX,
     UNKNOWN_HOLD,
     BridgeLimits,
@@ -34,6 +35,7 @@ from mrtr_sansio.bridge import (
     downstream_config,
     input_required_for,
     over_round_cap,
+    owned_listing,
     relay_error,
     relay_params,
     task_refusal,
@@ -160,10 +162,7 @@ class Bridge:
         """Relay ``request`` upstream; the handler of the downstream server."""
         try:
             if request.method.startswith(TASK_PREFIX):
-                refused = task_refusal(
-                    self._tasks, request.principal, request.params, request.client_capabilities
-                )
-                return refused if refused is not None else await self._relay(request, ctx)
+                return await self._task_request(request, ctx)
             if request.method not in INPUT_METHODS:
                 return await self._relay(request, ctx)
             if request.request_state is None:
@@ -171,6 +170,25 @@ class Bridge:
             return await self._continue(request, ctx)
         except BridgeRefusedError as exc:
             return exc.error
+
+    async def _task_request(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
+        """A ``tasks/*`` request: relayed only for the task's owner (``mrtr_sansio.bridge``'s
+        task rules); a legacy ``tasks/list`` answer cut to the sender's own tasks."""
+        legacy = self.upstream_era == "legacy"
+        refused = task_refusal(
+            self._tasks,
+            request.principal,
+            request.method,
+            request.params,
+            request.client_capabilities,
+            legacy,
+        )
+        if refused is not None:
+            return refused
+        answer = await self._relay(request, ctx)
+        if legacy and isinstance(answer, Mapping) and request.method == LIST_TASKS:
+            return owned_listing(answer, self._tasks, request.principal)
+        return answer
 
     async def _relay(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
         """A request that cannot ask for input: one upstream call, its answer as it is."""
@@ -236,7 +254,9 @@ class Bridge:
             held.waiting = False
         if held.outcome is not None:
             self._release(hold_id)
-            task_id = None if isinstance(held.outcome, JsonRpcError) else created_task(held.outcome)
+            outcome = held.outcome
+            legacy = self.upstream_era == "legacy"
+            task_id = None if isinstance(outcome, JsonRpcError) else created_task(outcome, legacy)
             if task_id is not None:  # passed on as it is; only its creator may reach it
                 self._tasks.bind(request.principal, task_id)
             return held.outcome

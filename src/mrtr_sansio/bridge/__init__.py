@@ -36,12 +36,21 @@ from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
 
 from ._facts import downstream_config, mirrored_headers
-from ._tasks import TASK_PREFIX, UNKNOWN_TASK, TaskOwners, created_task, task_refusal
+from ._tasks import (
+    LIST_TASKS,
+    TASK_PREFIX,
+    UNKNOWN_TASK,
+    TaskOwners,
+    created_task,
+    owned_listing,
+    task_refusal,
+)
 
 __all__ = [
     "HOLDS_EXHAUSTED",
     "HOLD_META",
     "INPUT_METHODS",
+    "LIST_TASKS",
     "RELAYED_CAPABILITIES",
     "TASK_PREFIX",
     "UNKNOWN_HOLD",
@@ -61,6 +70,7 @@ __all__ = [
     "mirrored_headers",
     "notification_target",
     "over_round_cap",
+    "owned_listing",
     "relay_error",
     "relay_params",
     "task_refusal",

@@ -7,6 +7,11 @@ tell principals apart, so the bridge does. A task id the upstream returned to a 
 bound to the principal sending it. Every other id gets the answer an unknown task gets, from the
 bridge itself, so that nothing a principal sends about another's task reaches the upstream and a
 guess learns nothing (ext-tasks "Security Considerations": auth binding).
+
+The legacy wire's tasks (2025-11-25: ``CreateTaskResult`` is ``{"task": {...}}``, and
+``tasks/result`` and ``tasks/list`` join the requests) are held to the same binding, and a
+``tasks/list`` answer is cut to the sender's own tasks (that revision's "Security
+Considerations": a list must not expose other requestors' tasks).
 """
 
 from __future__ import annotations
@@ -21,7 +26,15 @@ from mrtr_sansio._mcp.mrtr_fields import TASK
 from mrtr_sansio.tasks._machine import NOT_FOUND
 from mrtr_sansio.tasks._server import missing_tasks
 
-__all__ = ["TASK_PREFIX", "UNKNOWN_TASK", "TaskOwners", "created_task", "task_refusal"]
+__all__ = [
+    "LIST_TASKS",
+    "TASK_PREFIX",
+    "UNKNOWN_TASK",
+    "TaskOwners",
+    "created_task",
+    "owned_listing",
+    "task_refusal",
+]
 
 #: The method prefix the tasks extension reserves (ext-tasks "Reservations"): every request
 #: under it names a task, and is relayed only for that task's owner.
@@ -30,30 +43,54 @@ TASK_PREFIX = "tasks/"
 #: bridge process: the words and code of this package's server for an unknown task (-32602,
 #: ext-tasks "Protocol Errors"), whether the id is another principal's, forgotten or made up.
 UNKNOWN_TASK = JsonRpcError.invalid_params(f"Failed to retrieve task: {NOT_FOUND}")
+#: The legacy wire's request that lists tasks rather than naming one (2025-11-25).
+LIST_TASKS = "tasks/list"
 
 
-def created_task(result: Mapping[str, Any]) -> str | None:
-    """The task id of a ``CreateTaskResult`` (``resultType: "task"``), else None."""
-    if result.get("resultType") != TASK:
+def created_task(result: Mapping[str, Any], legacy: bool = False) -> str | None:
+    """The task id of a ``CreateTaskResult`` (``resultType: "task"``; ``legacy``, from a
+    2025-11-25 upstream: ``{"task": {"taskId": ...}}``), else None."""
+    if legacy:
+        task = result.get("task")
+        task_id = task.get("taskId") if isinstance(task, Mapping) else None
+    elif result.get("resultType") == TASK:
+        task_id = result.get("taskId")
+    else:
         return None
-    task_id = result.get("taskId")
     return task_id if isinstance(task_id, str) else None
 
 
 def task_refusal(
     owners: TaskOwners,
     principal: str | None,
+    method: str,
     params: Mapping[str, Any],
     capabilities: Mapping[str, Any],
+    legacy: bool = False,
 ) -> JsonRpcError | None:
-    """Why a ``tasks/*`` request of ``principal`` is not relayed, or None to relay it: -32021
-    when its sender did not declare the extension (ext-tasks "Protocol Errors": MUST), else
-    :data:`UNKNOWN_TASK` unless ``params.taskId`` is bound to ``principal``."""
-    if not declares_tasks(capabilities):
+    """Why a ``tasks/*`` request of ``principal`` is not relayed, or None to relay it: modern,
+    -32021 when its sender did not declare the extension (ext-tasks "Protocol Errors": MUST);
+    then :data:`UNKNOWN_TASK` unless ``params.taskId`` is bound to ``principal``. ``legacy``
+    (a 2025-11-25 upstream, whose own capabilities negotiate its tasks): ``tasks/list`` is
+    relayed, its answer cut by :func:`owned_listing`."""
+    if legacy and method == LIST_TASKS:
+        return None
+    if not legacy and not declares_tasks(capabilities):
         return missing_tasks(None).error
     if not owners.owns(principal, params.get("taskId")):
         return UNKNOWN_TASK
     return None
+
+
+def owned_listing(
+    result: Mapping[str, Any], owners: TaskOwners, principal: str | None
+) -> dict[str, Any]:
+    """A legacy ``tasks/list`` answer with only ``principal``'s tasks (the upstream lists all
+    the bridge's, every principal's); its ``nextCursor`` kept, pages may then be short."""
+    tasks = result.get("tasks")
+    listed = tasks if isinstance(tasks, list) else []
+    mine = [t for t in listed if isinstance(t, Mapping) and owners.owns(principal, t.get("taskId"))]
+    return {**result, "tasks": mine}
 
 
 class TaskOwners:
