@@ -109,6 +109,8 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
                 "bridge",  # the era bridge's rules: public, IO-free, values and mapping only
                 "bridge._tasks",  # which tasks a principal may reach through the bridge
                 "bridge._facts",  # the downstream's facts, from the upstream's
+                "bridge._limits",  # the bridge's bounds and its refusal
+                "bridge._upstreams",  # which upstream connection serves, closes, is told
             }
         ),
     ),

@@ -8,6 +8,8 @@ upstream server. Whatever the eras, the bridge **holds** each upstream ``tools/c
 downstream as one ``input_required`` whose state names the held call, and the downstream's
 answers complete the held call's round. On a legacy downstream the server's shim turns that
 ``input_required`` into real requests and replays, so one mapping serves the four directions.
+Tasks pass through, each bound to the principal that created it (``_tasks``); which upstream
+connection serves a request, and which closes, is decided here too.
 
 Every rule here names the spec rule it follows (``DIGEST.md`` sections of the project's
 normative digest). :mod:`mrtr_sansio.adapters.bridge` gives this IO.
@@ -15,8 +17,7 @@ normative digest). :mod:`mrtr_sansio.adapters.bridge` gives this IO.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -24,7 +25,6 @@ import attrs
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError
 from mrtr_sansio._events import InputNeeded, RequestReceived
-from mrtr_sansio._mcp.capabilities import TASKS_EXTENSION, declares_tasks
 from mrtr_sansio._mcp.envelope import (
     CLIENT_CAPABILITIES,
     CLIENT_INFO,
@@ -36,6 +36,7 @@ from mrtr_sansio._mcp.mrtr_fields import RETRY_FIELDS
 from mrtr_sansio._mcp.values import InputRequest, InputRequiredResult, InputResponses
 
 from ._facts import downstream_config, mirrored_headers
+from ._limits import BridgeLimits, BridgeRefusedError
 from ._tasks import (
     LIST_TASKS,
     TASK_PREFIX,
@@ -44,6 +45,17 @@ from ._tasks import (
     created_task,
     owned_listing,
     task_refusal,
+)
+from ._upstreams import (
+    RELAYED_CAPABILITIES,
+    UPSTREAMS_EXHAUSTED,
+    UpstreamKey,
+    UpstreamUse,
+    idle_upstreams,
+    notification_target,
+    upstream_capabilities,
+    upstream_key,
+    upstream_to_close,
 )
 
 __all__ = [
@@ -81,10 +93,6 @@ __all__ = [
 
 #: The methods whose upstream calls may ask for input, so the only ones held (DIGEST §2.3 S10).
 INPUT_METHODS = MRTR_METHODS
-#: The client capabilities the bridge can answer upstream by asking downstream: the three
-#: embedded request kinds (DIGEST §3.2). Anything else the downstream declares is not the
-#: bridge's to promise but the tasks extension, whose requests it relays (see ``_tasks``).
-RELAYED_CAPABILITIES = ("elicitation", "sampling", "roots")
 #: The ``_meta`` key naming the held call on an upstream request, so that the upstream's
 #: questions find their held call; a downstream request's own value is dropped (it could
 #: otherwise name another principal's call).
@@ -95,43 +103,6 @@ HOLD_META = "dev.mrtr-sansio/bridge-hold"
 _ENVELOPE_KEYS = (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES, CLIENT_INFO, HOLD_META)
 
 T = TypeVar("T")
-
-
-def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) not in (int, float) or value <= 0:
-        raise ValueError(f"{attribute.name}: must be a positive number, not {value!r}")
-
-
-@attrs.frozen
-class BridgeLimits:
-    """The bridge's bounds; every one refuses rather than waits.
-
-    ``max_held`` upstream calls held in all (``max_held_per_principal`` for one principal), each
-    for at most ``hold_timeout`` seconds from its last round (S8: a downstream client need not
-    retry, so a held call cannot wait for it forever); ``max_upstreams`` upstream connections
-    (``max_upstreams_per_principal`` for one principal), the longest idle closed first, and
-    any closed after ``upstream_idle_timeout`` seconds unused (a legacy downstream session that
-    ended leaves its upstream connection idle: nothing tells the bridge it ended).
-    ``max_tasks`` task ids remembered for their owners (``max_tasks_per_principal`` for one
-    principal), the least recently used forgotten first (:class:`TaskOwners`).
-    """
-
-    max_held: int = attrs.field(default=256, validator=_positive)
-    max_held_per_principal: int = attrs.field(default=32, validator=_positive)
-    hold_timeout: float = attrs.field(default=600.0, validator=_positive)
-    max_upstreams: int = attrs.field(default=64, validator=_positive)
-    max_upstreams_per_principal: int = attrs.field(default=8, validator=_positive)
-    upstream_idle_timeout: float = attrs.field(default=300.0, validator=_positive)
-    max_tasks: int = attrs.field(default=4096, validator=_positive)
-    max_tasks_per_principal: int = attrs.field(default=256, validator=_positive)
-
-
-class BridgeRefusedError(Exception):
-    """A request the bridge refuses; :attr:`error` is the downstream's answer."""
-
-    def __init__(self, error: JsonRpcError) -> None:
-        super().__init__(error.message)
-        self.error = error
 
 
 #: A held call that is not this process's, expired, released, or another principal's: one answer
@@ -261,41 +232,6 @@ def relay_params(
     return out
 
 
-def upstream_capabilities(client_capabilities: Mapping[str, Any]) -> dict[str, Any]:
-    """What the bridge declares upstream for a downstream client: exactly the embedded-request
-    capabilities that client declared (DIGEST §2.3 S7 and §3: the upstream may then ask only
-    what the downstream can answer, and the bridge never promises more), and the tasks
-    extension when it declared it (ext-tasks: the upstream may then answer with a task, which
-    the bridge passes on)."""
-    out: dict[str, Any] = {
-        name: dict(value) if isinstance(value, Mapping) else {}
-        for name, value in client_capabilities.items()
-        if name in RELAYED_CAPABILITIES
-    }
-    if declares_tasks(client_capabilities):
-        out["extensions"] = {TASKS_EXTENSION: {}}
-    return out
-
-
-@attrs.frozen
-class UpstreamKey:
-    """Which upstream connection serves a request: never shared across principals, one per
-    legacy downstream session (``session`` a token of it), and per declared capabilities
-    (DIGEST §1.1: on the modern wire they travel per request; on the legacy wire the upstream
-    session fixes them at ``initialize``)."""
-
-    principal: str | None
-    session: Hashable | None
-    capabilities: str
-
-
-def upstream_key(request: RequestReceived, session: Hashable | None = None) -> UpstreamKey:
-    """The :class:`UpstreamKey` of ``request``; ``session`` is the transport's token of its
-    legacy session (None on the modern wire)."""
-    caps = upstream_capabilities(request.client_capabilities)
-    return UpstreamKey(request.principal, session, json.dumps(caps, sort_keys=True))
-
-
 def input_required_for(needs: Iterable[InputNeeded], hold_id: str) -> InputRequiredResult:
     """The downstream ``input_required`` for one round of the upstream's questions: each under
     its upstream key as a string (a modern server's ``inputRequests`` key, or a legacy server's
@@ -338,64 +274,3 @@ def relay_error(code: int, message: str, data: Any, *, local: bool) -> JsonRpcEr
         f"The upstream server could not be reached or answered wrongly: {message}",
         {"reason": "bridge_upstream_failed"},
     )
-
-
-#: A new upstream connection is needed, a bound is reached and none is idle to make room.
-UPSTREAMS_EXHAUSTED = JsonRpcError(
-    ErrorCode.INTERNAL_ERROR,
-    "The bridge has too many upstream connections in use; try again later",
-    {"reason": "bridge_upstreams_exhausted"},
-)
-#: One open upstream connection as the decisions below read it: its key, how many requests
-#: use it now, and when it was last used.
-UpstreamUse = tuple[UpstreamKey, int, float]
-
-
-def upstream_to_close(
-    key: UpstreamKey, open_now: Iterable[UpstreamUse], limits: BridgeLimits
-) -> UpstreamKey | None:
-    """The upstream connection to close before one opens for ``key``: None under both bounds;
-    at ``max_upstreams_per_principal`` the longest idle of that principal's, at
-    ``max_upstreams`` the longest idle of all; none idle: :class:`BridgeRefusedError` with
-    :data:`UPSTREAMS_EXHAUSTED` (a connection in use is never taken from its request)."""
-    uses = list(open_now)
-    mine = [u for u in uses if u[0].principal == key.principal]
-    if len(mine) >= limits.max_upstreams_per_principal:
-        pool = mine
-    elif len(uses) >= limits.max_upstreams:
-        pool = uses
-    else:
-        return None
-    idle = [u for u in pool if u[1] == 0]
-    if not idle:
-        raise BridgeRefusedError(UPSTREAMS_EXHAUSTED)
-    return min(idle, key=lambda u: u[2])[0]
-
-
-def idle_upstreams(
-    open_now: Iterable[UpstreamUse], now: float, limits: BridgeLimits
-) -> list[UpstreamKey]:
-    """The upstream connections to close at ``now``: unused for ``upstream_idle_timeout``."""
-    return [
-        key
-        for key, in_use, last_used in open_now
-        if in_use == 0 and now - last_used >= limits.upstream_idle_timeout
-    ]
-
-
-def notification_target(
-    method: str, params: Mapping[str, Any] | None, waiting: Sequence[Mapping[str, Any]]
-) -> int | None:
-    """Which of the downstream requests ``waiting`` on an upstream connection (their
-    ``_meta``) an upstream notification is about, by index, or None to drop it: progress by
-    its token (the downstream's own, relayed), a log message when only one request waits (it
-    is then certainly that request's). Nothing else is relayed: it could be another
-    request's, even another principal's on a shared wire."""
-    if method == "notifications/progress" and params is not None:
-        token = params.get("progressToken")
-        return next(
-            (i for i, meta in enumerate(waiting) if meta.get("progressToken") == token), None
-        )
-    if method == "notifications/message" and len(waiting) == 1:
-        return 0
-    return None
