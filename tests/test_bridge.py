@@ -42,13 +42,17 @@ async def bridged(
     upstream_era: str = "auto",
     limits: BridgeLimits | None = None,
     legacy_upstream: bool = True,
+    upstream_options: Mapping[str, Any] | None = None,
     **downstream: Any,
 ) -> AsyncIterator[tuple[str, Bridge, list[dict[str, Any]]]]:
-    """The fixtures upstream, the bridge in front (its URL), and what the upstream received."""
+    """The fixtures upstream (``upstream_options`` add to its config), the bridge in front (its
+    URL), and what the upstream received."""
     seen: list[dict[str, Any]] = []
     upstream_app = McpHttpApp(
         Everything().handle,
-        server_config(request_state=m.sealing.RequestStateSecurity.ephemeral()),
+        server_config(
+            request_state=m.sealing.RequestStateSecurity.ephemeral(), **(upstream_options or {})
+        ),
         legacy=legacy_upstream,
     )
 
@@ -182,6 +186,24 @@ def tool_call(rid: int, name: str, **extra: Any) -> dict[str, Any]:
 
 
 NAME_TOOL = "test_input_required_result_elicitation"
+
+
+async def test_an_auto_upstream_is_probed_once_and_then_spoken_to_in_its_era() -> None:
+    """The facts connection finds a legacy-only upstream; the calls' connection goes straight
+    to ``initialize``, not through another ``server/discover`` the upstream refuses (the SDK
+    1.x server logs each such probe as a failed request)."""
+    legacy_only = {"supported_versions": ()}
+    async with (
+        bridged("auto", upstream_options=legacy_only) as (url, bridge, seen),
+        HttpClient.connect(url, m.ClientConfig(era="modern"), elicitation=name_it) as client,
+    ):
+        assert bridge.upstream_era == "legacy"
+        result = await client.call_tool("test_input_required_result_elicitation")
+        assert text_of(result) == "Hello, Ada!"
+        assert bridge.upstream_connections == 1
+    methods = [msg.get("method") for msg in seen]
+    assert methods.count("server/discover") == 1
+    assert methods.count("initialize") == 2  # the facts connection's, the call's
 
 
 @pytest.mark.parametrize("sealed", [True, False])

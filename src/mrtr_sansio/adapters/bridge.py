@@ -496,7 +496,9 @@ class Bridge:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        config = ClientConfig(client_info=BRIDGE_INFO, capabilities=caps, era=self.upstream.era)
+        # the era the facts connection found: an ``auto`` upstream is probed once, not each time
+        era = self.upstream_era or self.upstream.era
+        config = ClientConfig(client_info=BRIDGE_INFO, capabilities=caps, era=era)
         callbacks: dict[str, Any] = dict.fromkeys(caps, self.ask_downstream)
         try:
             async with self.upstream.connect(
