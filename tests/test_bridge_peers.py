@@ -119,7 +119,7 @@ def test_the_ts_client_through_the_bridge_to_a_legacy_sdk1_server(bridge_url: st
         "server": {"name": "sdk1-legacy-peer", "version": "1.30.0"},
     }
     assert steps["tools"]["names"] == ["add", "ask_name", "ask_twice"]
-    calls = [
+    *calls, error = [
         (c["tool"], c["answers"], c["text"], c["isError"], c["asked"])
         for c in lines
         if c["step"] == "call"
@@ -132,7 +132,13 @@ def test_the_ts_client_through_the_bridge_to_a_legacy_sdk1_server(bridge_url: st
         ("ask_twice", accept, "Table for Ada: booked", False, book),
         ("ask_name", ["decline"], "No name (decline)", False, [name]),
         ("ask_twice", ["accept", "decline"], "Table for Ada: not booked", False, book),
+        ("ask_name", ["cancel"], "No name (cancel)", False, [name]),
     ]
+    # the SDK's own refusal of a bad argument, a tool error relayed as it is
+    tool, answers, text, is_error, asked = error
+    assert (tool, answers, is_error, asked) == ("add", ["cancel"], True, [])
+    assert text.startswith("Error executing tool add: 1 validation error for addArguments")
+    assert "Input should be a valid integer" in text
     wire = steps["wire"]
     for seen in wire["received"]:
         check_message(seen["message"], Era.MODERN, method=seen["method"])
@@ -145,6 +151,8 @@ def test_the_ts_client_through_the_bridge_to_a_legacy_sdk1_server(bridge_url: st
         *["ask_twice"] * 3,
         *["ask_name"] * 2,
         *["ask_twice"] * 3,
+        *["ask_name"] * 2,
+        "add",
     ]
     answers = [r["message"]["result"] for r in wire["received"] if r["method"] == "tools/call"]
     assert len(answers) == len(sent)

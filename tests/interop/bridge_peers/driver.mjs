@@ -2,8 +2,9 @@
 // URL (tests/test_bridge_peers.py: mrtr-bridge in front of a legacy-only SDK 1.x server):
 //   node driver.mjs URL
 // It connects over Streamable HTTP, lists the tools, calls each, and answers the elicitations it
-// is asked through its own input_required driver: accepting (name "Ada", then yes), and in a
-// second pass declining. It prints JSON lines, one per step:
+// is asked through its own input_required driver: accepting (name "Ada", then yes), then
+// declining and cancelling; and it calls add with an argument of the wrong type. It prints JSON
+// lines, one per step:
 //   {"step": "connected", "protocolVersion", "era", "server": {name, version}}
 //   {"step": "tools", "names": [...]}
 //   {"step": "call", "tool", "answers", "text", "isError", "asked": [messages, in order]}
@@ -119,6 +120,10 @@ async function main() {
   const confirmDeclined = await run(["accept", "decline"]);
   await confirmDeclined.call("ask_twice");
   await confirmDeclined.client.close();
+  const cancelling = await run(["cancel"]);
+  await cancelling.call("ask_name");
+  await cancelling.call("add", { a: "two", b: 3 });
+  await cancelling.client.close();
 
   await Promise.all(reading);
   console.log(JSON.stringify({ step: "wire", received, sent }));
