@@ -8,8 +8,10 @@ The pure part's rules are tested in ``test_bridge_rules.py``.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Mapping, MutableMapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -204,6 +206,34 @@ async def test_an_auto_upstream_is_probed_once_and_then_spoken_to_in_its_era() -
     methods = [msg.get("method") for msg in seen]
     assert methods.count("server/discover") == 1
     assert methods.count("initialize") == 2  # the facts connection's, the call's
+
+
+async def test_concurrent_calls_to_a_legacy_stdio_upstream_each_get_their_own_answers() -> None:
+    """On stdio a legacy server's ``elicitation/create`` names no call (SEP-2260 has no wire
+    field for it): the bridge sends one input call at a time to such an upstream, so each
+    question is certainly its call's. Before, a second call in flight made every question
+    unplaceable and both calls failed."""
+    server = (sys.executable, str(Path(__file__).parents[1] / "examples/asyncio/server.py"))
+    async with Bridge.open(Upstream(command=server, era="legacy")) as bridge:
+        config = bridge.use_config(bridge.server_config())
+        async with served(McpHttpApp(bridge.handle, config)) as url:
+
+            async def greeted(name: str, results: list[str]) -> None:
+                async def answer(event: m.InputNeeded) -> Mapping[str, Any]:
+                    await anyio.sleep(0.2)  # the other call is sent meanwhile
+                    return {"action": "accept", "content": {"name": name}}
+
+                config = m.ClientConfig(era="modern")
+                async with HttpClient.connect(url, config, elicitation=answer) as client:
+                    results.append(text_of(await client.call_tool(NAME_TOOL)))
+
+            results: list[str] = []
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tg:
+                    for name in ("Ada", "Grace", "Linus"):
+                        tg.start_soon(greeted, name, results)
+            assert sorted(results) == ["Hello, Ada!", "Hello, Grace!", "Hello, Linus!"]
+            assert bridge.held == 0
 
 
 @pytest.mark.parametrize("sealed", [True, False])

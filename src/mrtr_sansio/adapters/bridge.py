@@ -20,7 +20,12 @@ import logging
 import socket
 import sys
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
 from typing import Any, Literal
 
 import anyio
@@ -155,6 +160,10 @@ class _Conn:
         self.last_used = 0.0
         #: The downstream requests waiting on this connection now, for its notifications.
         self.active: list[RequestContext] = []
+        #: Held by each input call to a legacy stdio upstream: there a server request names no
+        #: call (SEP-2260 has no wire field), so it is certainly a call's only while that call
+        #: is the one in flight.
+        self.one_call = anyio.Lock()
 
     @contextmanager
     def listening(self, ctx: RequestContext) -> Iterator[None]:
@@ -376,8 +385,10 @@ class Bridge:
         try:
             with held.scope:
                 assert conn.client is not None
+                alone = bool(self.upstream.command) and self.upstream_era == "legacy"
                 try:
-                    outcome = await conn.client.request(method, params)
+                    async with conn.one_call if alone else nullcontext():
+                        outcome = await conn.client.request(method, params)
                 except CallFailedError as exc:
                     outcome = relay_error(
                         exc.code, exc.error.message, exc.error.data, local=exc.local
