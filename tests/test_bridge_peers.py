@@ -122,7 +122,7 @@ def test_the_ts_client_through_the_bridge_to_a_legacy_sdk1_server(bridge_url: st
     *calls, error = [
         (c["tool"], c["answers"], c["text"], c["isError"], c["asked"])
         for c in lines
-        if c["step"] == "call"
+        if c["step"] == "call" and c["label"] == "one by one"
     ]
     name, book = "What is your name?", ["Who is the table for?", "Book a table for Ada?"]
     accept = ["accept", "accept"]
@@ -139,12 +139,17 @@ def test_the_ts_client_through_the_bridge_to_a_legacy_sdk1_server(bridge_url: st
     assert (tool, answers, is_error, asked) == ("add", ["cancel"], True, [])
     assert text.startswith("Error executing tool add: 1 validation error for addArguments")
     assert "Input should be a valid integer" in text
+    # Three clients at once, one upstream session: each gets the answer to its own question.
+    at_once = [c for c in lines if c["step"] == "call" and c["label"] == "at once"]
+    assert sorted(c["name"] for c in at_once) == ["Ada", "Grace", "Linus"]
+    for c in at_once:
+        assert (c["text"], c["isError"], c["asked"]) == (f"Hello, {c['name']}!", False, [name])
     wire = steps["wire"]
     for seen in wire["received"]:
         check_message(seen["message"], Era.MODERN, method=seen["method"])
     # Each question is one round: the call, then one retry per answer, each retry echoing the
     # requestState of the input_required result before it.
-    sent = [s for s in wire["sent"] if s["method"] == "tools/call"]
+    sent = [s for s in wire["sent"] if (s["label"], s["method"]) == ("one by one", "tools/call")]
     assert [s["params"]["name"] for s in sent] == [
         "add",
         *["ask_name"] * 2,
@@ -154,7 +159,11 @@ def test_the_ts_client_through_the_bridge_to_a_legacy_sdk1_server(bridge_url: st
         *["ask_name"] * 2,
         "add",
     ]
-    answers = [r["message"]["result"] for r in wire["received"] if r["method"] == "tools/call"]
+    answers = [
+        r["message"]["result"]
+        for r in wire["received"]
+        if (r["label"], r["method"]) == ("one by one", "tools/call")
+    ]
     assert len(answers) == len(sent)
     for asked, answer, retry in zip(sent, answers, sent[1:], strict=False):
         if answer["resultType"] == "input_required":

@@ -3,12 +3,14 @@
 //   node driver.mjs URL
 // It connects over Streamable HTTP, lists the tools, calls each, and answers the elicitations it
 // is asked through its own input_required driver: accepting (name "Ada", then yes), then
-// declining and cancelling; and it calls add with an argument of the wrong type. It prints JSON
-// lines, one per step:
+// declining and cancelling, and it calls add with an argument of the wrong type: one by one; then
+// three clients at once ask for a name each. It prints JSON lines, one per step:
 //   {"step": "connected", "protocolVersion", "era", "server": {name, version}}
 //   {"step": "tools", "names": [...]}
-//   {"step": "call", "tool", "answers", "text", "isError", "asked": [messages, in order]}
-//   {"step": "wire", "received": [{"method", "message"}], "sent": [{"method", "id", "params"}]}
+//   {"step": "call", "label", "name" (it answers with), "tool", "answers", "text", "isError",
+//    "asked": [messages, in order]}
+//   {"step": "wire", "received": [{"label", "method", "message"}],
+//    "sent": [{"label", "method", "id", "params"}]}
 // "wire" holds every JSON-RPC message the client received over HTTP (with the method of the
 // request it answers) and every request it posted, read at the fetch the transport uses.
 // Any failure prints {"error": ...} and exits 1.
@@ -43,13 +45,13 @@ function messagesOf(contentType, text) {
 // The transport's fetch, tapped: what goes up is noted by id, what comes back is parsed from a
 // clone once the body ends (a POST's response ends with its answer, and answers only its body's
 // requests: ids are matched per POST, as each client counts its own from 0).
-async function tappedFetch(input, init) {
+const tap = (label) => async (input, init) => {
   const body = typeof init?.body === "string" ? JSON.parse(init.body) : undefined;
   const methodOf = new Map();
   for (const msg of Array.isArray(body) ? body : body === undefined ? [] : [body]) {
     if (msg.method !== undefined && msg.id !== undefined) {
       methodOf.set(msg.id, msg.method);
-      sent.push({ method: msg.method, id: msg.id, params: msg.params ?? null });
+      sent.push({ label, method: msg.method, id: msg.id, params: msg.params ?? null });
     }
   }
   const response = await fetch(input, init);
@@ -61,15 +63,15 @@ async function tappedFetch(input, init) {
         .text()
         .then((text) => {
           for (const message of messagesOf(contentType, text)) {
-            received.push({ method: methodOf.get(message.id) ?? null, message });
+            received.push({ label, method: methodOf.get(message.id) ?? null, message });
           }
         }),
     );
   }
   return response;
-}
+};
 
-async function run(answers) {
+async function run(answers, { label = "one by one", name = "Ada", delayMs = 0 } = {}) {
   const client = new Client(
     { name: "bridge-peers-ts", version: "1.0.0" },
     { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: VERSION } } },
@@ -79,18 +81,20 @@ async function run(answers) {
     const message = request.params.message;
     asked.push(message);
     const answer = answers[asked.length - 1] ?? "decline";
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
     if (answer !== "accept") return { action: answer };
     const props = Object.keys(request.params.requestedSchema?.properties ?? {});
-    return { action: "accept", content: props.includes("ok") ? { ok: true } : { name: "Ada" } };
+    return { action: "accept", content: props.includes("ok") ? { ok: true } : { name } };
   });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: tappedFetch }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: tap(label) }));
   return {
     client,
     call: async (tool, args = {}) => {
       asked = [];
       const result = await client.callTool({ name: tool, arguments: args });
       const text = (result.content ?? []).map((c) => c.text).join("");
-      const out = { step: "call", tool, answers, text, isError: result.isError ?? false, asked };
+      const isError = result.isError ?? false;
+      const out = { step: "call", label, name, tool, answers, text, isError, asked };
       console.log(JSON.stringify(out));
     },
   };
@@ -124,6 +128,16 @@ async function main() {
   await cancelling.call("ask_name");
   await cancelling.call("add", { a: "two", b: 3 });
   await cancelling.client.close();
+
+  // Three clients at once, each answering with its own name after a while: their calls overlap
+  // at the bridge and reach one upstream session.
+  await Promise.all(
+    ["Grace", "Linus", "Ada"].map(async (name) => {
+      const each = await run(["accept"], { label: "at once", name, delayMs: 200 });
+      await each.call("ask_name");
+      await each.client.close();
+    }),
+  );
 
   await Promise.all(reading);
   console.log(JSON.stringify({ step: "wire", received, sent }));
