@@ -210,17 +210,20 @@ async def test_an_auto_upstream_is_probed_once_and_then_spoken_to_in_its_era() -
 
 async def test_concurrent_calls_to_a_legacy_stdio_upstream_each_get_their_own_answers() -> None:
     """On stdio a legacy server's ``elicitation/create`` names no call (SEP-2260 has no wire
-    field for it): the bridge sends one input call at a time to such an upstream, so each
-    question is certainly its call's. Before, a second call in flight made every question
-    unplaceable and both calls failed."""
+    field for it): the bridge gives each input call to such an upstream a connection (a lane)
+    with no other, so each question is certainly its call's, and a call waiting on a person
+    holds up no other. Before, a second call in flight made every question unplaceable and
+    the calls failed."""
     server = (sys.executable, str(Path(__file__).parents[1] / "examples/asyncio/server.py"))
     async with Bridge.open(Upstream(command=server, era="legacy")) as bridge:
         config = bridge.use_config(bridge.server_config())
         async with served(McpHttpApp(bridge.handle, config)) as url:
 
-            async def greeted(name: str, results: list[str]) -> None:
+            async def greeted(name: str | None, results: list[str]) -> None:
                 async def answer(event: m.InputNeeded) -> Mapping[str, Any]:
-                    await anyio.sleep(0.2)  # the other call is sent meanwhile
+                    if name is None:  # nobody answers this one
+                        await anyio.sleep_forever()
+                    await anyio.sleep(0.2)  # the other calls are sent meanwhile
                     return {"action": "accept", "content": {"name": name}}
 
                 config = m.ClientConfig(era="modern")
@@ -229,11 +232,16 @@ async def test_concurrent_calls_to_a_legacy_stdio_upstream_each_get_their_own_an
 
             results: list[str] = []
             with anyio.fail_after(30):
-                async with anyio.create_task_group() as tg:
-                    for name in ("Ada", "Grace", "Linus"):
-                        tg.start_soon(greeted, name, results)
+                async with anyio.create_task_group() as stuck:
+                    stuck.start_soon(greeted, None, results)
+                    while bridge.held == 0:
+                        await anyio.sleep(0.01)
+                    async with anyio.create_task_group() as tg:
+                        for name in ("Ada", "Grace", "Linus"):
+                            tg.start_soon(greeted, name, results)
+                    stuck.cancel_scope.cancel()
             assert sorted(results) == ["Hello, Ada!", "Hello, Grace!", "Hello, Linus!"]
-            assert bridge.held == 0
+            assert bridge.upstream_connections == 4  # one lane each, at most 8 (per principal)
 
 
 @pytest.mark.parametrize("sealed", [True, False])

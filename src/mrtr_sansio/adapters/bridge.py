@@ -162,8 +162,9 @@ class _Conn:
         self.active: list[RequestContext] = []
         #: Held by each input call to a legacy stdio upstream: there a server request names no
         #: call (SEP-2260 has no wire field), so it is certainly a call's only while that call
-        #: is the one in flight.
+        #: is the one in flight. ``asking`` counts the input calls given this connection.
         self.one_call = anyio.Lock()
+        self.asking = 0
 
     @contextmanager
     def listening(self, ctx: RequestContext) -> Iterator[None]:
@@ -312,12 +313,12 @@ class Bridge:
             self._done_with(conn)
 
     async def _start(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
-        conn = await self._connection(request)
+        conn = await self._connection(request, asks=True)
         held = _Held(request.method, conn)
         try:
             hold_id = self._holds.hold(request.principal, held)
         except BaseException:
-            self._done_with(conn)
+            self._done_with(conn, asks=True)
             raise
         self._by_id[hold_id] = held
         if request.input_responses and self.upstream_era == "modern":
@@ -385,9 +386,8 @@ class Bridge:
         try:
             with held.scope:
                 assert conn.client is not None
-                alone = bool(self.upstream.command) and self.upstream_era == "legacy"
                 try:
-                    async with conn.one_call if alone else nullcontext():
+                    async with conn.one_call if self._one_call_each else nullcontext():
                         outcome = await conn.client.request(method, params)
                 except CallFailedError as exc:
                     outcome = relay_error(
@@ -398,7 +398,7 @@ class Bridge:
                 held.outcome = outcome
                 held.changed()
         finally:
-            self._done_with(conn)
+            self._done_with(conn, asks=True)
 
     async def ask_downstream(self, need: InputNeeded) -> Mapping[str, Any]:
         """The upstream client's input callback: the question joins its held call's round and
@@ -447,39 +447,62 @@ class Bridge:
 
     # --- upstream connections ---------------------------------------------------------------
 
-    async def _connection(self, request: RequestReceived) -> _Conn:
+    @property
+    def _one_call_each(self) -> bool:
+        """Whether an upstream connection takes one input call at a time: a stdio legacy one."""
+        return bool(self.upstream.command) and self.upstream_era == "legacy"
+
+    async def _connection(self, request: RequestReceived, *, asks: bool = False) -> _Conn:
         """The upstream connection for ``request``, counted in use until :meth:`_done_with`
-        (from before it is opened, so that it is never taken for idle meanwhile)."""
+        (from before it is opened, so that it is never taken for idle meanwhile); for a call
+        that ``asks``, one with no other such call when the upstream takes one at a time."""
         session: Hashable | None = request.session
         key = upstream_key(request, session)
+        if asks and self._one_call_each and session is None:
+            key = self._free_lane(key)
         conn = self._conns.get(key)
         if conn is not None and not conn.closing.is_set():
             conn.in_use += 1
+            conn.asking += asks
             try:
                 await conn.ready.wait()  # opened by another request a moment ago
             except BaseException:
-                self._done_with(conn)
+                self._done_with(conn, asks=asks)
                 raise
             if conn.client is None:  # that opening failed
-                self._done_with(conn)
+                self._done_with(conn, asks=asks)
                 raise BridgeRefusedError(relay_error(-32603, "opening failed", None, local=True))
         else:
             self._make_room(key)
             conn = self._conns[key] = _Conn(key)
             conn.in_use += 1
+            conn.asking += asks
             caps = upstream_capabilities(request.client_capabilities)
             try:
                 await self._tg.start(self._run_connection, conn, caps)
             except BaseException:
                 self._conns.pop(key, None)
                 conn.ready.set()
-                self._done_with(conn)
+                self._done_with(conn, asks=asks)
                 raise
         conn.last_used = self._clock()
         return conn
 
-    def _done_with(self, conn: _Conn) -> None:
+    def _free_lane(self, key: UpstreamKey) -> UpstreamKey:
+        """The first lane of ``key`` with no input call, else the least busy one (its calls
+        then go in turn). Lanes are only for the modern downstream, whose requests share no
+        session; a legacy downstream session keeps its one upstream session."""
+        lanes = [attrs.evolve(key, lane=i) for i in range(self.limits.max_upstreams_per_principal)]
+
+        def asking(lane: UpstreamKey) -> int:
+            conn = self._conns.get(lane)
+            return 0 if conn is None or conn.closing.is_set() else conn.asking
+
+        return min(lanes, key=asking)
+
+    def _done_with(self, conn: _Conn, *, asks: bool = False) -> None:
         conn.in_use -= 1
+        conn.asking -= asks
         conn.last_used = self._clock()
 
     def _make_room(self, key: UpstreamKey) -> None:

@@ -242,11 +242,13 @@ class UpstreamKey:
     """Which upstream connection serves a request: never shared across principals, one per
     legacy downstream session (``session`` a token of it), and per declared capabilities
     (DIGEST §1.1: on the modern wire they travel per request; on the legacy wire the upstream
-    session fixes them at ``initialize``)."""
+    session fixes them at ``initialize``). ``lane`` tells apart the connections of one key that
+    the adapter opens side by side (a stdio legacy upstream takes one input call at a time)."""
 
     principal: str | None
     session: Hashable | None
     capabilities: str
+    lane: int = 0
 
 
 def upstream_key(request: RequestReceived, session: Hashable | None = None) -> UpstreamKey:
