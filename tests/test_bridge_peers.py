@@ -139,7 +139,11 @@ def test_the_ts_client_through_the_bridge_to_a_legacy_sdk1_server(bridge_url: st
     assert (tool, answers, is_error, asked) == ("add", ["cancel"], True, [])
     assert text.startswith("Error executing tool add: 1 validation error for addArguments")
     assert "Input should be a valid integer" in text
-    # Three clients at once, one upstream session: each gets the answer to its own question.
+    # One client walks away from its question (its call stays held, the SDK server waiting);
+    # then three clients at once, each with the answer to its own question, none held up.
+    assert steps["walked away"]["error"] == "the user walked away"
+    away = [s for s in steps["wire"]["sent"] if s["label"] == "walked away"]
+    assert [s["method"] for s in away] == ["server/discover", "tools/call"]  # no retry
     at_once = [c for c in lines if c["step"] == "call" and c["label"] == "at once"]
     assert sorted(c["name"] for c in at_once) == ["Ada", "Grace", "Linus"]
     for c in at_once:

@@ -4,11 +4,13 @@
 // It connects over Streamable HTTP, lists the tools, calls each, and answers the elicitations it
 // is asked through its own input_required driver: accepting (name "Ada", then yes), then
 // declining and cancelling, and it calls add with an argument of the wrong type: one by one; then
-// three clients at once ask for a name each. It prints JSON lines, one per step:
+// one that walks away from its question, and three clients at once ask for a name each. It
+// prints JSON lines, one per step:
 //   {"step": "connected", "protocolVersion", "era", "server": {name, version}}
 //   {"step": "tools", "names": [...]}
 //   {"step": "call", "label", "name" (it answers with), "tool", "answers", "text", "isError",
 //    "asked": [messages, in order]}
+//   {"step": "walked away", "error"}
 //   {"step": "wire", "received": [{"label", "method", "message"}],
 //    "sent": [{"label", "method", "id", "params"}]}
 // "wire" holds every JSON-RPC message the client received over HTTP (with the method of the
@@ -81,6 +83,7 @@ async function run(answers, { label = "one by one", name = "Ada", delayMs = 0 } 
     const message = request.params.message;
     asked.push(message);
     const answer = answers[asked.length - 1] ?? "decline";
+    if (answer === "walk away") throw new Error("the user walked away");
     await new Promise((resolve) => setTimeout(resolve, delayMs));
     if (answer !== "accept") return { action: answer };
     const props = Object.keys(request.params.requestedSchema?.properties ?? {});
@@ -129,8 +132,17 @@ async function main() {
   await cancelling.call("add", { a: "two", b: 3 });
   await cancelling.client.close();
 
-  // Three clients at once, each answering with its own name after a while: their calls overlap
-  // at the bridge and reach one upstream session.
+  // A client that never answers: its call stays held at the bridge, its question open upstream.
+  const away = await run(["walk away"], { label: "walked away" });
+  try {
+    await away.call("ask_name");
+  } catch (error) {
+    console.log(JSON.stringify({ step: "walked away", error: String(error?.message ?? error) }));
+  }
+  await away.client.close();
+
+  // Then three clients at once, each answering with its own name after a while: their calls
+  // overlap at the bridge, and none waits for the one that walked away.
   await Promise.all(
     ["Grace", "Linus", "Ada"].map(async (name) => {
       const each = await run(["accept"], { label: "at once", name, delayMs: 200 });
