@@ -8,8 +8,10 @@ The pure part's rules are tested in ``test_bridge_rules.py``.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Mapping, MutableMapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -42,13 +44,17 @@ async def bridged(
     upstream_era: str = "auto",
     limits: BridgeLimits | None = None,
     legacy_upstream: bool = True,
+    upstream_options: Mapping[str, Any] | None = None,
     **downstream: Any,
 ) -> AsyncIterator[tuple[str, Bridge, list[dict[str, Any]]]]:
-    """The fixtures upstream, the bridge in front (its URL), and what the upstream received."""
+    """The fixtures upstream (``upstream_options`` add to its config), the bridge in front (its
+    URL), and what the upstream received."""
     seen: list[dict[str, Any]] = []
     upstream_app = McpHttpApp(
         Everything().handle,
-        server_config(request_state=m.sealing.RequestStateSecurity.ephemeral()),
+        server_config(
+            request_state=m.sealing.RequestStateSecurity.ephemeral(), **(upstream_options or {})
+        ),
         legacy=legacy_upstream,
     )
 
@@ -182,6 +188,60 @@ def tool_call(rid: int, name: str, **extra: Any) -> dict[str, Any]:
 
 
 NAME_TOOL = "test_input_required_result_elicitation"
+
+
+async def test_an_auto_upstream_is_probed_once_and_then_spoken_to_in_its_era() -> None:
+    """The facts connection finds a legacy-only upstream; the calls' connection goes straight
+    to ``initialize``, not through another ``server/discover`` the upstream refuses (the SDK
+    1.x server logs each such probe as a failed request)."""
+    legacy_only = {"supported_versions": ()}
+    async with (
+        bridged("auto", upstream_options=legacy_only) as (url, bridge, seen),
+        HttpClient.connect(url, m.ClientConfig(era="modern"), elicitation=name_it) as client,
+    ):
+        assert bridge.upstream_era == "legacy"
+        result = await client.call_tool("test_input_required_result_elicitation")
+        assert text_of(result) == "Hello, Ada!"
+        assert bridge.upstream_connections == 1
+    methods = [msg.get("method") for msg in seen]
+    assert methods.count("server/discover") == 1
+    assert methods.count("initialize") == 2  # the facts connection's, the call's
+
+
+async def test_concurrent_calls_to_a_legacy_stdio_upstream_each_get_their_own_answers() -> None:
+    """On stdio a legacy server's ``elicitation/create`` names no call (SEP-2260 has no wire
+    field for it): the bridge gives each input call to such an upstream a connection (a lane)
+    with no other, so each question is certainly its call's, and a call waiting on a person
+    holds up no other. Before, a second call in flight made every question unplaceable and
+    the calls failed."""
+    server = (sys.executable, str(Path(__file__).parents[1] / "examples/asyncio/server.py"))
+    async with Bridge.open(Upstream(command=server, era="legacy")) as bridge:
+        config = bridge.use_config(bridge.server_config())
+        async with served(McpHttpApp(bridge.handle, config)) as url:
+
+            async def greeted(name: str | None, results: list[str]) -> None:
+                async def answer(event: m.InputNeeded) -> Mapping[str, Any]:
+                    if name is None:  # nobody answers this one
+                        await anyio.sleep_forever()
+                    await anyio.sleep(0.2)  # the other calls are sent meanwhile
+                    return {"action": "accept", "content": {"name": name}}
+
+                config = m.ClientConfig(era="modern")
+                async with HttpClient.connect(url, config, elicitation=answer) as client:
+                    results.append(text_of(await client.call_tool(NAME_TOOL)))
+
+            results: list[str] = []
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as stuck:
+                    stuck.start_soon(greeted, None, results)
+                    while bridge.held == 0:
+                        await anyio.sleep(0.01)
+                    async with anyio.create_task_group() as tg:
+                        for name in ("Ada", "Grace", "Linus"):
+                            tg.start_soon(greeted, name, results)
+                    stuck.cancel_scope.cancel()
+            assert sorted(results) == ["Hello, Ada!", "Hello, Grace!", "Hello, Linus!"]
+            assert bridge.upstream_connections == 4  # one lane each, at most 8 (per principal)
 
 
 @pytest.mark.parametrize("sealed", [True, False])

@@ -93,6 +93,26 @@ async def test_http_bridge_in_front_of_an_http_server(down: str, up: str) -> Non
                 assert result["content"][0]["text"] == "Hello, Ada!"
 
 
+async def test_port_0_takes_a_free_port_and_announces_it() -> None:
+    bridge = [*BRIDGE, "--listen", "http://127.0.0.1:0/mcp", "--", *FIXTURES]
+    proc = subprocess.Popen(bridge, env=ENV, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        pattern = r"mrtr-bridge: listening on (http://127\.0\.0\.1:(\d+)/mcp)\n"
+        lines = iter(proc.stderr.readline, b"")  # logging's warnings may come first
+        found = next(filter(None, (re.fullmatch(pattern, x.decode()) for x in lines)), None)
+        assert found, "no announcement before stderr ended"
+        assert int(found[2]) not in (0, 80)
+        async with HttpClient.connect(found[1], m.ClientConfig(), elicitation=name_it) as client:
+            result = await client.call_tool("test_input_required_result_elicitation")
+            assert result["content"][0]["text"] == "Hello, Ada!"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
 def test_the_command_needs_one_upstream() -> None:
     done = subprocess.run(
         [*BRIDGE, "--listen", "stdio"], env=ENV, capture_output=True, timeout=30, check=False

@@ -24,9 +24,11 @@ from mrtr_sansio.bridge import (
     created_task,
     downstream_config,
     idle_upstreams,
+    input_lane,
     input_required_for,
     mirrored_headers,
     notification_target,
+    one_input_call_each,
     over_round_cap,
     owned_listing,
     relay_error,
@@ -384,6 +386,28 @@ def test_idle_upstreams_are_those_unused_for_the_timeout() -> None:
     uses = [(a, 0, 0.0), (b, 0, 1.0), (c, 1, 0.0)]
     assert idle_upstreams(uses, 10.0, limits) == [a]  # at the timeout; b just under; c in use
     assert idle_upstreams(uses, 11.0, limits) == [a, b]
+
+
+def test_only_a_stdio_legacy_upstream_takes_one_input_call_at_a_time() -> None:
+    assert one_input_call_each(True, "legacy")
+    assert not one_input_call_each(True, "modern")  # its requests name their call in _meta
+    assert not one_input_call_each(False, "legacy")  # on HTTP each rides its call's stream
+    assert not one_input_call_each(True, None)
+
+
+def test_an_input_call_takes_the_first_free_lane_else_the_least_busy() -> None:
+    limits = BridgeLimits(max_upstreams_per_principal=3)
+    a = key("a")
+    lane = [UpstreamKey("a", None, "{}", i) for i in range(3)]
+    assert input_lane(a, {}, limits) == lane[0]
+    assert input_lane(a, {lane[0]: 1}, limits) == lane[1]
+    assert input_lane(a, {lane[0]: 1, lane[1]: 0}, limits) == lane[1]  # open but free
+    assert input_lane(a, {lane[0]: 1, lane[2]: 2, lane[1]: 1}, limits) == lane[0]  # all busy
+    assert input_lane(a, {key("b"): 0, lane[0]: 1}, limits) == lane[1]  # b's lanes are b's
+    # never past the per-principal bound: the calls then go in turn on the least busy lane
+    assert input_lane(a, dict.fromkeys(lane, 1), limits) == lane[0]
+    # a legacy downstream session keeps its one upstream session
+    assert input_lane(key("a", "s"), {key("a", "s"): 1}, limits) == key("a", "s")
 
 
 def test_an_upstream_notification_goes_only_to_the_request_it_is_about() -> None:

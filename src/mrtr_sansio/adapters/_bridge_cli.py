@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -28,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--listen",
         required=True,
-        help="http://HOST:PORT/PATH (Streamable HTTP) or stdio",
+        help="http://HOST:PORT/PATH (Streamable HTTP; PORT 0 takes a free port, and the bound URL "
+        "is announced on stderr) or stdio",
     )
     parser.add_argument(
         "--upstream",
@@ -80,12 +82,18 @@ async def _serve(args: argparse.Namespace, command: Sequence[str]) -> None:
         app = McpHttpApp(
             bridge.handle, config, path=url.path or "/mcp", legacy=args.downstream_era != "modern"
         )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app, host=url.hostname, port=url.port or 80, log_level=args.log_level, lifespan="on"
-            )
-        )
-        await server.serve()
+        sock = _bind(url.hostname, 80 if url.port is None else url.port)
+        host, port = sock.getsockname()[:2]
+        bound = f"http://{f'[{host}]' if ':' in host else host}:{port}{url.path or '/mcp'}"
+        print(f"mrtr-bridge: listening on {bound}", file=sys.stderr, flush=True)
+        server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, lifespan="on"))
+        await server.serve(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host``; port 0 takes a free port, which the caller announces."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

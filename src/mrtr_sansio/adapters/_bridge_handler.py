@@ -79,7 +79,6 @@ class Bridge:
         self._pool = UpstreamPool(upstream, tasks, limits, clock, self.ask_downstream)
         self._downstream = ServerConfig()  # its round cap; see use_config
         #: The upstream's facts, read when the bridge opened.
-        self.upstream_era: str | None = None
         self.server_info: Mapping[str, Any] | None = None
         self.server_capabilities: Mapping[str, Any] | None = None
         self.instructions: str | None = None
@@ -110,7 +109,7 @@ class Bridge:
             async with upstream.connect(
                 ClientConfig(client_info=BRIDGE_INFO, era=upstream.era)
             ) as c:
-                bridge.upstream_era = c.era.value if c.era is not None else None
+                bridge._pool.era = c.era.value if c.era is not None else None
                 bridge.server_info = c.server_info
                 bridge.server_capabilities = c.server_capabilities
                 bridge.instructions = c.instructions
@@ -140,6 +139,11 @@ class Bridge:
             self.instructions,
             self.tools,
         )
+
+    @property
+    def upstream_era(self) -> str | None:
+        """The upstream's era (``modern`` or ``legacy``), found when the bridge opened."""
+        return self._pool.era
 
     @property
     def held(self) -> int:
@@ -206,12 +210,12 @@ class Bridge:
             self._pool.done_with(conn)
 
     async def _start(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
-        conn = await self._pool.connection(request)
+        conn = await self._pool.connection(request, asks=True)
         held = HeldCall(request.method, conn)
         try:
             hold_id = self._holds.hold(request.principal, held)
         except BaseException:
-            self._pool.done_with(conn)
+            self._pool.done_with(conn, asks=True)
             raise
         self._by_id[hold_id] = held
         if request.input_responses and self.upstream_era == "modern":
@@ -287,7 +291,8 @@ class Bridge:
             with held.scope:
                 assert conn.client is not None
                 try:
-                    outcome = await conn.client.request(method, params)
+                    async with self._pool.turn(conn):
+                        outcome = await conn.client.request(method, params)
                 except CallFailedError as exc:
                     outcome = relay_error(
                         exc.code, exc.error.message, exc.error.data, local=exc.local
@@ -297,7 +302,7 @@ class Bridge:
                 held.outcome = outcome
                 held.changed()
         finally:
-            self._pool.done_with(conn)
+            self._pool.done_with(conn, asks=True)
 
     async def ask_downstream(self, need: InputNeeded) -> Mapping[str, Any]:
         """The upstream client's input callback: the question joins its held call's round and

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import Any, Literal
 
 import anyio
@@ -20,7 +20,9 @@ from mrtr_sansio.bridge import (
     UpstreamKey,
     UpstreamUse,
     idle_upstreams,
+    input_lane,
     notification_target,
+    one_input_call_each,
     relay_error,
     upstream_capabilities,
     upstream_key,
@@ -82,6 +84,11 @@ class UpstreamConn:
         self.last_used = 0.0
         #: The downstream requests waiting on this connection now, for its notifications.
         self.active: list[RequestContext] = []
+        #: Held by each input call while it is in flight, when the upstream takes one at a time
+        #: (:func:`~mrtr_sansio.bridge.one_input_call_each`); ``asking`` counts the input calls
+        #: given this connection (:func:`~mrtr_sansio.bridge.input_lane` reads it).
+        self.one_call = anyio.Lock()
+        self.asking = 0
 
     @contextmanager
     def listening(self, ctx: RequestContext) -> Iterator[None]:
@@ -120,45 +127,66 @@ class UpstreamPool:
         self._clock = clock
         self._ask = ask
         self._conns: dict[UpstreamKey, UpstreamConn] = {}
+        #: The era the first (facts) connection found; later connections speak it, so an
+        #: ``auto`` upstream is probed once, not on every connection.
+        self.era: str | None = None
 
     def __len__(self) -> int:
         return len(self._conns)
 
-    async def connection(self, request: RequestReceived) -> UpstreamConn:
+    @property
+    def one_call_each(self) -> bool:
+        """Whether each connection takes one input call at a time (a stdio legacy upstream)."""
+        return one_input_call_each(bool(self.upstream.command), self.era)
+
+    async def connection(self, request: RequestReceived, *, asks: bool = False) -> UpstreamConn:
         """The upstream connection for ``request``, counted in use until :meth:`done_with`
-        (from before it is opened, so that it is never taken for idle meanwhile)."""
+        (from before it is opened, so that it is never taken for idle meanwhile); for a call
+        that ``asks`` for input, the lane :func:`~mrtr_sansio.bridge.input_lane` names when
+        the upstream takes one such call at a time."""
         session: Hashable | None = request.session
         key = upstream_key(request, session)
+        if asks and self.one_call_each:
+            asking = {k: c.asking for k, c in self._conns.items() if not c.closing.is_set()}
+            key = input_lane(key, asking, self.limits)
         conn = self._conns.get(key)
         if conn is not None and not conn.closing.is_set():
             conn.in_use += 1
+            conn.asking += asks
             try:
                 await conn.ready.wait()  # opened by another request a moment ago
             except BaseException:
-                self.done_with(conn)
+                self.done_with(conn, asks=asks)
                 raise
             if conn.client is None:  # that opening failed
-                self.done_with(conn)
+                self.done_with(conn, asks=asks)
                 raise BridgeRefusedError(relay_error(-32603, "opening failed", None, local=True))
         else:
             self._make_room(key)
             conn = self._conns[key] = UpstreamConn(key)
             conn.in_use += 1
+            conn.asking += asks
             caps = upstream_capabilities(request.client_capabilities)
             try:
                 await self._tg.start(self._run_connection, conn, caps)
             except BaseException:
                 self._conns.pop(key, None)
                 conn.ready.set()
-                self.done_with(conn)
+                self.done_with(conn, asks=asks)
                 raise
         conn.last_used = self._clock()
         return conn
 
-    def done_with(self, conn: UpstreamConn) -> None:
-        """One use of ``conn`` ended."""
+    def done_with(self, conn: UpstreamConn, *, asks: bool = False) -> None:
+        """One use of ``conn`` ended (``asks``: that of an input call)."""
         conn.in_use -= 1
+        conn.asking -= asks
         conn.last_used = self._clock()
+
+    def turn(self, conn: UpstreamConn) -> AbstractAsyncContextManager[object]:
+        """Held around an input call's upstream request: ``conn``'s one call at a time when
+        the upstream takes one at a time (:attr:`one_call_each`), else nothing."""
+        return conn.one_call if self.one_call_each else nullcontext()
 
     def close_idle(self, now: float) -> None:
         """Close the connections unused for ``upstream_idle_timeout``."""
@@ -191,7 +219,7 @@ class UpstreamPool:
         config = ClientConfig(
             client_info=BRIDGE_INFO,
             capabilities=caps,
-            era=self.upstream.era,
+            era=self.era or self.upstream.era,
             extra_result_types={ResultType.TASK.value},
         )
         callbacks: dict[str, Any] = {k: self._ask for k in caps if k in RELAYED_CAPABILITIES}

@@ -22,7 +22,9 @@ __all__ = [
     "UpstreamKey",
     "UpstreamUse",
     "idle_upstreams",
+    "input_lane",
     "notification_target",
+    "one_input_call_each",
     "upstream_capabilities",
     "upstream_key",
     "upstream_to_close",
@@ -56,11 +58,13 @@ class UpstreamKey:
     """Which upstream connection serves a request: never shared across principals, one per
     legacy downstream session (``session`` a token of it), and per declared capabilities
     (DIGEST §1.1: on the modern wire they travel per request; on the legacy wire the upstream
-    session fixes them at ``initialize``)."""
+    session fixes them at ``initialize``). ``lane`` tells apart the connections of one key that
+    the adapter opens side by side (:func:`input_lane`)."""
 
     principal: str | None
     session: Hashable | None
     capabilities: str
+    lane: int = 0
 
 
 def upstream_key(request: RequestReceived, session: Hashable | None = None) -> UpstreamKey:
@@ -111,6 +115,28 @@ def idle_upstreams(
         for key, in_use, last_used in open_now
         if in_use == 0 and now - last_used >= limits.upstream_idle_timeout
     ]
+
+
+def one_input_call_each(stdio: bool, era: str | None) -> bool:
+    """Whether an upstream connection may carry only one input call at a time: a legacy one on
+    stdio, where a server request names no call (SEP-2260 has no wire field for it), so it is
+    certainly a call's only while that call is the one in flight. (On HTTP a legacy server's
+    request rides its call's response stream; a modern one names its call in ``_meta``.)"""
+    return stdio and era == "legacy"
+
+
+def input_lane(
+    key: UpstreamKey, asking: Mapping[UpstreamKey, int], limits: BridgeLimits
+) -> UpstreamKey:
+    """The lane of ``key`` an input call goes to when an upstream connection takes one at a
+    time (:func:`one_input_call_each`): the first of ``max_upstreams_per_principal`` lanes
+    with no input call (``asking``: how many each open connection carries now), else the least
+    busy one, whose calls then go in turn. Only for requests with no downstream session (the
+    modern wire): a legacy downstream session keeps its one upstream session."""
+    if key.session is not None:
+        return key
+    lanes = [attrs.evolve(key, lane=i) for i in range(limits.max_upstreams_per_principal)]
+    return min(lanes, key=lambda lane: asking.get(lane, 0))
 
 
 def notification_target(
