@@ -52,6 +52,7 @@ from mrtr_sansio.bridge import (
     upstream_capabilities,
     upstream_key,
 )
+from mrtr_sansio.protocol import SERVER_INFO
 
 from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase, ClientOptions
 from ._client_errors import CallFailedError, ClientError, InputRejectedError
@@ -232,10 +233,10 @@ class Bridge:
                 ClientConfig(client_info=BRIDGE_INFO, era=upstream.era)
             ) as c:
                 bridge.upstream_era = c.era.value if c.era is not None else None
-                bridge.server_info = c.server_info
-                bridge.server_capabilities = c.server_capabilities
-                bridge.instructions = c.instructions
-                if "tools" in (c.server_capabilities or {}):
+                bridge._learn(c.server_info, c.server_capabilities, c.instructions)
+                if bridge.upstream_era == "modern" and c.server_capabilities is None:
+                    await bridge._discover(c)  # the modern era forced: nothing probed it
+                if "tools" in (bridge.server_capabilities or {}):
                     bridge.tools = await _tool_listing(c)
             tg.start_soon(bridge._expire_loop)
             try:
@@ -251,6 +252,33 @@ class Bridge:
                     while bridge._conns:
                         await anyio.sleep(0.01)
                 tg.cancel_scope.cancel()
+
+    def _learn(
+        self,
+        info: Mapping[str, Any] | None,
+        capabilities: Mapping[str, Any] | None,
+        instructions: str | None,
+    ) -> None:
+        self.server_info = info
+        self.server_capabilities = capabilities
+        self.instructions = instructions
+
+    async def _discover(self, client: AsyncClientBase) -> None:
+        """Ask a modern upstream its facts once (``server/discover``), when the era was forced
+        and so no probe asked them; a failure leaves them unknown, as an upstream without
+        the method would."""
+        try:
+            found = await client.request("server/discover")
+        except ClientError as exc:
+            log.warning("mrtr-bridge: the upstream's server/discover failed: %s", exc)
+            return
+        caps, meta, text = (found.get(k) for k in ("capabilities", "_meta", "instructions"))
+        info = meta.get(SERVER_INFO) if isinstance(meta, Mapping) else None
+        self._learn(
+            info if isinstance(info, Mapping) else None,
+            caps if isinstance(caps, Mapping) else None,
+            text if isinstance(text, str) else None,
+        )
 
     def server_config(self, base: ServerConfig | None = None) -> ServerConfig:
         """The downstream server's configuration: ``base`` answering ``initialize`` and
