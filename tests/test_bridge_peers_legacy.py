@@ -333,11 +333,15 @@ async def test_inspector_cli_through_the_bridge_to_our_server() -> None:
     assert plain[1]["content"][0]["text"] == "This is a simple text response for testing."
     assert query[0] == 0, query[2]
     assert query[1]["content"][0]["text"] == "Ran 'select 2' in eu-west."
-    # the Inspector CLI declares no elicitation: the bridge cannot ask it, and says so
+    # the Inspector CLI declares no elicitation: the upstream refuses (-32021, modern), and
+    # the legacy client reads the shim's -32603 naming the capability
     assert refused[0] == 1
-    assert "MCP error -32021" in refused[2], refused[2]
+    assert "MCP error -32603" in refused[2], refused[2]
     refusals = [msg["error"] for way, msg in down if way == "out" and "error" in msg]
-    assert [e["code"] for e in refusals] == [-32021]
+    assert [e["code"] for e in refusals] == [-32603]
+    assert refusals[0]["data"]["requiredCapabilities"] == {"elicitation": {"form": {}}}
+    upstream_refusals = [msg["error"] for way, msg in up if way == "out" and "error" in msg]
+    assert [e["code"] for e in upstream_refusals] == [-32021]
     assert check_legacy_downstream(down) >= 4
     sent = check_modern_upstream(up)
     caps = [
@@ -360,8 +364,9 @@ async def test_inspector_cli_through_the_bridge_command_to_the_ts_server() -> No
     assert sorted(t["name"] for t in listed["tools"]) == ["confirm_with_state", "shout"]
     assert shout[0] == 0, shout[2]
     assert shout[1]["content"] == [{"type": "text", "text": "INSPECTED"}]
-    assert refused[0] == 1
-    assert "MCP error -32021" in refused[2], refused[2]
+    assert refused[0] == 1  # the TS server's -32021, as a legacy client reads it
+    assert "MCP error -32603" in refused[2], refused[2]
+    assert "elicitation" in refused[2]
 
 
 def test_the_elicitation_answers_seen_are_mappings() -> None:

@@ -46,6 +46,7 @@ from mrtr_sansio.bridge import (
     answers_for,
     downstream_config,
     input_required_for,
+    legacy_error,
     over_round_cap,
     relay_error,
     relay_params,
@@ -305,14 +306,19 @@ class Bridge:
 
     async def handle(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
         """Relay ``request`` upstream; the handler of the downstream server."""
+        answer: HandlerResult
         try:
             if request.method not in INPUT_METHODS:
-                return await self._relay(request, ctx)
-            if request.request_state is None:
-                return await self._start(request, ctx)
-            return await self._continue(request, ctx)
+                answer = await self._relay(request, ctx)
+            elif request.request_state is None:
+                answer = await self._start(request, ctx)
+            else:
+                answer = await self._continue(request, ctx)
         except BridgeRefusedError as exc:
-            return exc.error
+            answer = exc.error
+        if request.session is not None and isinstance(answer, JsonRpcError):
+            return legacy_error(answer)  # a legacy downstream session
+        return answer
 
     async def _relay(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
         """A request that cannot ask for input: one upstream call, its answer as it is."""
