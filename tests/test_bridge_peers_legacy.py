@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -125,6 +125,9 @@ def check_legacy_downstream(seen: list[tuple[str, dict[str, Any]]]) -> int:
     sent = [msg for way, msg in seen if way == "out"]
     for msg in sent:
         check_message(msg, m.Era.LEGACY, method=asked.get(msg.get("id")))
+        result = msg.get("result", {})
+        assert not {"resultType", "ttlMs", "cacheScope"} & set(result), msg  # modern only
+        assert m.protocol.SERVER_INFO not in result.get("_meta", {}), msg
     return len(sent)
 
 
@@ -362,6 +365,7 @@ async def test_inspector_cli_through_the_bridge_command_to_the_ts_server() -> No
         refused = await inspector(url, "tools/call", "--tool-name", "confirm_with_state")
     assert code == 0, err
     assert sorted(t["name"] for t in listed["tools"]) == ["confirm_with_state", "shout"]
+    assert set(listed) == {"tools"}  # the TS server's modern decoration not relayed
     assert shout[0] == 0, shout[2]
     assert shout[1]["content"] == [{"type": "text", "text": "INSPECTED"}]
     assert refused[0] == 1  # the TS server's -32021, as a legacy client reads it
@@ -369,13 +373,11 @@ async def test_inspector_cli_through_the_bridge_command_to_the_ts_server() -> No
     assert "elicitation" in refused[2]
 
 
-def test_the_elicitation_answers_seen_are_mappings() -> None:
-    """(A guard on this module's own reader: a JSON body and an SSE body give the same
-    messages, so a check above cannot pass on an empty record.)"""
+def test_the_recorder_reads_json_and_sse_alike() -> None:
+    """This module's own reader gives the same messages for a JSON body and an SSE one, and
+    none for an empty body, so the checks above read what was really sent."""
     msg = {"jsonrpc": "2.0", "id": 1, "result": {}}
     as_json = sse_or_json("application/json", json.dumps(msg).encode())
-    as_sse = sse_or_json(
-        "text/event-stream", f"event: message\ndata: {json.dumps(msg)}\n\n".encode()
-    )
-    assert as_json == as_sse == [msg]
-    assert isinstance(as_json[0], Mapping)
+    event = f"event: message\ndata: {json.dumps(msg)}\n\n".encode()
+    assert as_json == sse_or_json("text/event-stream", event) == [msg]
+    assert sse_or_json("application/json", b"") == []
