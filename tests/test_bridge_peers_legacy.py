@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -76,8 +77,8 @@ def sse_or_json(content_type: str, body: bytes) -> list[dict[str, Any]]:
 
 
 def recorded(app: Any, into: list[tuple[str, dict[str, Any]]]) -> Any:
-    """``app`` with every message of its request bodies (``"in"``) and of its responses
-    (``"out"``) appended to ``into``, in order."""
+    """``app`` with every message of its request bodies (``"in"``, each body followed by its
+    request's ``"headers"``) and of its responses (``"out"``) appended to ``into``, in order."""
 
     async def wrapped(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -90,6 +91,8 @@ def recorded(app: Any, into: list[tuple[str, dict[str, Any]]]) -> Any:
             message = await receive()
             if message.get("body"):
                 into.extend(("in", msg) for msg in sse_or_json("", message["body"]))
+                heads = {k.decode(): v.decode() for k, v in scope["headers"]}
+                into.append(("headers", heads))
             return message
 
         async def tap_out(message: Any) -> None:
@@ -192,33 +195,34 @@ def bridge_command_to_ts() -> Iterator[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *sys.path])}
     command = [sys.executable, "-m", "mrtr_sansio.adapters.bridge", "--listen", url]
     command += ["--upstream-era", "modern", "--", NODE, str(TS_SERVER)]
-    proc = subprocess.Popen(command, env=env, cwd=NPM, stderr=subprocess.PIPE)
     launched: set[int] = set()
-    try:
-        for _ in range(300):
-            assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]
-            launched.update(children(proc.pid))
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError("mrtr-bridge did not start listening")
-        launched.update(children(proc.pid))
-        yield url
-        launched.update(children(proc.pid))
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+    with tempfile.TemporaryFile() as log:  # (a file, not a pipe: nobody reads it meanwhile)
+        proc = subprocess.Popen(command, env=env, cwd=NPM, stderr=log)
         try:
-            proc.wait(timeout=15)
+            for _ in range(300):
+                if proc.poll() is not None:
+                    log.seek(0)
+                    raise AssertionError(log.read().decode()[-3000:])
+                launched.update(children(proc.pid))
+                try:
+                    httpx.get(url, timeout=1)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            else:
+                raise AssertionError("mrtr-bridge did not start listening")
+            launched.update(children(proc.pid))
+            yield url
+            launched.update(children(proc.pid))
         finally:
             if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            if proc.stderr is not None:
-                proc.stderr.close()
+                proc.send_signal(signal.SIGINT)  # as Ctrl-C: the bridge ends its upstreams
+            try:
+                proc.wait(timeout=15)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
     assert launched  # the TS server ran under the bridge
     assert not [pid for pid in launched if alive(pid)], "a TS server outlived the bridge"
 
@@ -297,6 +301,14 @@ async def test_sdk1_client_through_the_bridge_to_our_server() -> None:
     assert retries[STATE_TOOL]["requestState"]
     assert retries[NAME_TOOL]["inputResponses"]["user_name"]["content"] == {"name": "Ada"}
     assert sum(msg.get("method") == "server/discover" for msg in sent) == 1
+    # the upstream's x-mcp-header annotation honoured: the region travels as a header too
+    query_at = next(
+        i for i, (way, msg) in enumerate(up) if msg.get("params", {}).get("name") == "execute_query"
+    )
+    way, headers = up[query_at + 1]
+    assert way == "headers"
+    assert headers["mcp-param-region"] == "eu-west"
+    assert headers["mcp-name"] == "execute_query"
 
 
 async def test_sdk1_client_through_the_bridge_command_to_the_ts_server() -> None:
