@@ -39,12 +39,12 @@ def legacy_result(result: Mapping[str, Any]) -> Mapping[str, Any]:
     """``result`` for the legacy wire: without the modern-only fields and without the modern
     ``serverInfo`` in its ``_meta`` (2025-11-25 names the server once, in ``initialize``)."""
     meta = result.get("_meta")
-    has_info = isinstance(meta, Mapping) and SERVER_INFO in meta
-    if MODERN_RESULT_FIELDS.isdisjoint(result) and not has_info:
+    if not isinstance(meta, Mapping) or SERVER_INFO not in meta:
+        meta = None
+    if meta is None and MODERN_RESULT_FIELDS.isdisjoint(result):
         return result
     out = {k: v for k, v in result.items() if k not in MODERN_RESULT_FIELDS}
-    if has_info:
-        assert isinstance(meta, Mapping)
+    if meta is not None:
         rest = {k: v for k, v in meta.items() if k != SERVER_INFO}
         if rest:
             out["_meta"] = rest

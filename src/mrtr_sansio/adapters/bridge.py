@@ -260,6 +260,7 @@ class Bridge:
         capabilities: Mapping[str, Any] | None,
         instructions: str | None,
     ) -> None:
+        """Keep the upstream's facts, which ``initialize`` and ``server/discover`` answer."""
         self.server_info = info
         self.server_capabilities = capabilities
         self.instructions = instructions
