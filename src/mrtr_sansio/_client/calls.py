@@ -20,12 +20,16 @@ from mrtr_sansio._events import Call, InputNeeded
 from mrtr_sansio._lifecycle import CallPhase
 from mrtr_sansio._mcp.envelope import LOG_LEVEL, Era
 from mrtr_sansio._wire.jsonrpc import notification_message
+from mrtr_sansio.tasks._client import TaskView
+from mrtr_sansio.tasks._values import TaskStarted
 
 __all__ = [
     "IN_FLIGHT",
     "PROGRESS_TOKEN",
+    "TASK_LEGS",
     "TASK_PHASES",
     "CallState",
+    "backed_off",
     "cancelled_message",
     "leg_params",
     "unsendable",
@@ -50,6 +54,10 @@ TASK_PHASES = frozenset(
         CallPhase.TASK_UPDATING,
     }
 )
+
+#: The request a leg of a call that became a task sends, by the phase the leg moves it to; any
+#: other leg sends the call's own request.
+TASK_LEGS = {CallPhase.TASK_POLLING: "tasks/get", CallPhase.TASK_UPDATING: "tasks/update"}
 
 _SENDING = CallPhase.SENDING  # bound once: an enum member's lookup costs more than a global's
 
@@ -102,6 +110,25 @@ class CallState:
             asked[key] = InputNeeded(call, key, method, params, round_)
         return list(asked.values())
 
+    def became_task(self, view: TaskView) -> TaskStarted:
+        """The call's answer was a ``CreateTaskResult``: follow the task ``view`` names."""
+        self.task_id, self.task_poll = view.task_id, view.poll_interval_ms
+        return TaskStarted(self.call, view.task_id)
+
+    def polled(self, poll_ms: int | None) -> None:
+        """A task's answer named its ``pollIntervalMs`` (None: it did not; the last stands)."""
+        if poll_ms is not None:
+            self.task_poll = poll_ms
+
+    def ask_task(
+        self, requests: list[tuple[str, str, Mapping[str, Any]]], poll_ms: int | None
+    ) -> list[InputNeeded]:
+        """The task asks for input with ``requests`` none asked before (their keys are unique
+        for the task's lifetime, so they are never asked again): open a round of them."""
+        self.polled(poll_ms)
+        self.task_seen.update(key for key, _, _ in requests)
+        return self.ask(requests)
+
 
 def leg_params(
     st: CallState, era: Era | None, envelope: dict[str, Any], config: ClientConfig
@@ -142,6 +169,16 @@ def _base_params(
     elif meta is not None:
         params["_meta"] = meta
     return params
+
+
+def backed_off(st: CallState, state: str | None, config: ClientConfig) -> float:
+    """A round of ``requestState`` only: ``state`` is echoed after the current backoff, which
+    doubles (up to ``ClientConfig.max_retry_backoff``) for the next such round. Returns the
+    delay."""
+    st.ask((), state)
+    delay = st.backoff
+    st.backoff = min(delay * 2, config.max_retry_backoff)
+    return delay
 
 
 def cancelled_message(st: CallState, reason: str | None) -> dict[str, Any]:

@@ -56,7 +56,16 @@ from mrtr_sansio._wire.jsonrpc import (
 from mrtr_sansio.http._client_headers import request_headers
 
 from . import task_follow as follow
-from .calls import IN_FLIGHT, TASK_PHASES, CallState, cancelled_message, leg_params, unsendable
+from .calls import (
+    IN_FLIGHT,
+    TASK_LEGS,
+    TASK_PHASES,
+    CallState,
+    backed_off,
+    cancelled_message,
+    leg_params,
+    unsendable,
+)
 from .checks import (
     check_answer,
     check_call,
@@ -66,7 +75,7 @@ from .checks import (
     check_rejection,
 )
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
-from .legacy_rounds import Exhausted, LegacyRounds, Opened
+from .legacy_rounds import WITHDRAWN, Closed, Exhausted, LegacyRounds, Opened
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered
 from .server_requests import Refuse, Reply
@@ -196,10 +205,8 @@ class ClientConnection(Connection):
         answers[event.key] = answer  # type: ignore[index]
         if len(answers) < len(st.asked):
             st.phase = _MOVES[_ANSWERED][st.phase]
-        elif st.phase is _TASK_INPUT:
-            self._send_leg(st, K.TASK_UPDATE, "tasks/update")
-        else:
-            self._send_retry(st)
+        else:  # the round is answered: send it (a task's, with tasks/update)
+            self._send_leg(st, K.TASK_UPDATE if st.phase is _TASK_INPUT else _RETRY)
         return True
 
     def decline(self, event: InputNeeded) -> bool:
@@ -236,7 +243,7 @@ class ClientConnection(Connection):
         call = st.call
         if self._report is not None:
             self._report.started(call, self.transport)
-        self._send_leg(st, K.POLL, "tasks/get")
+        self._send_leg(st, K.POLL)
         self._next_call += 1
         self._calls[call.call_id] = st
         return call
@@ -272,10 +279,7 @@ class ClientConnection(Connection):
         for call_id in [cid for cid, due in timers.items() if due <= now]:
             del timers[call_id]
             st = self._calls[call_id]
-            if st.phase is _TASK_WAITING:
-                self._send_leg(st, K.POLL, "tasks/get")
-            else:
-                self._send_leg(st, _RETRY)
+            self._send_leg(st, K.POLL if st.phase is _TASK_WAITING else _RETRY)
 
     def http_headers(
         self,
@@ -392,14 +396,19 @@ class ClientConnection(Connection):
         """Queue a notification."""
         self._send(OutgoingNotification, self._encode(msg), msg, None)
 
-    def _send_leg(self, st: CallState, trigger: CallTrigger, method: str | None = None) -> None:
-        """Send the call's next request and move it by ``trigger`` once it is queued: the call's
-        own (the first one, or a retry with this round's fields), or ``method`` of its task."""
+    def _send_leg(self, st: CallState, trigger: CallTrigger) -> None:
+        """Send the call's next request and move it by ``trigger`` once it is queued. The phase
+        ``trigger`` leads to says which request: a task's ``tasks/get`` or ``tasks/update``, or
+        the call's own (the first one, or a retry with this round's fields). If an answer of
+        the round cannot be serialized, it is taken back (its event is pending again) and the
+        error names its key."""
+        phase = _MOVES[trigger][st.phase]
+        method = TASK_LEGS.get(phase)
         if method is None:
             method = st.call.method
             params = leg_params(st, self.era, self._envelope, self.config)
         else:
-            params = follow.task_params(st, method == "tasks/update", self._envelope)
+            params = follow.task_params(st, phase is _TASK_UPDATING, self._envelope)
         rid = self._new_id()
         report = self._report
         if report is not None:
@@ -412,20 +421,14 @@ class ClientConnection(Connection):
         except LocalProtocolError as exc:
             if report is not None:
                 report.unsent(st.call, rid, exc)
+            names = ", ".join(map(repr, unsendable(st, self._encode)))
+            if names:
+                raise LocalProtocolError(f"the answer to {names} cannot be sent: {exc}") from None
             raise
-        st.phase = _MOVES[trigger][st.phase]
+        st.phase = phase
         st.leg = rid
         self._legs[rid] = st
         self._send(OutgoingRequest, data, msg, None, (rid,))
-
-    def _send_retry(self, st: CallState) -> None:
-        """Every key of the round is answered: retry. If an answer cannot be serialized, it is
-        taken back (its event is pending again) and the error names its key."""
-        try:
-            self._send_leg(st, _RETRY)
-        except LocalProtocolError as exc:
-            names = ", ".join(map(repr, unsendable(st, self._encode)))
-            raise LocalProtocolError(f"the answer to {names} cannot be sent: {exc}") from None
 
     def _abandon(self, st: CallState, reason: str | None, trigger: CallTrigger) -> None:
         """End a call on our side (``trigger``: why), cancelling its request in flight (and its
@@ -492,14 +495,14 @@ class ClientConnection(Connection):
             st.backoff = self.config.retry_backoff
             self._events.extend(st.ask(requests, state))
         elif phase is _BACKING_OFF:
-            st.ask((), detail)
-            self._timers[st.call.call_id] = self._clock() + st.backoff
-            st.backoff = min(st.backoff * 2, self.config.max_retry_backoff)
+            self._timers[st.call.call_id] = self._clock() + backed_off(st, detail, self.config)
         elif phase is _TASK_INPUT:
-            self._events.extend(st.ask(detail))
+            self._events.extend(st.ask_task(*detail))
         elif phase is _TASK_WAITING:
             if trigger is K.TASK_CREATED:
-                self._events.append(follow.started(st, detail))
+                self._events.append(st.became_task(detail))
+            else:
+                st.polled(detail)
             self._timers[st.call.call_id] = self._clock() + follow.poll_delay(st, self.config)
         else:  # every other phase a reading moves a call to is terminal
             self._end(st, detail, was)
@@ -539,28 +542,27 @@ class ClientConnection(Connection):
         if reply is None:
             return False
         self._reply(reply)
-        outcome = "answered" if reply.error is None else "error"
-        self._request_closed(event, self._server.settle(event), outcome)
+        self._request_closed(self._server.settle(event, reply))
         return True
 
-    def _request_closed(self, event: InputNeeded, move: CallTrigger | None, outcome: str) -> None:
-        """A server request was answered or withdrawn (``outcome``); its call moves by
-        ``move`` (a call's end drops its requests: one linked to a live call, if any)."""
+    def _request_closed(self, closed: Closed | None) -> None:
+        """A server request no longer awaits the application: its call, if any, moves."""
+        if closed is None:
+            return
+        event, move = closed.event, closed.move
         if self._report is not None:
-            self._report.replied(event.key, outcome)
+            self._report.replied(event.key, closed.outcome)
         if move is not None:
             st = self._calls[event.call.call_id]  # type: ignore[union-attr]
             st.phase = _MOVES[move][st.phase]
+        if closed.outcome is WITHDRAWN:
+            self._events.append(InputWithdrawn(event.call, event.key))
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
-            withdrawn = self._server.withdraw(params)
-            if withdrawn is not None:
-                event, move = withdrawn
-                self._request_closed(event, move, "withdrawn")
-                self._events.append(InputWithdrawn(event.call, event.key))
-            return
-        self._events.append(NotificationReceived(method, params))
+            self._request_closed(self._server.withdraw(params))
+        else:
+            self._events.append(NotificationReceived(method, params))
 
     def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
         """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
@@ -621,9 +623,7 @@ class ClientConnection(Connection):
         self._queue.clear()
         for st in list(self._calls.values()):
             self._settle(st, (K.CLOSED, CallFailed(st.call, error, True)))
-        for event in self._server.close():
-            if self._report is not None:
-                self._report.replied(event.key, "withdrawn")
-            self._events.append(InputWithdrawn(event.call, event.key))
+        for closed in self._server.withdraw_all():
+            self._request_closed(closed)
         if self._report is not None and self.era is Era.LEGACY and self._ready:
             self._report.session_ended()
