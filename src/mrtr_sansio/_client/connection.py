@@ -9,12 +9,11 @@ requests as the same events (see ``server_requests.py``). With ``era="auto"`` it
 ``server/discover`` first (DIGEST §1.8) and queues calls until the era is known.
 
 The connection owns the state (calls, requests in flight, timers, queues) and carries out what
-its pure parts decide: ``calls.py`` (a call's state and its legs' params), ``results.py`` (what
-an answer means: the trigger that moves the call), ``task_follow.py`` (a call that became a
-task), ``era.py`` (the handshake), ``server_requests.py`` and ``legacy_rounds.py`` (the legacy
-server's requests and their rounds), ``checks.py`` (what the application and the server hand
-us), ``observing.py`` (the observer's facts).
-Each call's phase (:data:`~mrtr_sansio._lifecycle.CLIENT_CALL`) decides what happens next.
+its parts decide: ``calls.py`` (a call's state and its legs' params), ``results.py`` and
+``task_follow.py`` (what an answer means), ``era.py`` (the handshake), ``server_requests.py``
+and ``legacy_rounds.py`` (a legacy server's requests), ``checks.py`` (what it is handed),
+``observing.py`` (the observer's facts). A call's phase in
+:data:`~mrtr_sansio._lifecycle.CLIENT_CALL` decides what happens next.
 
 Time enters only through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`, which
 must read the same clock.
@@ -37,10 +36,8 @@ from mrtr_sansio._events import (
     InputWithdrawn,
     NotificationReceived,
     Outgoing,
-    OutgoingError,
     OutgoingNotification,
     OutgoingRequest,
-    OutgoingResult,
     UnexpectedResponse,
 )
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
@@ -117,6 +114,7 @@ class ClientConnection(Connection):
         self.config = config
         self._tasks = declares_tasks(config.capabilities)
         self._clock = config.clock
+        self._backoff = config.retry_backoff
         observer = config.observer
         self._report = None if observer is None else Reporter(observer, config.clock)
         self._next_id = 0
@@ -174,19 +172,11 @@ class ClientConnection(Connection):
             raise LocalProtocolError("call after the stream was closed")
         if self._failure is not None:
             raise LocalProtocolError(f"the handshake failed: {self._failure.message}")
-        call = Call(self._next_call, method, check_call(method, params))
-        st = CallState(call, self.config.retry_backoff)
-        if self._report is not None:
-            self._report.started(call, self.transport)
-        if self._ready:
-            self._send_leg(st, _SENT)
-        else:
-            self._encode(call.params)  # fail now, not when the era is known
-            st.phase = _MOVES[K.QUEUED][st.phase]
+        st = CallState(Call(self._next_call, method, check_call(method, params)), self._backoff)
+        if not self._ready:
+            self._encode(st.call.params)  # fail now, not when the era is known
             self._queue.append(st)
-        self._next_call += 1
-        self._calls[call.call_id] = st
-        return call
+        return self._start(st, _SENT if self._ready else K.QUEUED)
 
     def fulfil(self, event: InputNeeded, result: Mapping[str, Any]) -> bool:
         """Answer ``event`` with ``result`` (an ElicitResult, CreateMessageResult or
@@ -239,14 +229,9 @@ class ClientConnection(Connection):
         its input requests surface as :class:`InputNeeded`, and it ends with the tool's result.
         Needs the modern wire and the tasks extension in ``ClientConfig.capabilities``."""
         resumable = self._ready and self.era is Era.MODERN and self._tasks
-        st = follow.resumed(self._next_call, task_id, resumable, self.config.retry_backoff)
-        call = st.call
-        if self._report is not None:
-            self._report.started(call, self.transport)
-        self._send_leg(st, K.POLL)
-        self._next_call += 1
-        self._calls[call.call_id] = st
-        return call
+        return self._start(
+            follow.resumed(self._next_call, task_id, resumable, self._backoff), K.POLL
+        )
 
     def reject(self, event: InputNeeded, error: JsonRpcError | None = None) -> bool:
         """Refuse a request the application will not fulfil (e.g. the user rejected sampling).
@@ -319,6 +304,19 @@ class ClientConnection(Connection):
         """Calls with a request awaiting the server's answer."""
         return frozenset(st.call for st in self._legs.values())
 
+    def _start(self, st: CallState, trigger: CallTrigger) -> Call:
+        """Take on the new call ``st``, moved by ``trigger``: its first leg, or the queue."""
+        call = st.call
+        if self._report is not None:
+            self._report.started(call, self.transport)
+        if trigger is K.QUEUED:
+            st.phase = _MOVES[trigger][st.phase]
+        else:
+            self._send_leg(st, trigger)
+        self._next_call += 1
+        self._calls[call.call_id] = st
+        return call
+
     def _round_of(self, event: InputNeeded) -> CallState | None:
         """The call whose current modern round still awaits ``event``'s answer, or None."""
         call = event.call
@@ -337,11 +335,27 @@ class ClientConnection(Connection):
                 self._request(self._handshake.initialize(self._new_id()))
             elif isinstance(action, Ignore):
                 self._ignore(action.request_id)
-            elif isinstance(action, Settled):
+            elif isinstance(action, Settled):  # report it, then send what waited for it
                 self._agree(action)
-                self._era_known(action)
+                self._events.append(action.detected)
+                for msg in action.follow_ups(self._new_id):
+                    if "id" in msg:
+                        self._request(msg, ignore=True)
+                    else:
+                        self._notify(msg)
+                if self._report is not None and self.era is Era.LEGACY:
+                    self._report.session_started(action.detected.protocol_version, self.transport)
+                queue, self._queue = self._queue, []
+                for st in queue:
+                    self._send_leg(st, _SENT)
             else:
-                self._fail_handshake(action.error, action.local)
+                self._failure = error = action.error
+                local = action.local
+                self._handshake.stop()
+                self._events.append(HandshakeFailed(error, local))
+                queue, self._queue = self._queue, []
+                for st in queue:
+                    self._settle(st, (K.HANDSHAKE_FAILED, CallFailed(st.call, error, local)))
 
     def _agree(self, settled: Settled) -> None:
         """Take the era, version and server facts the handshake agreed."""
@@ -349,28 +363,6 @@ class ClientConnection(Connection):
         self.era, self.protocol_version = known.era, known.protocol_version
         self.server_capabilities, self.server_info = known.capabilities, known.server_info
         self.instructions, self._envelope, self._ready = known.instructions, settled.envelope, True
-
-    def _era_known(self, settled: Settled) -> None:
-        """The handshake settled: report it and send the calls that waited for it."""
-        self._events.append(settled.detected)
-        for msg in settled.follow_ups(self._new_id):
-            if "id" in msg:
-                self._request(msg, ignore=True)
-            else:
-                self._notify(msg)
-        if self._report is not None and self.era is Era.LEGACY:
-            self._report.session_started(settled.detected.protocol_version, self.transport)
-        queue, self._queue = self._queue, []
-        for st in queue:
-            self._send_leg(st, _SENT)
-
-    def _fail_handshake(self, error: JsonRpcError, local: bool) -> None:
-        self._failure = error
-        self._handshake.stop()
-        self._events.append(HandshakeFailed(error, local))
-        queue, self._queue = self._queue, []
-        for st in queue:
-            self._settle(st, (K.HANDSHAKE_FAILED, CallFailed(st.call, error, local)))
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -492,7 +484,7 @@ class ClientConnection(Connection):
         phase = st.phase = _MOVES[trigger][was]
         if phase is _GATHERING:
             requests, state = detail
-            st.backoff = self.config.retry_backoff
+            st.backoff = self._backoff
             self._events.extend(st.ask(requests, state))
         elif phase is _BACKING_OFF:
             self._timers[st.call.call_id] = self._clock() + backed_off(st, detail, self.config)
@@ -521,27 +513,18 @@ class ClientConnection(Connection):
         elif isinstance(step, Refuse):
             self._invalid(step.exc, answer=step.answer)
         elif isinstance(step, Exhausted):
-            self._reply(step.reply)
+            self._send(*step.reply.entry(self._encode))
             self._abandon(step.st, "Too many rounds of input", K.ROUND_CAP)
             self._events.append(step.event)
         else:
-            self._reply(step)
-
-    def _reply(self, reply: Reply) -> None:
-        """Queue a response to a server request."""
-        msg, error = reply.message, reply.error
-        data = self._encode(msg)
-        if error is None:
-            self._send(OutgoingResult, data, msg, msg["id"])
-        else:
-            self._send(OutgoingError, data, msg, msg["id"], (error,))
+            self._send(*step.entry(self._encode))
 
     def _answer_server_request(self, event: InputNeeded, reply: Reply | None) -> bool:
         """Send ``reply`` to a pending server request and close it; False (nothing sent) when
         it is not pending. When the reply cannot be encoded the request stays open."""
         if reply is None:
             return False
-        self._reply(reply)
+        self._send(*reply.entry(self._encode))
         self._request_closed(self._server.settle(event, reply))
         return True
 
