@@ -43,15 +43,10 @@ from mrtr_sansio._events import (
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import Era
-from mrtr_sansio._wire.jsonrpc import (
-    REQUEST,
-    RESPONSE,
-    classify,
-    is_valid_id,
-    request_message,
-)
+from mrtr_sansio._wire.jsonrpc import REQUEST, RESPONSE, classify, is_valid_id, request_message
 from mrtr_sansio.http._client_headers import request_headers
 
+from . import checks
 from . import task_follow as follow
 from .calls import (
     IN_FLIGHT,
@@ -62,14 +57,6 @@ from .calls import (
     cancelled_message,
     leg_params,
     unsendable,
-)
-from .checks import (
-    check_answer,
-    check_call,
-    check_capabilities,
-    check_elicitation,
-    check_event,
-    check_rejection,
 )
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
 from .legacy_rounds import WITHDRAWN, Closed, Exhausted, LegacyRounds, Opened
@@ -87,10 +74,8 @@ _MOVES = {trigger: CLIENT_CALL.moves(trigger) for trigger in CallTrigger}
 # The members the hot paths name, bound once: an enum member's attribute lookup costs several
 # times a global's (docs/performance.md).
 _SENT, _RETRY, _ANSWERED = K.SENT, K.RETRY, K.ANSWERED
-_AWAITING, _GATHERING, _BACKING_OFF = P.AWAITING_ANSWER, P.GATHERING_INPUT, P.BACKING_OFF
-_ANSWERING_SERVER = P.ANSWERING_SERVER
-_TASK_WAITING, _TASK_POLLING = P.TASK_WAITING, P.TASK_POLLING
-_TASK_INPUT, _TASK_UPDATING = P.TASK_INPUT, P.TASK_UPDATING
+_GATHERING, _BACKING_OFF, _ANSWERING_SERVER = P.GATHERING_INPUT, P.BACKING_OFF, P.ANSWERING_SERVER
+_TASK_WAITING, _TASK_INPUT, _TASK_UPDATING = P.TASK_WAITING, P.TASK_INPUT, P.TASK_UPDATING
 
 
 class ClientConnection(Connection):
@@ -108,7 +93,7 @@ class ClientConnection(Connection):
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         config = config if config is not None else ClientConfig()  # (ClientConfig checks era)
-        check_capabilities(config.capabilities)
+        checks.check_capabilities(config.capabilities)
         super().__init__(config.limits, config.codec)
         #: The configuration this connection runs with.
         self.config = config
@@ -172,7 +157,9 @@ class ClientConnection(Connection):
             raise LocalProtocolError("call after the stream was closed")
         if self._failure is not None:
             raise LocalProtocolError(f"the handshake failed: {self._failure.message}")
-        st = CallState(Call(self._next_call, method, check_call(method, params)), self._backoff)
+        st = CallState(
+            Call(self._next_call, method, checks.check_call(method, params)), self._backoff
+        )
         if not self._ready:
             self._encode(st.call.params)  # fail now, not when the era is known
             self._queue.append(st)
@@ -187,7 +174,7 @@ class ClientConnection(Connection):
         False, doing nothing, when the request is no longer pending (answered, withdrawn, or
         its call ended); raises :class:`LocalProtocolError` for an answer of the wrong shape.
         """
-        answer = check_answer(check_event(event).method, result)
+        answer = checks.check_answer(checks.check_event(event).method, result)
         st = self._round_of(event)
         if st is None:
             return self._answer_server_request(event, self._server.answer(event, answer))
@@ -201,11 +188,11 @@ class ClientConnection(Connection):
 
     def decline(self, event: InputNeeded) -> bool:
         """Answer an elicitation with ``{"action": "decline"}`` (the user said no)."""
-        return self.fulfil(check_elicitation(event, "decline"), {"action": "decline"})
+        return self.fulfil(checks.check_elicitation(event, "decline"), {"action": "decline"})
 
     def dismiss(self, event: InputNeeded) -> bool:
         """Answer an elicitation with ``{"action": "cancel"}`` (the user dismissed it)."""
-        return self.fulfil(check_elicitation(event, "dismiss"), {"action": "cancel"})
+        return self.fulfil(checks.check_elicitation(event, "dismiss"), {"action": "cancel"})
 
     def cancel(self, call: Call, reason: str | None = None) -> bool:
         """Cancel ``call``: the request in flight, if any, is cancelled with
@@ -241,8 +228,8 @@ class ClientConnection(Connection):
         (DIGEST §2.6), so the call is abandoned, as with :meth:`cancel`. Prefer
         :meth:`decline` for elicitation. Returns False when the request is no longer pending.
         """
-        error = check_rejection(error)
-        st = self._round_of(check_event(event))
+        error = checks.check_rejection(error)
+        st = self._round_of(checks.check_event(event))
         if st is not None:
             return self.cancel(st.call)
         return self._answer_server_request(event, self._server.answer_error(event, error))
@@ -462,8 +449,7 @@ class ClientConnection(Connection):
         st = self._legs.pop(rid, None) if rid is not None else None
         if st is not None:  # the answer to a call's request: what it means moves the call
             st.leg = None
-            phase = st.phase
-            task_leg = phase is _TASK_POLLING or phase is _TASK_UPDATING
+            task_leg = st.phase in TASK_LEGS
             if self._report is not None:
                 self._report.answered(st.call, msg, task_leg)
             if task_leg:
