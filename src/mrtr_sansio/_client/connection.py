@@ -26,7 +26,7 @@ from typing import Any
 
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._connection import Connection
-from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import (
     Call,
     CallFailed,
@@ -137,12 +137,8 @@ class ClientConnection(Connection):
         related_request_id: int | None = None,
     ) -> None:
         """Feed one whole message: an HTTP response body, an SSE event's data, or a decoded
-        message.
-
-        ``related_request_id`` is the id of our request whose HTTP response carried the
-        message, when it came on one. A legacy server's request arriving there belongs to that
-        request's call for certain (SEP-2260 on Streamable HTTP), however many are in flight.
-        """
+        message; ``related_request_id`` names our request whose HTTP response carried it (a
+        legacy server's request arriving there belongs to that request's call, SEP-2260)."""
         self._receive_decoded(message, related_request_id)
 
     def call(self, method: str, params: Mapping[str, Any] | None = None) -> Call:
@@ -195,12 +191,9 @@ class ClientConnection(Connection):
         return self.fulfil(checks.check_elicitation(event, "dismiss"), {"action": "cancel"})
 
     def cancel(self, call: Call, reason: str | None = None) -> bool:
-        """Cancel ``call``: the request in flight, if any, is cancelled with
-        ``notifications/cancelled`` (an HTTP transport closes that request's stream instead,
-        reading ``requestId``), nothing more is sent for the call, its pending input is void
-        and no further event is reported for it. Returns False when the call had already
-        ended. (An elicitation the user dismissed is answered with :meth:`dismiss`.)
-        """
+        """Cancel ``call``: its request in flight, if any, gets ``notifications/cancelled``,
+        its pending input is void, and nothing more is sent or reported for it. Returns False
+        when the call had already ended. (A dismissed elicitation is :meth:`dismiss`'s.)"""
         if type(call) is not Call:
             hint = "; dismiss(event) answers an elicitation" * isinstance(call, InputNeeded)
             raise TypeError(f"cancel() takes a Call, not {type(call).__name__}{hint}")
@@ -258,15 +251,10 @@ class ClientConnection(Connection):
         item: Outgoing,
         param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
     ) -> dict[str, str]:
-        """The MCP headers an HTTP transport sets on the POST carrying ``item``.
-
-        Modern: ``MCP-Protocol-Version`` on every message, ``Mcp-Method`` on requests,
-        ``Mcp-Name`` on ``tools/call``/``prompts/get``/``resources/read``, and for a
-        ``tools/call`` the ``Mcp-Param-*`` headers of the tool's ``x-mcp-header`` arguments,
-        given ``param_headers`` (``param_headers_for(tools)`` over the ``tools/list`` result).
-        Values that are not plain header-safe ASCII are base64-wrapped. Legacy:
-        ``MCP-Protocol-Version`` once ``initialize`` has been answered.
-        """
+        """The MCP headers an HTTP transport sets on the POST carrying ``item``
+        (:mod:`mrtr_sansio.http` states each): ``MCP-Protocol-Version``, ``Mcp-Method``,
+        ``Mcp-Name``, and the ``Mcp-Param-*`` of a tool's ``x-mcp-header`` arguments given
+        ``param_headers`` (``param_headers_for(tools)`` over the ``tools/list`` result)."""
         return request_headers(item.message, self.protocol_version, param_headers)
 
     def request_call(self, request_id: Any) -> Call | None:
@@ -275,15 +263,10 @@ class ClientConnection(Connection):
         return None if st is None else st.call
 
     def request_failed(self, request_id: Any, reason: str) -> bool:
-        """The transport lost request ``request_id``: it could not be delivered, or its answer
-        can no longer arrive (an HTTP error status without a JSON-RPC body, a response stream
-        that ended first, a broken connection).
-
-        What waited for it ends: a call with ``CallFailed`` (-32603 with ``reason``,
-        ``local=True``); the era probe falls back to ``initialize``, as for any answer that is
-        not a recognised modern one; ``initialize`` fails the handshake. Returns False, doing
-        nothing, when no request of ours awaits an answer under that id (answered, cancelled).
-        """
+        """The transport lost request ``request_id`` (an HTTP error without a JSON-RPC body, a
+        stream that ended first): its call fails (-32603 with ``reason``, ``local=True``), the
+        era probe falls back to ``initialize``, ``initialize`` fails the handshake. False, doing
+        nothing, when no request of ours awaits an answer under that id."""
         return self._unanswered(request_id, reason, lost=True)
 
     @property
@@ -376,11 +359,9 @@ class ClientConnection(Connection):
         self._send(OutgoingNotification, self._encode(msg), msg, None)
 
     def _send_leg(self, st: CallState, trigger: CallTrigger) -> None:
-        """Send the call's next request and move it by ``trigger`` once it is queued. The phase
-        ``trigger`` leads to says which request: a task's ``tasks/get`` or ``tasks/update``, or
-        the call's own (the first one, or a retry with this round's fields). If an answer of
-        the round cannot be serialized, it is taken back (its event is pending again) and the
-        error names its key."""
+        """Send the call's next request, as the phase ``trigger`` leads to says (a task's
+        ``tasks/get`` or ``tasks/update``, else the call's own), and move it once queued. An
+        answer that cannot be serialized is taken back (its event pending again) and named."""
         phase = _MOVES[trigger][st.phase]
         method = TASK_LEGS.get(phase)
         if method is None:
@@ -566,8 +547,7 @@ class ClientConnection(Connection):
 
     def _forget(self, st: CallState, was: CallPhase) -> None:
         """Drop every trace of a call that was in phase ``was``: its request in flight is no
-        longer ours to route, and its pending input (legacy server requests linked to it
-        included) is void."""
+        longer ours to route, and its pending input (a legacy server's included) is void."""
         del self._calls[st.call.call_id]
         self._timers.pop(st.call.call_id, None)
         if st.leg is not None:
@@ -575,8 +555,6 @@ class ClientConnection(Connection):
             st.leg = None
         if was is _ANSWERING_SERVER:
             self._server.drop_call(st.call)
-        st.asked = {}
-        st.answers = {}
 
     def _end(self, st: CallState, event: Event, was: CallPhase) -> None:
         if self._report is not None:
@@ -585,9 +563,7 @@ class ClientConnection(Connection):
         self._events.append(event)
 
     def _on_close(self) -> None:
-        error = JsonRpcError(
-            ErrorCode.INTERNAL_ERROR, "The connection closed before the call ended"
-        )
+        error = JsonRpcError.internal("The connection closed before the call ended")
         self._handshake.stop()
         self._queue.clear()
         for st in list(self._calls.values()):
