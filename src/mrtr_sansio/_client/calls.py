@@ -2,11 +2,12 @@
 
 :class:`CallState` is what the :class:`~mrtr_sansio.ClientConnection` keeps per call; its
 ``phase`` moves only through the :data:`~mrtr_sansio._lifecycle.CLIENT_CALL` table and
-decides what the connection does next. The functions build the
-params of a call's legs: the first request and each retry (the call's params, the envelope on
-the modern wire, this round's ``inputResponses`` and the echoed ``requestState``), and the
-``notifications/cancelled`` of a leg; those of a call that became a task are
-``task_follow.py``'s.
+decides what the connection does next (the phase a leg leads to names its request:
+:data:`TASK_LEGS`), and it writes its own fields as rounds open and its task answers. The
+functions build the params of a call's legs: the first request and each retry (the call's
+params, the envelope on the modern wire, this round's ``inputResponses`` and the echoed
+``requestState``), the backoff of a state-only round, and the ``notifications/cancelled`` of a
+leg; those of a call that became a task are ``task_follow.py``'s.
 """
 
 from __future__ import annotations
