@@ -53,7 +53,6 @@ from .calls import (
     TASK_LEGS,
     TASK_PHASES,
     CallState,
-    backed_off,
     cancelled_message,
     leg_params,
     unsendable,
@@ -74,8 +73,9 @@ _MOVES = {trigger: CLIENT_CALL.moves(trigger) for trigger in CallTrigger}
 # The members the hot paths name, bound once: an enum member's attribute lookup costs several
 # times a global's (docs/performance.md).
 _SENT, _RETRY, _ANSWERED = K.SENT, K.RETRY, K.ANSWERED
-_GATHERING, _BACKING_OFF, _ANSWERING_SERVER = P.GATHERING_INPUT, P.BACKING_OFF, P.ANSWERING_SERVER
-_TASK_WAITING, _TASK_INPUT, _TASK_UPDATING = P.TASK_WAITING, P.TASK_INPUT, P.TASK_UPDATING
+_ANSWERING_SERVER, _TASK_WAITING = P.ANSWERING_SERVER, P.TASK_WAITING
+_TASK_INPUT, _TASK_UPDATING = P.TASK_INPUT, P.TASK_UPDATING
+_ENDED = CLIENT_CALL.terminal
 
 
 class ClientConnection(Connection):
@@ -448,23 +448,14 @@ class ClientConnection(Connection):
         """Move the call by the trigger of ``reading`` and do what its new phase asks."""
         trigger, detail = reading
         was = st.phase
-        phase = st.phase = _MOVES[trigger][was]
-        if phase is _GATHERING:
-            requests, state = detail
-            st.backoff = self._backoff
-            self._events.extend(st.ask(requests, state))
-        elif phase is _BACKING_OFF:
-            self._timers[st.call.call_id] = self._clock() + backed_off(st, detail, self.config)
-        elif phase is _TASK_INPUT:
-            self._events.extend(st.ask_task(*detail))
-        elif phase is _TASK_WAITING:
-            if trigger is K.TASK_CREATED:
-                self._events.append(st.became_task(detail))
-            else:
-                st.polled(detail)
-            self._timers[st.call.call_id] = self._clock() + follow.poll_delay(st, self.config)
-        else:  # every other phase a reading moves a call to is terminal
+        st.phase = phase = _MOVES[trigger][was]
+        if phase in _ENDED:  # the table says the call is over; ``detail`` is its last event
             self._end(st, detail, was)
+            return
+        events, delay = st.enter(trigger, detail, self.config)
+        self._events.extend(events)
+        if delay is not None:
+            self._timers[st.call.call_id] = self._clock() + delay
 
     def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
         """A legacy server's request, where :class:`LegacyRounds` places it."""

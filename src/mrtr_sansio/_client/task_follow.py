@@ -25,7 +25,7 @@ from .calls import CallState
 from .checks import read_input_required
 from .results import Reading, invalid
 
-__all__ = ["cancel_message", "poll_delay", "read_task_answer", "resumed", "task_params"]
+__all__ = ["cancel_message", "read_task_answer", "resumed", "task_params"]
 
 # Bound once: an enum member's attribute lookup costs several times a global's.
 _COMPLETE, _ERROR, _INVALID = CallTrigger.COMPLETE, CallTrigger.ERROR, CallTrigger.INVALID
@@ -45,14 +45,6 @@ def resumed(call_id: int, task_id: Any, resumable: bool, backoff: float) -> Call
     st = CallState(Call(call_id, TASK_METHOD, {}), backoff)
     st.task_id = task_id
     return st
-
-
-def poll_delay(st: CallState, config: ClientConfig) -> float:
-    """Seconds until the next ``tasks/get``: the server's last ``pollIntervalMs``, else
-    ``ClientConfig.task_poll_interval``; never more than ``max_task_poll_interval``."""
-    ms = st.task_poll
-    delay = config.task_poll_interval if ms is None else ms / 1000
-    return min(delay, config.max_task_poll_interval)
 
 
 def task_params(st: CallState, answers: bool, envelope: dict[str, Any]) -> dict[str, Any]:
