@@ -21,7 +21,7 @@ from mrtr_sansio._wire.jsonrpc import request_message
 from mrtr_sansio.tasks._client import read_task
 from mrtr_sansio.tasks._machine import TASK_METHOD
 
-from .calls import CallState
+from .calls import TASK_LEGS, CallState
 from .checks import read_input_required
 from .results import Reading, invalid
 
@@ -70,8 +70,7 @@ def read_task_answer(st: CallState, msg: dict[str, Any], config: ClientConfig) -
     result = msg["result"]
     updating = st.phase is _TASK_UPDATING
     if type(result) is not dict or result.get("resultType", COMPLETE) != COMPLETE:
-        method = "tasks/update" if updating else "tasks/get"
-        return _INVALID, invalid(st, f"{method} must answer a complete result object")
+        return _INVALID, invalid(st, f"{TASK_LEGS[st.phase]} must answer a complete result object")
     if updating:
         return _TASK_WORKING, None
     try:
