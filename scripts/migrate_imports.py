@@ -331,12 +331,17 @@ def migrate(text: str, path: Path | None = None) -> str:
     return _attributes(text)
 
 
+#: Directories of other people's files (venvs, npm packages): never rewritten.
+_SKIPPED = frozenset({".venv", "node_modules"})
+
+
 def files(paths: list[str]) -> Iterator[Path]:
     for name in paths:
         path = Path(name)
         if path.is_dir():
             for suffix in ("*.py", "*.md"):
-                yield from sorted(p for p in path.rglob(suffix) if ".venv" not in p.parts)
+                found = path.rglob(suffix)
+                yield from sorted(p for p in found if _SKIPPED.isdisjoint(p.parts))
         else:
             yield path
 

@@ -105,6 +105,7 @@ def text_of(result: Mapping[str, Any]) -> str:
 
 ERAS = [
     ("legacy", "auto"),  # legacy client -> modern server (the upstream chosen modern)
+    ("legacy", "modern"),  # the same, the upstream's era forced: its facts still discovered
     ("modern", "auto"),  # modern -> modern relay
     ("modern", "legacy"),  # modern client -> legacy server (the shim upstream asks for real)
     ("legacy", "legacy"),  # legacy -> legacy
@@ -126,6 +127,9 @@ async def test_every_direction_carries_every_kind_of_input(down: str, up: str) -
         assert client.era is m.Era(down)
         assert bridge.upstream_era == ("legacy" if up == "legacy" else "modern")
         assert client.server_info == SERVER_INFO  # initialize/discover from the upstream's facts
+        assert client.server_capabilities is not None
+        assert "tools" in client.server_capabilities
+        assert bridge.tools  # listed upstream: the calls' Mcp-Param headers are mirrored
         assert client.instructions is not None
         assert "book_trip" in client.instructions
         one = await client.call_tool("test_input_required_result_elicitation")

@@ -26,6 +26,7 @@ from mrtr_sansio.bridge import (
     idle_upstreams,
     input_lane,
     input_required_for,
+    legacy_error,
     mirrored_headers,
     notification_target,
     one_input_call_each,
@@ -162,6 +163,18 @@ def test_errors_relay_as_they_are_unless_the_bridge_made_them() -> None:
     local = relay_error(-32000, "closed", None, local=True)
     assert local.code == -32603
     assert local.data == {"reason": "bridge_upstream_failed"}
+
+
+def test_a_legacy_downstream_gets_minus_32603_for_an_upstream_minus_32021() -> None:
+    """-32021 is modern only (DIGEST §3.4): a legacy client reads the shim's code, with the
+    capabilities still named; other codes pass unchanged."""
+    missing = m.JsonRpcError.missing_capability({"elicitation": {}})
+    legacy = legacy_error(missing)
+    assert legacy.code == m.ErrorCode.INTERNAL_ERROR
+    assert legacy.message == missing.message
+    assert legacy.data == {"requiredCapabilities": {"elicitation": {}}}
+    for other in (m.JsonRpcError.invalid_params("bad"), m.JsonRpcError(-32000, "x", [1])):
+        assert legacy_error(other) is other
 
 
 def test_initialize_and_discover_come_from_the_upstreams_facts() -> None:

@@ -495,13 +495,7 @@ def _rebound(func: ast.AST) -> set[str]:
 
 
 #: Writes into a handed object that are known and owned by another change (module, what).
-KNOWN_FOREIGN_WRITES = frozenset(
-    {
-        # the client call's state, stepped by the task follower: the client's split gives the
-        # call state one owner (issue 31, items 2 and 4)
-        ("_client.task_follow", "st written"),
-    }
-)
+KNOWN_FOREIGN_WRITES: frozenset[tuple[str, str]] = frozenset()
 
 
 def _handed(func: ast.FunctionDef | ast.AsyncFunctionDef, local: set[str]) -> dict[str, set[str]]:

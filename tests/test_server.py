@@ -392,6 +392,22 @@ def test_legacy_results_never_carry_result_type(conn: ServerConnection) -> None:
     ]
 
 
+def test_legacy_results_never_carry_the_modern_decoration(conn: ServerConnection) -> None:
+    """A modern result relayed as it is (the bridge's case) loses its cache hints and its
+    serverInfo on the legacy wire; the rest of its ``_meta`` stays."""
+    initialize(conn)
+    info = {SERVER_INFO: {"name": "up", "version": "1"}}
+    modern = {"tools": [], "resultType": "complete", "ttlMs": 5, "cacheScope": "private"}
+    feed(conn, legacy_request(1, "tools/list"), legacy_request(2, "tools/list"))
+    events(conn)
+    conn.respond(1, {**modern, "_meta": info})
+    conn.respond(2, {**modern, "_meta": {**info, "x/kept": 1}})
+    assert sent(conn, Era.LEGACY) == [
+        {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}},
+        {"jsonrpc": "2.0", "id": 2, "result": {"tools": [], "_meta": {"x/kept": 1}}},
+    ]
+
+
 # --- cache hints ------------------------------------------------------------------------------
 
 CACHEABLE: list[tuple[str, dict[str, Any], dict[str, Any]]] = [

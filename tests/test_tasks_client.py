@@ -262,6 +262,22 @@ def test_input_requests_seen_on_an_earlier_poll_are_not_surfaced_again() -> None
     assert fresh.key == "b"
 
 
+def test_a_task_answer_that_cannot_be_serialized_is_taken_back() -> None:
+    ask = {
+        "method": "elicitation/create",
+        "params": {"message": "?", "requestedSchema": {"type": "object", "properties": {}}},
+    }
+    conn, _clock, events = _scripted(task("input_required", inputRequests={"a": ask}))
+    (needed,) = [e for e in events if isinstance(e, m.InputNeeded)]
+    with pytest.raises(m.LocalProtocolError, match="the answer to 'a' cannot be sent"):
+        conn.fulfil(needed, {"action": "accept", "content": {"name": object()}})
+    assert conn.outgoing() == []
+    assert conn.fulfil(needed, {"action": "accept", "content": {}})  # pending again
+    (update,) = conn.outgoing()
+    assert update.message["method"] == "tasks/update"
+    assert update.message["params"]["inputResponses"] == {"a": {"action": "accept", "content": {}}}
+
+
 def test_task_input_rounds_are_bounded_by_max_rounds() -> None:
     ask = {"method": "roots/list"}
     clock = Clock(0.0)

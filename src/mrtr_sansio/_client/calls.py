@@ -2,28 +2,32 @@
 
 :class:`CallState` is what the :class:`~mrtr_sansio.ClientConnection` keeps per call; its
 ``phase`` moves only through the :data:`~mrtr_sansio._lifecycle.CLIENT_CALL` table and
-decides what the connection does next. The functions build the
-params of a call's legs: the first request and each retry (the call's params, the envelope on
-the modern wire, this round's ``inputResponses`` and the echoed ``requestState``), and the
-``notifications/cancelled`` of a leg; those of a call that became a task are
-``task_follow.py``'s.
+decides what the connection does next (the phase a leg leads to names its request:
+:data:`TASK_LEGS`); :meth:`CallState.enter` does what a phase that goes on opens (a round, a
+backoff, a poll). The functions build the params of a call's legs: the first request and each
+retry (the call's params, the envelope on the modern wire, this round's ``inputResponses`` and
+the echoed ``requestState``), and the ``notifications/cancelled`` of a leg; those of a call
+that became a task are ``task_follow.py``'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._errors import LocalProtocolError
-from mrtr_sansio._events import Call, InputNeeded
-from mrtr_sansio._lifecycle import CallPhase
+from mrtr_sansio._events import Call, Event, InputNeeded
+from mrtr_sansio._lifecycle import CallPhase, CallTrigger
 from mrtr_sansio._mcp.envelope import LOG_LEVEL, Era
 from mrtr_sansio._wire.jsonrpc import notification_message
+from mrtr_sansio.tasks._client import TaskView
+from mrtr_sansio.tasks._values import TaskStarted
 
 __all__ = [
     "IN_FLIGHT",
     "PROGRESS_TOKEN",
+    "TASK_LEGS",
     "TASK_PHASES",
     "CallState",
     "cancelled_message",
@@ -51,7 +55,17 @@ TASK_PHASES = frozenset(
     }
 )
 
-_SENDING = CallPhase.SENDING  # bound once: an enum member's lookup costs more than a global's
+#: The request a leg of a call that became a task sends, by the phase the leg moves it to; any
+#: other leg sends the call's own request.
+TASK_LEGS = {CallPhase.TASK_POLLING: "tasks/get", CallPhase.TASK_UPDATING: "tasks/update"}
+
+# Bound once: an enum member's lookup costs more than a global's.
+_SENDING, _GATHERING, _BACKING_OFF = (
+    CallPhase.SENDING,
+    CallPhase.GATHERING_INPUT,
+    CallPhase.BACKING_OFF,
+)
+_TASK_INPUT = CallPhase.TASK_INPUT
 
 
 class CallState:
@@ -101,6 +115,45 @@ class CallState:
         for key, method, params in requests:
             asked[key] = InputNeeded(call, key, method, params, round_)
         return list(asked.values())
+
+    def enter(
+        self, trigger: CallTrigger, detail: Any, config: ClientConfig
+    ) -> tuple[Sequence[Event], float | None]:
+        """The call was moved by ``trigger`` into a phase that goes on (not terminal), with the
+        reading's ``detail`` (``results.py`` says what it is): do what that phase opens.
+        Returns the events to report and the delay until the call's timer is due (None: it
+        sets none): a state-only retry after the backoff, which doubles (up to
+        ``max_retry_backoff``) for the next; a task's next poll after its last
+        ``pollIntervalMs``, else ``task_poll_interval``, never past ``max_task_poll_interval``.
+        """
+        phase = self.phase
+        if phase is _GATHERING:
+            requests, state = detail
+            self.backoff = config.retry_backoff
+            return self.ask(requests, state), None
+        if phase is _BACKING_OFF:
+            self.ask((), detail)
+            delay = self.backoff
+            self.backoff = min(delay * 2, config.max_retry_backoff)
+            return [], delay
+        events: Sequence[Event] = ()
+        if phase is _TASK_INPUT:  # keys are unique for the task's lifetime: never asked again
+            requests, poll_ms = detail
+            self.task_seen.update(key for key, _, _ in requests)
+            events = self.ask(requests)
+        elif trigger is CallTrigger.TASK_CREATED:  # follow the task the answer names
+            view: TaskView = detail
+            self.task_id, poll_ms = view.task_id, view.poll_interval_ms
+            events = [TaskStarted(self.call, view.task_id)]
+        else:  # a task's poll or update, answered: the task works on (TASK_WORKING)
+            poll_ms = detail
+        if poll_ms is not None:
+            self.task_poll = poll_ms
+        if phase is _TASK_INPUT:
+            return events, None
+        ms = self.task_poll
+        delay = config.task_poll_interval if ms is None else ms / 1000
+        return events, min(delay, config.max_task_poll_interval)
 
 
 def leg_params(

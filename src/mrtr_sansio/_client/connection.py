@@ -9,12 +9,11 @@ requests as the same events (see ``server_requests.py``). With ``era="auto"`` it
 ``server/discover`` first (DIGEST §1.8) and queues calls until the era is known.
 
 The connection owns the state (calls, requests in flight, timers, queues) and carries out what
-its pure parts decide: ``calls.py`` (a call's state and its legs' params), ``results.py`` (what
-an answer means: the trigger that moves the call), ``task_follow.py`` (a call that became a
-task), ``era.py`` (the handshake), ``server_requests.py`` and ``legacy_rounds.py`` (the legacy
-server's requests and their rounds), ``checks.py`` (what the application and the server hand
-us), ``observing.py`` (the observer's facts).
-Each call's phase (:data:`~mrtr_sansio._lifecycle.CLIENT_CALL`) decides what happens next.
+its parts decide: ``calls.py`` (a call's state and its legs' params), ``results.py`` and
+``task_follow.py`` (what an answer means), ``era.py`` (the handshake), ``server_requests.py``
+and ``legacy_rounds.py`` (a legacy server's requests), ``checks.py`` (what it is handed),
+``observing.py`` (the observer's facts). A call's phase in
+:data:`~mrtr_sansio._lifecycle.CLIENT_CALL` decides what happens next.
 
 Time enters only through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`, which
 must read the same clock.
@@ -27,7 +26,7 @@ from typing import Any
 
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._connection import Connection
-from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import (
     Call,
     CallFailed,
@@ -37,36 +36,29 @@ from mrtr_sansio._events import (
     InputWithdrawn,
     NotificationReceived,
     Outgoing,
-    OutgoingError,
     OutgoingNotification,
     OutgoingRequest,
-    OutgoingResult,
     UnexpectedResponse,
 )
 from mrtr_sansio._lifecycle import CLIENT_CALL, CallPhase, CallTrigger
 from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import Era
-from mrtr_sansio._wire.jsonrpc import (
-    REQUEST,
-    RESPONSE,
-    classify,
-    is_valid_id,
-    request_message,
-)
+from mrtr_sansio._wire.jsonrpc import REQUEST, RESPONSE, classify, is_valid_id, request_message
 from mrtr_sansio.http._client_headers import request_headers
 
+from . import checks
 from . import task_follow as follow
-from .calls import IN_FLIGHT, TASK_PHASES, CallState, cancelled_message, leg_params, unsendable
-from .checks import (
-    check_answer,
-    check_call,
-    check_capabilities,
-    check_elicitation,
-    check_event,
-    check_rejection,
+from .calls import (
+    IN_FLIGHT,
+    TASK_LEGS,
+    TASK_PHASES,
+    CallState,
+    cancelled_message,
+    leg_params,
+    unsendable,
 )
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
-from .legacy_rounds import Exhausted, LegacyRounds, Opened
+from .legacy_rounds import WITHDRAWN, Closed, Exhausted, LegacyRounds, Opened
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered
 from .server_requests import Refuse, Reply
@@ -81,10 +73,9 @@ _MOVES = {trigger: CLIENT_CALL.moves(trigger) for trigger in CallTrigger}
 # The members the hot paths name, bound once: an enum member's attribute lookup costs several
 # times a global's (docs/performance.md).
 _SENT, _RETRY, _ANSWERED = K.SENT, K.RETRY, K.ANSWERED
-_AWAITING, _GATHERING, _BACKING_OFF = P.AWAITING_ANSWER, P.GATHERING_INPUT, P.BACKING_OFF
-_ANSWERING_SERVER = P.ANSWERING_SERVER
-_TASK_WAITING, _TASK_POLLING = P.TASK_WAITING, P.TASK_POLLING
+_ANSWERING_SERVER, _TASK_WAITING = P.ANSWERING_SERVER, P.TASK_WAITING
 _TASK_INPUT, _TASK_UPDATING = P.TASK_INPUT, P.TASK_UPDATING
+_ENDED = CLIENT_CALL.terminal
 
 
 class ClientConnection(Connection):
@@ -102,12 +93,13 @@ class ClientConnection(Connection):
 
     def __init__(self, config: ClientConfig | None = None) -> None:
         config = config if config is not None else ClientConfig()  # (ClientConfig checks era)
-        check_capabilities(config.capabilities)
+        checks.check_capabilities(config.capabilities)
         super().__init__(config.limits, config.codec)
         #: The configuration this connection runs with.
         self.config = config
         self._tasks = declares_tasks(config.capabilities)
         self._clock = config.clock
+        self._backoff = config.retry_backoff
         observer = config.observer
         self._report = None if observer is None else Reporter(observer, config.clock)
         self._next_id = 0
@@ -145,12 +137,8 @@ class ClientConnection(Connection):
         related_request_id: int | None = None,
     ) -> None:
         """Feed one whole message: an HTTP response body, an SSE event's data, or a decoded
-        message.
-
-        ``related_request_id`` is the id of our request whose HTTP response carried the
-        message, when it came on one. A legacy server's request arriving there belongs to that
-        request's call for certain (SEP-2260 on Streamable HTTP), however many are in flight.
-        """
+        message; ``related_request_id`` names our request whose HTTP response carried it (a
+        legacy server's request arriving there belongs to that request's call, SEP-2260)."""
         self._receive_decoded(message, related_request_id)
 
     def call(self, method: str, params: Mapping[str, Any] | None = None) -> Call:
@@ -165,19 +153,13 @@ class ClientConnection(Connection):
             raise LocalProtocolError("call after the stream was closed")
         if self._failure is not None:
             raise LocalProtocolError(f"the handshake failed: {self._failure.message}")
-        call = Call(self._next_call, method, check_call(method, params))
-        st = CallState(call, self.config.retry_backoff)
-        if self._report is not None:
-            self._report.started(call, self.transport)
-        if self._ready:
-            self._send_leg(st, _SENT)
-        else:
-            self._encode(call.params)  # fail now, not when the era is known
-            st.phase = _MOVES[K.QUEUED][st.phase]
+        st = CallState(
+            Call(self._next_call, method, checks.check_call(method, params)), self._backoff
+        )
+        if not self._ready:
+            self._encode(st.call.params)  # fail now, not when the era is known
             self._queue.append(st)
-        self._next_call += 1
-        self._calls[call.call_id] = st
-        return call
+        return self._start(st, _SENT if self._ready else K.QUEUED)
 
     def fulfil(self, event: InputNeeded, result: Mapping[str, Any]) -> bool:
         """Answer ``event`` with ``result`` (an ElicitResult, CreateMessageResult or
@@ -188,7 +170,7 @@ class ClientConnection(Connection):
         False, doing nothing, when the request is no longer pending (answered, withdrawn, or
         its call ended); raises :class:`LocalProtocolError` for an answer of the wrong shape.
         """
-        answer = check_answer(check_event(event).method, result)
+        answer = checks.check_answer(checks.check_event(event).method, result)
         st = self._round_of(event)
         if st is None:
             return self._answer_server_request(event, self._server.answer(event, answer))
@@ -196,27 +178,22 @@ class ClientConnection(Connection):
         answers[event.key] = answer  # type: ignore[index]
         if len(answers) < len(st.asked):
             st.phase = _MOVES[_ANSWERED][st.phase]
-        elif st.phase is _TASK_INPUT:
-            self._send_leg(st, K.TASK_UPDATE, "tasks/update")
-        else:
-            self._send_retry(st)
+        else:  # the round is answered: send it (a task's, with tasks/update)
+            self._send_leg(st, K.TASK_UPDATE if st.phase is _TASK_INPUT else _RETRY)
         return True
 
     def decline(self, event: InputNeeded) -> bool:
         """Answer an elicitation with ``{"action": "decline"}`` (the user said no)."""
-        return self.fulfil(check_elicitation(event, "decline"), {"action": "decline"})
+        return self.fulfil(checks.check_elicitation(event, "decline"), {"action": "decline"})
 
     def dismiss(self, event: InputNeeded) -> bool:
         """Answer an elicitation with ``{"action": "cancel"}`` (the user dismissed it)."""
-        return self.fulfil(check_elicitation(event, "dismiss"), {"action": "cancel"})
+        return self.fulfil(checks.check_elicitation(event, "dismiss"), {"action": "cancel"})
 
     def cancel(self, call: Call, reason: str | None = None) -> bool:
-        """Cancel ``call``: the request in flight, if any, is cancelled with
-        ``notifications/cancelled`` (an HTTP transport closes that request's stream instead,
-        reading ``requestId``), nothing more is sent for the call, its pending input is void
-        and no further event is reported for it. Returns False when the call had already
-        ended. (An elicitation the user dismissed is answered with :meth:`dismiss`.)
-        """
+        """Cancel ``call``: its request in flight, if any, gets ``notifications/cancelled``,
+        its pending input is void, and nothing more is sent or reported for it. Returns False
+        when the call had already ended. (A dismissed elicitation is :meth:`dismiss`'s.)"""
         if type(call) is not Call:
             hint = "; dismiss(event) answers an elicitation" * isinstance(call, InputNeeded)
             raise TypeError(f"cancel() takes a Call, not {type(call).__name__}{hint}")
@@ -232,14 +209,9 @@ class ClientConnection(Connection):
         its input requests surface as :class:`InputNeeded`, and it ends with the tool's result.
         Needs the modern wire and the tasks extension in ``ClientConfig.capabilities``."""
         resumable = self._ready and self.era is Era.MODERN and self._tasks
-        st = follow.resumed(self._next_call, task_id, resumable, self.config.retry_backoff)
-        call = st.call
-        if self._report is not None:
-            self._report.started(call, self.transport)
-        self._send_leg(st, K.POLL, "tasks/get")
-        self._next_call += 1
-        self._calls[call.call_id] = st
-        return call
+        return self._start(
+            follow.resumed(self._next_call, task_id, resumable, self._backoff), K.POLL
+        )
 
     def reject(self, event: InputNeeded, error: JsonRpcError | None = None) -> bool:
         """Refuse a request the application will not fulfil (e.g. the user rejected sampling).
@@ -249,8 +221,8 @@ class ClientConnection(Connection):
         (DIGEST §2.6), so the call is abandoned, as with :meth:`cancel`. Prefer
         :meth:`decline` for elicitation. Returns False when the request is no longer pending.
         """
-        error = check_rejection(error)
-        st = self._round_of(check_event(event))
+        error = checks.check_rejection(error)
+        st = self._round_of(checks.check_event(event))
         if st is not None:
             return self.cancel(st.call)
         return self._answer_server_request(event, self._server.answer_error(event, error))
@@ -272,25 +244,17 @@ class ClientConnection(Connection):
         for call_id in [cid for cid, due in timers.items() if due <= now]:
             del timers[call_id]
             st = self._calls[call_id]
-            if st.phase is _TASK_WAITING:
-                self._send_leg(st, K.POLL, "tasks/get")
-            else:
-                self._send_leg(st, _RETRY)
+            self._send_leg(st, K.POLL if st.phase is _TASK_WAITING else _RETRY)
 
     def http_headers(
         self,
         item: Outgoing,
         param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
     ) -> dict[str, str]:
-        """The MCP headers an HTTP transport sets on the POST carrying ``item``.
-
-        Modern: ``MCP-Protocol-Version`` on every message, ``Mcp-Method`` on requests,
-        ``Mcp-Name`` on ``tools/call``/``prompts/get``/``resources/read``, and for a
-        ``tools/call`` the ``Mcp-Param-*`` headers of the tool's ``x-mcp-header`` arguments,
-        given ``param_headers`` (``param_headers_for(tools)`` over the ``tools/list`` result).
-        Values that are not plain header-safe ASCII are base64-wrapped. Legacy:
-        ``MCP-Protocol-Version`` once ``initialize`` has been answered.
-        """
+        """The MCP headers an HTTP transport sets on the POST carrying ``item``
+        (:mod:`mrtr_sansio.http` states each): ``MCP-Protocol-Version``, ``Mcp-Method``,
+        ``Mcp-Name``, and the ``Mcp-Param-*`` of a tool's ``x-mcp-header`` arguments given
+        ``param_headers`` (``param_headers_for(tools)`` over the ``tools/list`` result)."""
         return request_headers(item.message, self.protocol_version, param_headers)
 
     def request_call(self, request_id: Any) -> Call | None:
@@ -299,21 +263,29 @@ class ClientConnection(Connection):
         return None if st is None else st.call
 
     def request_failed(self, request_id: Any, reason: str) -> bool:
-        """The transport lost request ``request_id``: it could not be delivered, or its answer
-        can no longer arrive (an HTTP error status without a JSON-RPC body, a response stream
-        that ended first, a broken connection).
-
-        What waited for it ends: a call with ``CallFailed`` (-32603 with ``reason``,
-        ``local=True``); the era probe falls back to ``initialize``, as for any answer that is
-        not a recognised modern one; ``initialize`` fails the handshake. Returns False, doing
-        nothing, when no request of ours awaits an answer under that id (answered, cancelled).
-        """
+        """The transport lost request ``request_id`` (an HTTP error without a JSON-RPC body, a
+        stream that ended first): its call fails (-32603 with ``reason``, ``local=True``), the
+        era probe falls back to ``initialize``, ``initialize`` fails the handshake. False, doing
+        nothing, when no request of ours awaits an answer under that id."""
         return self._unanswered(request_id, reason, lost=True)
 
     @property
     def in_flight(self) -> frozenset[Call]:
         """Calls with a request awaiting the server's answer."""
         return frozenset(st.call for st in self._legs.values())
+
+    def _start(self, st: CallState, trigger: CallTrigger) -> Call:
+        """Take on the new call ``st``, moved by ``trigger``: its first leg, or the queue."""
+        call = st.call
+        if self._report is not None:
+            self._report.started(call, self.transport)
+        if trigger is K.QUEUED:
+            st.phase = _MOVES[trigger][st.phase]
+        else:
+            self._send_leg(st, trigger)
+        self._next_call += 1
+        self._calls[call.call_id] = st
+        return call
 
     def _round_of(self, event: InputNeeded) -> CallState | None:
         """The call whose current modern round still awaits ``event``'s answer, or None."""
@@ -333,11 +305,27 @@ class ClientConnection(Connection):
                 self._request(self._handshake.initialize(self._new_id()))
             elif isinstance(action, Ignore):
                 self._ignore(action.request_id)
-            elif isinstance(action, Settled):
+            elif isinstance(action, Settled):  # report it, then send what waited for it
                 self._agree(action)
-                self._era_known(action)
+                self._events.append(action.detected)
+                for msg in action.follow_ups(self._new_id):
+                    if "id" in msg:
+                        self._request(msg, ignore=True)
+                    else:
+                        self._notify(msg)
+                if self._report is not None and self.era is Era.LEGACY:
+                    self._report.session_started(action.detected.protocol_version, self.transport)
+                queue, self._queue = self._queue, []
+                for st in queue:
+                    self._send_leg(st, _SENT)
             else:
-                self._fail_handshake(action.error, action.local)
+                self._failure = error = action.error
+                local = action.local
+                self._handshake.stop()
+                self._events.append(HandshakeFailed(error, local))
+                queue, self._queue = self._queue, []
+                for st in queue:
+                    self._settle(st, (K.HANDSHAKE_FAILED, CallFailed(st.call, error, local)))
 
     def _agree(self, settled: Settled) -> None:
         """Take the era, version and server facts the handshake agreed."""
@@ -345,28 +333,6 @@ class ClientConnection(Connection):
         self.era, self.protocol_version = known.era, known.protocol_version
         self.server_capabilities, self.server_info = known.capabilities, known.server_info
         self.instructions, self._envelope, self._ready = known.instructions, settled.envelope, True
-
-    def _era_known(self, settled: Settled) -> None:
-        """The handshake settled: report it and send the calls that waited for it."""
-        self._events.append(settled.detected)
-        for msg in settled.follow_ups(self._new_id):
-            if "id" in msg:
-                self._request(msg, ignore=True)
-            else:
-                self._notify(msg)
-        if self._report is not None and self.era is Era.LEGACY:
-            self._report.session_started(settled.detected.protocol_version, self.transport)
-        queue, self._queue = self._queue, []
-        for st in queue:
-            self._send_leg(st, _SENT)
-
-    def _fail_handshake(self, error: JsonRpcError, local: bool) -> None:
-        self._failure = error
-        self._handshake.stop()
-        self._events.append(HandshakeFailed(error, local))
-        queue, self._queue = self._queue, []
-        for st in queue:
-            self._settle(st, (K.HANDSHAKE_FAILED, CallFailed(st.call, error, local)))
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -392,14 +358,17 @@ class ClientConnection(Connection):
         """Queue a notification."""
         self._send(OutgoingNotification, self._encode(msg), msg, None)
 
-    def _send_leg(self, st: CallState, trigger: CallTrigger, method: str | None = None) -> None:
-        """Send the call's next request and move it by ``trigger`` once it is queued: the call's
-        own (the first one, or a retry with this round's fields), or ``method`` of its task."""
+    def _send_leg(self, st: CallState, trigger: CallTrigger) -> None:
+        """Send the call's next request, as the phase ``trigger`` leads to says (a task's
+        ``tasks/get`` or ``tasks/update``, else the call's own), and move it once queued. An
+        answer that cannot be serialized is taken back (its event pending again) and named."""
+        phase = _MOVES[trigger][st.phase]
+        method = TASK_LEGS.get(phase)
         if method is None:
             method = st.call.method
             params = leg_params(st, self.era, self._envelope, self.config)
         else:
-            params = follow.task_params(st, method == "tasks/update", self._envelope)
+            params = follow.task_params(st, phase is _TASK_UPDATING, self._envelope)
         rid = self._new_id()
         report = self._report
         if report is not None:
@@ -412,20 +381,14 @@ class ClientConnection(Connection):
         except LocalProtocolError as exc:
             if report is not None:
                 report.unsent(st.call, rid, exc)
+            names = ", ".join(map(repr, unsendable(st, self._encode)))
+            if names:
+                raise LocalProtocolError(f"the answer to {names} cannot be sent: {exc}") from None
             raise
-        st.phase = _MOVES[trigger][st.phase]
+        st.phase = phase
         st.leg = rid
         self._legs[rid] = st
         self._send(OutgoingRequest, data, msg, None, (rid,))
-
-    def _send_retry(self, st: CallState) -> None:
-        """Every key of the round is answered: retry. If an answer cannot be serialized, it is
-        taken back (its event is pending again) and the error names its key."""
-        try:
-            self._send_leg(st, _RETRY)
-        except LocalProtocolError as exc:
-            names = ", ".join(map(repr, unsendable(st, self._encode)))
-            raise LocalProtocolError(f"the answer to {names} cannot be sent: {exc}") from None
 
     def _abandon(self, st: CallState, reason: str | None, trigger: CallTrigger) -> None:
         """End a call on our side (``trigger``: why), cancelling its request in flight (and its
@@ -467,8 +430,7 @@ class ClientConnection(Connection):
         st = self._legs.pop(rid, None) if rid is not None else None
         if st is not None:  # the answer to a call's request: what it means moves the call
             st.leg = None
-            phase = st.phase
-            task_leg = phase is _TASK_POLLING or phase is _TASK_UPDATING
+            task_leg = st.phase in TASK_LEGS
             if self._report is not None:
                 self._report.answered(st.call, msg, task_leg)
             if task_leg:
@@ -486,23 +448,14 @@ class ClientConnection(Connection):
         """Move the call by the trigger of ``reading`` and do what its new phase asks."""
         trigger, detail = reading
         was = st.phase
-        phase = st.phase = _MOVES[trigger][was]
-        if phase is _GATHERING:
-            requests, state = detail
-            st.backoff = self.config.retry_backoff
-            self._events.extend(st.ask(requests, state))
-        elif phase is _BACKING_OFF:
-            st.ask((), detail)
-            self._timers[st.call.call_id] = self._clock() + st.backoff
-            st.backoff = min(st.backoff * 2, self.config.max_retry_backoff)
-        elif phase is _TASK_INPUT:
-            self._events.extend(st.ask(detail))
-        elif phase is _TASK_WAITING:
-            if trigger is K.TASK_CREATED:
-                self._events.append(follow.started(st, detail))
-            self._timers[st.call.call_id] = self._clock() + follow.poll_delay(st, self.config)
-        else:  # every other phase a reading moves a call to is terminal
+        st.phase = phase = _MOVES[trigger][was]
+        if phase in _ENDED:  # the table says the call is over; ``detail`` is its last event
             self._end(st, detail, was)
+            return
+        events, delay = st.enter(trigger, detail, self.config)
+        self._events.extend(events)
+        if delay is not None:
+            self._timers[st.call.call_id] = self._clock() + delay
 
     def _on_server_request(self, msg: dict[str, Any], related: Any) -> None:
         """A legacy server's request, where :class:`LegacyRounds` places it."""
@@ -518,49 +471,39 @@ class ClientConnection(Connection):
         elif isinstance(step, Refuse):
             self._invalid(step.exc, answer=step.answer)
         elif isinstance(step, Exhausted):
-            self._reply(step.reply)
+            self._send(*step.reply.entry(self._encode))
             self._abandon(step.st, "Too many rounds of input", K.ROUND_CAP)
             self._events.append(step.event)
         else:
-            self._reply(step)
-
-    def _reply(self, reply: Reply) -> None:
-        """Queue a response to a server request."""
-        msg, error = reply.message, reply.error
-        data = self._encode(msg)
-        if error is None:
-            self._send(OutgoingResult, data, msg, msg["id"])
-        else:
-            self._send(OutgoingError, data, msg, msg["id"], (error,))
+            self._send(*step.entry(self._encode))
 
     def _answer_server_request(self, event: InputNeeded, reply: Reply | None) -> bool:
         """Send ``reply`` to a pending server request and close it; False (nothing sent) when
         it is not pending. When the reply cannot be encoded the request stays open."""
         if reply is None:
             return False
-        self._reply(reply)
-        outcome = "answered" if reply.error is None else "error"
-        self._request_closed(event, self._server.settle(event), outcome)
+        self._send(*reply.entry(self._encode))
+        self._request_closed(self._server.settle(event, reply))
         return True
 
-    def _request_closed(self, event: InputNeeded, move: CallTrigger | None, outcome: str) -> None:
-        """A server request was answered or withdrawn (``outcome``); its call moves by
-        ``move`` (a call's end drops its requests: one linked to a live call, if any)."""
+    def _request_closed(self, closed: Closed | None) -> None:
+        """A server request no longer awaits the application: its call, if any, moves."""
+        if closed is None:
+            return
+        event, move = closed.event, closed.move
         if self._report is not None:
-            self._report.replied(event.key, outcome)
+            self._report.replied(event.key, closed.outcome)
         if move is not None:
             st = self._calls[event.call.call_id]  # type: ignore[union-attr]
             st.phase = _MOVES[move][st.phase]
+        if closed.outcome is WITHDRAWN:
+            self._events.append(InputWithdrawn(event.call, event.key))
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
-            withdrawn = self._server.withdraw(params)
-            if withdrawn is not None:
-                event, move = withdrawn
-                self._request_closed(event, move, "withdrawn")
-                self._events.append(InputWithdrawn(event.call, event.key))
-            return
-        self._events.append(NotificationReceived(method, params))
+            self._request_closed(self._server.withdraw(params))
+        else:
+            self._events.append(NotificationReceived(method, params))
 
     def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
         """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
@@ -595,8 +538,7 @@ class ClientConnection(Connection):
 
     def _forget(self, st: CallState, was: CallPhase) -> None:
         """Drop every trace of a call that was in phase ``was``: its request in flight is no
-        longer ours to route, and its pending input (legacy server requests linked to it
-        included) is void."""
+        longer ours to route, and its pending input (a legacy server's included) is void."""
         del self._calls[st.call.call_id]
         self._timers.pop(st.call.call_id, None)
         if st.leg is not None:
@@ -604,8 +546,6 @@ class ClientConnection(Connection):
             st.leg = None
         if was is _ANSWERING_SERVER:
             self._server.drop_call(st.call)
-        st.asked = {}
-        st.answers = {}
 
     def _end(self, st: CallState, event: Event, was: CallPhase) -> None:
         if self._report is not None:
@@ -614,16 +554,12 @@ class ClientConnection(Connection):
         self._events.append(event)
 
     def _on_close(self) -> None:
-        error = JsonRpcError(
-            ErrorCode.INTERNAL_ERROR, "The connection closed before the call ended"
-        )
+        error = JsonRpcError.internal("The connection closed before the call ended")
         self._handshake.stop()
         self._queue.clear()
         for st in list(self._calls.values()):
             self._settle(st, (K.CLOSED, CallFailed(st.call, error, True)))
-        for event in self._server.close():
-            if self._report is not None:
-                self._report.replied(event.key, "withdrawn")
-            self._events.append(InputWithdrawn(event.call, event.key))
+        for closed in self._server.withdraw_all():
+            self._request_closed(closed)
         if self._report is not None and self.era is Era.LEGACY and self._ready:
             self._report.session_ended()

@@ -27,7 +27,7 @@ from mrtr_sansio._wire.jsonrpc import error_message
 from .calls import CallState
 from .server_requests import Accept, Refuse, Reply, ServerRequests
 
-__all__ = ["Exhausted", "LegacyRounds", "Opened", "closed_move", "place", "receive"]
+__all__ = ["Closed", "Exhausted", "LegacyRounds", "Opened", "closed_move", "place", "receive"]
 
 
 @attrs.frozen
@@ -47,6 +47,18 @@ class Exhausted:
     reply: Reply
     event: RoundsExhausted
     st: CallState
+
+
+@attrs.frozen
+class Closed:
+    """``event``'s request no longer awaits the application's answer: ``outcome`` says why
+    (``"answered"``, ``"error"``, or ``"withdrawn"``: the server cancelled it, or the stream
+    closed, and the application is told with :class:`~mrtr_sansio.InputWithdrawn`); its
+    call, when it has one still running, moves by ``move``."""
+
+    event: InputNeeded
+    outcome: str
+    move: CallTrigger | None = None
 
 
 def receive(
@@ -96,6 +108,10 @@ def closed_move(more: bool) -> CallTrigger:
     return CallTrigger.ANSWERED if more else CallTrigger.LAST_ANSWERED
 
 
+#: The :attr:`Closed.outcome` of a request the application no longer answers.
+WITHDRAWN = "withdrawn"
+
+
 class LegacyRounds(ServerRequests):
     """The legacy server's open requests and the rounds of the calls they belong to."""
 
@@ -111,19 +127,20 @@ class LegacyRounds(ServerRequests):
             self.opened(step.event)
         return step
 
-    def settle(self, event: InputNeeded) -> CallTrigger | None:
-        """The answer to ``event`` went out: it is closed. How its call moves (None: it has
-        none)."""
+    def settle(self, event: InputNeeded, reply: Reply) -> Closed:
+        """``reply`` to ``event`` went out: the request is closed, and its call moves."""
         self.closed(event)
-        return self._move(event)
+        return Closed(event, "answered" if reply.error is None else "error", self._move(event))
 
-    def withdraw(
-        self, params: dict[str, Any] | None
-    ) -> tuple[InputNeeded, CallTrigger | None] | None:
+    def withdraw(self, params: dict[str, Any] | None) -> Closed | None:
         """``notifications/cancelled`` from the server: the open request it withdraws, if any,
         and how its call moves."""
         event = self.on_cancelled(params)
-        return None if event is None else (event, self._move(event))
+        return None if event is None else Closed(event, WITHDRAWN, self._move(event))
+
+    def withdraw_all(self) -> list[Closed]:
+        """The stream ended (the calls ended first): every request still open is void."""
+        return [Closed(event, WITHDRAWN) for event in self.close()]
 
     def _move(self, event: InputNeeded) -> CallTrigger | None:
         call = event.call

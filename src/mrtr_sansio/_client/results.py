@@ -15,8 +15,10 @@ trigger                                detail
 ``INPUT_REQUESTS``                     ``(requests, requestState)`` of the new round
 ``STATE_ONLY``                         the ``requestState`` to echo after the backoff
 ``TASK_CREATED``                       the task's :class:`~mrtr_sansio.tasks._client.TaskView`
-``TASK_INPUT_REQUESTS``                the task's requests not surfaced before
-``TASK_WORKING``                       None: poll again later
+``TASK_INPUT_REQUESTS``                ``(requests, pollIntervalMs)``: the task's
+                                       requests not surfaced before
+``TASK_WORKING``                       the task's ``pollIntervalMs`` (None when it
+                                       named none): poll again later
 =====================================  ==============================================
 """
 

@@ -24,17 +24,18 @@ keeps the calls and their rounds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
 from mrtr_sansio._config import ClientConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
-from mrtr_sansio._events import InputNeeded
+from mrtr_sansio._events import InputNeeded, OutgoingError, OutgoingResult
 from mrtr_sansio._mcp.envelope import Era
 from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.values import EMBEDDABLE_METHODS
+from mrtr_sansio._pending import Pending
 from mrtr_sansio._wire.jsonrpc import error_message, is_valid_id, result_message
 
 from .checks import check_server_request
@@ -48,6 +49,14 @@ class Reply:
 
     message: dict[str, Any]
     error: JsonRpcError | None = None
+
+    def entry(self, encode: Callable[[Mapping[str, Any]], bytes]) -> Pending:
+        """The outgoing-queue entry of this response, written with ``encode`` (which raises
+        :class:`~mrtr_sansio.LocalProtocolError` for an answer it cannot write)."""
+        msg, error = self.message, self.error
+        if error is None:
+            return OutgoingResult, encode(msg), msg, msg["id"], ()
+        return OutgoingError, encode(msg), msg, msg["id"], (error,)
 
 
 @attrs.frozen

@@ -18,22 +18,14 @@ from mrtr_sansio._events import Call, CallCompleted, CallFailed, RoundsExhausted
 from mrtr_sansio._lifecycle import CallPhase, CallTrigger, TaskStatus
 from mrtr_sansio._mcp.mrtr_fields import COMPLETE
 from mrtr_sansio._wire.jsonrpc import request_message
-from mrtr_sansio.tasks._client import TaskView, read_task
+from mrtr_sansio.tasks._client import read_task
 from mrtr_sansio.tasks._machine import TASK_METHOD
-from mrtr_sansio.tasks._values import TaskStarted
 
-from .calls import CallState
+from .calls import TASK_LEGS, CallState
 from .checks import read_input_required
 from .results import Reading, invalid
 
-__all__ = [
-    "cancel_message",
-    "poll_delay",
-    "read_task_answer",
-    "resumed",
-    "started",
-    "task_params",
-]
+__all__ = ["cancel_message", "read_task_answer", "resumed", "task_params"]
 
 # Bound once: an enum member's attribute lookup costs several times a global's.
 _COMPLETE, _ERROR, _INVALID = CallTrigger.COMPLETE, CallTrigger.ERROR, CallTrigger.INVALID
@@ -53,20 +45,6 @@ def resumed(call_id: int, task_id: Any, resumable: bool, backoff: float) -> Call
     st = CallState(Call(call_id, TASK_METHOD, {}), backoff)
     st.task_id = task_id
     return st
-
-
-def started(st: CallState, view: TaskView) -> TaskStarted:
-    """The call became the task ``view`` says (a ``CreateTaskResult``): follow it."""
-    st.task_id, st.task_poll = view.task_id, view.poll_interval_ms
-    return TaskStarted(st.call, view.task_id)
-
-
-def poll_delay(st: CallState, config: ClientConfig) -> float:
-    """Seconds until the next ``tasks/get``: the server's last ``pollIntervalMs``, else
-    ``ClientConfig.task_poll_interval``; never more than ``max_task_poll_interval``."""
-    ms = st.task_poll
-    delay = config.task_poll_interval if ms is None else ms / 1000
-    return min(delay, config.max_task_poll_interval)
 
 
 def task_params(st: CallState, answers: bool, envelope: dict[str, Any]) -> dict[str, Any]:
@@ -92,16 +70,14 @@ def read_task_answer(st: CallState, msg: dict[str, Any], config: ClientConfig) -
     result = msg["result"]
     updating = st.phase is _TASK_UPDATING
     if type(result) is not dict or result.get("resultType", COMPLETE) != COMPLETE:
-        method = "tasks/update" if updating else "tasks/get"
-        return _INVALID, invalid(st, f"{method} must answer a complete result object")
+        return _INVALID, invalid(st, f"{TASK_LEGS[st.phase]} must answer a complete result object")
     if updating:
         return _TASK_WORKING, None
     try:
         view = read_task(result, st.task_id)
     except InvalidResponseError as exc:
         return _INVALID, invalid(st, str(exc))
-    if view.poll_interval_ms is not None:
-        st.task_poll = view.poll_interval_ms
+    poll_ms = view.poll_interval_ms
     status = view.status
     if status is TaskStatus.COMPLETED:
         assert view.result is not None
@@ -113,7 +89,7 @@ def read_task_answer(st: CallState, msg: dict[str, Any], config: ClientConfig) -
         error = JsonRpcError(ErrorCode.INTERNAL_ERROR, "The task was cancelled")
         return _ERROR, CallFailed(st.call, error)
     if status is not TaskStatus.INPUT_REQUIRED:
-        return _TASK_WORKING, None
+        return _TASK_WORKING, poll_ms
     requests = view.input_requests or {}
     try:
         embedded, _ = read_input_required(
@@ -123,8 +99,7 @@ def read_task_answer(st: CallState, msg: dict[str, Any], config: ClientConfig) -
         return _INVALID, invalid(st, str(exc))
     new = [r for r in embedded if r[0] not in st.task_seen]
     if not new:
-        return _TASK_WORKING, None
+        return _TASK_WORKING, poll_ms
     if st.round >= config.max_rounds:
         return CallTrigger.ROUND_CAP, RoundsExhausted(st.call, st.round, result)
-    st.task_seen.update(key for key, _, _ in new)
-    return CallTrigger.TASK_INPUT_REQUESTS, new
+    return CallTrigger.TASK_INPUT_REQUESTS, (new, poll_ms)

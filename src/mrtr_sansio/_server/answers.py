@@ -13,12 +13,14 @@ from typing import Any
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
 from mrtr_sansio._mcp.capabilities import capability_paths, missing_capabilities
+from mrtr_sansio._mcp.envelope import SERVER_INFO
 from mrtr_sansio._mcp.methods import CACHEABLE_METHODS, MRTR_METHODS
 from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
 
 __all__ = [
     "CACHEABLE_METHODS",
+    "MODERN_RESULT_FIELDS",
     "check_input_required",
     "discover_result",
     "legacy_result",
@@ -27,11 +29,28 @@ __all__ = [
 ]
 
 
+#: What only a 2026-07-28 result carries at its top level (``resultType``, a cacheable
+#: result's hints): never sent on the legacy wire, where a handler written for both eras, or a
+#: bridge relaying a modern server, may still have put them.
+MODERN_RESULT_FIELDS = frozenset({"resultType", "ttlMs", "cacheScope"})
+
+
 def legacy_result(result: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``result`` for the legacy wire: never a ``resultType``."""
-    if "resultType" in result:
-        return {k: v for k, v in result.items() if k != "resultType"}
-    return result
+    """``result`` for the legacy wire: without the modern-only fields and without the modern
+    ``serverInfo`` in its ``_meta`` (2025-11-25 names the server once, in ``initialize``)."""
+    meta = result.get("_meta")
+    if not isinstance(meta, Mapping) or SERVER_INFO not in meta:
+        meta = None
+    if meta is None and MODERN_RESULT_FIELDS.isdisjoint(result):
+        return result
+    out = {k: v for k, v in result.items() if k not in MODERN_RESULT_FIELDS}
+    if meta is not None:
+        rest = {k: v for k, v in meta.items() if k != SERVER_INFO}
+        if rest:
+            out["_meta"] = rest
+        else:
+            del out["_meta"]
+    return out
 
 
 def check_input_required(

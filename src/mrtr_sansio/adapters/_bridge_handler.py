@@ -34,15 +34,17 @@ from mrtr_sansio.bridge import (
     created_task,
     downstream_config,
     input_required_for,
+    legacy_error,
     over_round_cap,
     owned_listing,
     relay_error,
     relay_params,
     task_refusal,
 )
+from mrtr_sansio.protocol import SERVER_INFO
 
 from ._bridge_held import HeldCall, Slot
-from ._bridge_upstream import BRIDGE_INFO, Upstream, UpstreamConn, UpstreamPool
+from ._bridge_upstream import BRIDGE_INFO, Upstream, UpstreamConn, UpstreamPool, tool_listing
 from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase
 from ._client_errors import CallFailedError, ClientError, InputRejectedError
 from ._common import HandlerResult, RequestContext
@@ -54,8 +56,6 @@ log = logging.getLogger("mrtr_sansio.adapters.bridge")
 #: Checkpoints a held call waits, after its first question of a round arrived, for the others
 #: the same message carried (the client starts every callback of a message before any runs).
 _ROUND_SETTLE = 3
-#: Pages of the upstream's tools/list read at start (as the HTTP client bounds its own).
-_TOOL_PAGES = 100
 
 
 class Bridge:
@@ -110,11 +110,11 @@ class Bridge:
                 ClientConfig(client_info=BRIDGE_INFO, era=upstream.era)
             ) as c:
                 bridge._pool.era = c.era.value if c.era is not None else None
-                bridge.server_info = c.server_info
-                bridge.server_capabilities = c.server_capabilities
-                bridge.instructions = c.instructions
-                if "tools" in (c.server_capabilities or {}):
-                    bridge.tools = await _tool_listing(c)
+                bridge._learn(c.server_info, c.server_capabilities, c.instructions)
+                if bridge.upstream_era == "modern" and c.server_capabilities is None:
+                    await bridge._discover(c)  # the modern era forced: nothing probed it
+                if "tools" in (bridge.server_capabilities or {}):
+                    bridge.tools = await tool_listing(c)
             tg.start_soon(bridge._expire_loop)
             try:
                 yield bridge
@@ -128,6 +128,34 @@ class Bridge:
                     while bridge._pool:
                         await anyio.sleep(0.01)
                 tg.cancel_scope.cancel()
+
+    def _learn(
+        self,
+        info: Mapping[str, Any] | None,
+        capabilities: Mapping[str, Any] | None,
+        instructions: str | None,
+    ) -> None:
+        """Keep the upstream's facts, which ``initialize`` and ``server/discover`` answer."""
+        self.server_info = info
+        self.server_capabilities = capabilities
+        self.instructions = instructions
+
+    async def _discover(self, client: AsyncClientBase) -> None:
+        """Ask a modern upstream its facts once (``server/discover``), when the era was forced
+        and so no probe asked them; a failure leaves them unknown, as an upstream without
+        the method would."""
+        try:
+            found = await client.request("server/discover")
+        except ClientError as exc:
+            log.warning("mrtr-bridge: the upstream's server/discover failed: %s", exc)
+            return
+        caps, meta, text = (found.get(k) for k in ("capabilities", "_meta", "instructions"))
+        info = meta.get(SERVER_INFO) if isinstance(meta, Mapping) else None
+        self._learn(
+            info if isinstance(info, Mapping) else None,
+            caps if isinstance(caps, Mapping) else None,
+            text if isinstance(text, str) else None,
+        )
 
     def server_config(self, base: ServerConfig | None = None) -> ServerConfig:
         """The downstream server's configuration: ``base`` answering ``initialize`` and
@@ -164,16 +192,21 @@ class Bridge:
 
     async def handle(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
         """Relay ``request`` upstream; the handler of the downstream server."""
+        answer: HandlerResult
         try:
             if request.method.startswith(TASK_PREFIX):
-                return await self._task_request(request, ctx)
-            if request.method not in INPUT_METHODS:
-                return await self._relay(request, ctx)
-            if request.request_state is None:
-                return await self._start(request, ctx)
-            return await self._continue(request, ctx)
+                answer = await self._task_request(request, ctx)
+            elif request.method not in INPUT_METHODS:
+                answer = await self._relay(request, ctx)
+            elif request.request_state is None:
+                answer = await self._start(request, ctx)
+            else:
+                answer = await self._continue(request, ctx)
         except BridgeRefusedError as exc:
-            return exc.error
+            answer = exc.error
+        if request.session is not None and isinstance(answer, JsonRpcError):
+            return legacy_error(answer)  # a legacy downstream session
+        return answer
 
     async def _task_request(self, request: RequestReceived, ctx: RequestContext) -> HandlerResult:
         """A ``tasks/*`` request: relayed only for the task's owner (``mrtr_sansio.bridge``'s
@@ -344,24 +377,6 @@ class Bridge:
                 held.scope.cancel()
             for hold_id in [k for k, h in self._by_id.items() if h.scope.cancel_called]:
                 del self._by_id[hold_id]
-
-
-async def _tool_listing(client: AsyncClientBase) -> list[Mapping[str, Any]]:
-    """Every page of the upstream's ``tools/list`` (at most ``_TOOL_PAGES``); none when the
-    upstream fails it (its calls' headers are then not checked by the bridge)."""
-    tools: list[Mapping[str, Any]] = []
-    cursor = None
-    for _ in range(_TOOL_PAGES):
-        try:
-            page = await client.list_tools(cursor)
-        except ClientError as exc:
-            log.warning("mrtr-bridge: the upstream's tools/list failed: %s", exc)
-            return []
-        tools.extend(t for t in page.get("tools") or () if isinstance(t, Mapping))
-        cursor = page.get("nextCursor")
-        if not isinstance(cursor, str):
-            break
-    return tools
 
 
 def _log_level(request: RequestReceived) -> str | None:

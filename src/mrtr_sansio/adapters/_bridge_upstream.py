@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
 from typing import Any, Literal
@@ -31,14 +32,26 @@ from mrtr_sansio.bridge import (
 from mrtr_sansio.protocol import ResultType
 
 from ._client_common import AsyncClientBase, ClientOptions
+from ._client_errors import ClientError
 from ._common import RequestContext
 
-__all__ = ["BRIDGE_INFO", "UPSTREAMS_EXHAUSTED", "Upstream", "UpstreamConn", "UpstreamPool"]
+__all__ = [
+    "BRIDGE_INFO",
+    "UPSTREAMS_EXHAUSTED",
+    "Upstream",
+    "UpstreamConn",
+    "UpstreamPool",
+    "tool_listing",
+]
 # UPSTREAMS_EXHAUSTED: where it was before mrtr_sansio.bridge stated it (adapters.bridge too)
 
 Era = Literal["modern", "legacy", "auto"]
 #: The bridge's name to upstream servers.
 BRIDGE_INFO = {"name": "mrtr-bridge", "version": "1"}
+#: Pages of the upstream's tools/list read at start (as the HTTP client bounds its own).
+TOOL_PAGES = 100
+
+log = logging.getLogger("mrtr_sansio.adapters.bridge")
 
 
 def _str_tuple(value: Sequence[str]) -> tuple[str, ...]:
@@ -234,3 +247,21 @@ class UpstreamPool:
         finally:
             if self._conns.get(conn.key) is conn:
                 del self._conns[conn.key]
+
+
+async def tool_listing(client: AsyncClientBase) -> list[Mapping[str, Any]]:
+    """Every page of the upstream's ``tools/list`` (at most ``TOOL_PAGES``); none when the
+    upstream fails it (its calls' headers are then not checked by the bridge)."""
+    tools: list[Mapping[str, Any]] = []
+    cursor = None
+    for _ in range(TOOL_PAGES):
+        try:
+            page = await client.list_tools(cursor)
+        except ClientError as exc:
+            log.warning("mrtr-bridge: the upstream's tools/list failed: %s", exc)
+            return []
+        tools.extend(t for t in page.get("tools") or () if isinstance(t, Mapping))
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str):
+            break
+    return tools

@@ -82,6 +82,7 @@ __all__ = [
     "idle_upstreams",
     "input_lane",
     "input_required_for",
+    "legacy_error",
     "mirrored_headers",
     "notification_target",
     "one_input_call_each",
@@ -278,3 +279,12 @@ def relay_error(code: int, message: str, data: Any, *, local: bool) -> JsonRpcEr
         f"The upstream server could not be reached or answered wrongly: {message}",
         {"reason": "bridge_upstream_failed"},
     )
+
+
+def legacy_error(error: JsonRpcError) -> JsonRpcError:
+    """``error`` as a 2025-11-25 client can read it: an upstream's -32021, which that revision
+    lacks (DIGEST §3.4), becomes -32603 with its message and ``requiredCapabilities``, as the
+    legacy shim refuses a capability the session did not declare; any other error as it is."""
+    if error.code != ErrorCode.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        return error
+    return JsonRpcError(ErrorCode.INTERNAL_ERROR, error.message, error.data)
