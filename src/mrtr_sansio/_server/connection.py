@@ -35,19 +35,12 @@ from mrtr_sansio._events import (
     RequestReceived,
 )
 from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
-from mrtr_sansio._mcp.capabilities import declares_tasks
 from mrtr_sansio._mcp.envelope import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    LOG_LEVEL,
-    LOG_LEVEL_RANK,
     PROTOCOL_VERSION_KEY,
     SERVER_INFO,
-    envelope_error,
     invalid,
     log_allowed,
 )
-from mrtr_sansio._mcp.methods import LEGACY_ONLY_METHODS, MRTR_METHODS, PARAM_HEADER_METHOD
 from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
@@ -63,8 +56,7 @@ from mrtr_sansio._wire.jsonrpc import (
     request_message,
     result_message,
 )
-from mrtr_sansio.http._facts import HttpRequestFacts, check_headers
-from mrtr_sansio.http._param_headers import check_param_headers
+from mrtr_sansio.http._facts import HttpRequestFacts
 from mrtr_sansio.observe import (
     ErrorSent,
     LegKey,
@@ -73,14 +65,10 @@ from mrtr_sansio.observe import (
     SessionStarted,
     connection_key,
 )
-from mrtr_sansio.tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
+from mrtr_sansio.tasks._machine import TaskLimitError, TaskMachine
 from mrtr_sansio.tasks._server import (
-    TASK_REQUESTS,
-    answer_task_request,
     detailed,
-    missing_tasks,
     needs_tasks,
-    required_task_error,
     settle_task,
     start_task,
 )
@@ -96,6 +84,7 @@ from .answers import (
     missing_capability,
     parse_input_required,
 )
+from .modern import ModernRequests
 from .observing import answered, leg_ended, leg_sent, refusal, started, traced_leg
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from .state import StateGate, StateRejectedError
@@ -157,6 +146,7 @@ class ServerConnection(Connection):
                 self._obs_key,
             )
         )
+        self._modern = ModernRequests(config, self._state, self._tasks)
 
     # --- public API -------------------------------------------------------------------------
 
@@ -455,77 +445,24 @@ class ServerConnection(Connection):
         if version is None:
             self._on_legacy_request(rid, method, params, meta, http, principal)
             return
-        tasks = self._tasks
-        # the modern checks, in the order conformance pins (the module docstring); a version
-        # came from _meta, so _meta is a dict
-        assert meta is not None
-        info = meta.get(CLIENT_INFO)
-        level = meta.get(LOG_LEVEL)
-        capabilities = meta.get(CLIENT_CAPABILITIES)
-        if not (
-            type(capabilities) is dict
-            and type(version) is str
-            and (info is None or type(info) is dict)
-            and (level is None or (type(level) is str and level in LOG_LEVEL_RANK))
-        ):
-            raise envelope_error(rid, meta)
-        if http is not None:
-            check_headers(http, rid, method, params, version)
-            mirrored_params = self.config.param_headers
-            if method == PARAM_HEADER_METHOD and mirrored_params:
-                name = params.get("name")
-                mirrored = mirrored_params.get(name) if type(name) is str else None
-                if mirrored:
-                    check_param_headers(http, rid, params.get("arguments"), mirrored)
-        if version not in self.config.supported_versions:
-            raise RemoteProtocolError(
-                JsonRpcError.unsupported_version(
-                    [*self.config.supported_versions, *self.config.legacy_versions], version
-                ),
-                rid,
+        assert meta is not None  # a version came from it
+        try:
+            state, round_, carried, answer = self._modern.admit(
+                rid, method, params, meta, version, http, principal
             )
-        state: Any = None
-        round_: int | None = 1
-        carried = None
-        if method in MRTR_METHODS:
-            if tasks is not None and method == TASK_METHOD:
-                refused = required_task_error(tasks, rid, params, capabilities, legacy=False)
-                if refused is not None:
-                    raise refused
-            if "inputResponses" in params or "requestState" in params:
-                try:
-                    state, round_, carried = self._state.read(rid, method, params, principal)
-                except StateRejectedError as exc:
-                    self._events.append(exc.event)
-                    raise
-        elif method in LEGACY_ONLY_METHODS:
-            raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
-        elif method == LISTEN:
-            wanted = params.get("notifications")
-            if type(wanted) is not dict:
-                raise invalid(rid, "subscriptions/listen: notifications must be an object")
-            if tasks is not None and "taskIds" in wanted and not declares_tasks(capabilities):
-                raise missing_tasks(rid)
-        elif method in TASK_REQUESTS and tasks is not None:
-            result, found, caused = answer_task_request(
-                tasks,
-                rid,
-                method,
-                params,
-                capabilities,
-                principal,
-                self._limits.max_input_responses,
-            )
-            if caused is not None:
-                self._events.append(caused)
-            event = RequestReceived(rid, method, params, None, None, None, principal)
-            inflight[rid] = event
-            if self._observer is not None:
-                self._observe_start(event, found)
-            self._respond_complete(event, result)
-            return
+        except StateRejectedError as exc:
+            self._events.append(exc.event)
+            raise
         event = RequestReceived(rid, method, params, None, state, round_, principal)
         inflight[rid] = event
+        if answer is not None:  # a tasks/* request, answered from the store
+            result, caused = answer
+            if caused is not None:
+                self._events.append(caused)
+            if self._observer is not None:
+                self._observe_start(event, carried)
+            self._respond_complete(event, result)
+            return
         if method == "server/discover" and self.config.answer_discovery:
             self._respond_complete(event, discover_result(self.config))
             return
