@@ -1,9 +1,11 @@
-"""ServerConnection: the server role on both wires.
+"""ServerConnection: the server role on both wires, a thin owner.
 
-Per request, in order: JSON-RPC shape (-32600), HTTP mirror headers when given (-32020), the
-modern envelope (-32602), the protocol version (-32022), legacy-only methods on the modern wire
-(-32601), then for ``tools/call``/``prompts/get``/``resources/read`` the MRTR fields
-(``inputResponses``, ``requestState``; -32602). What survives reaches the application as a
+It owns what lives across messages -- the requests in flight, the cancelled ones, the legacy
+session, the open listen streams, the queues -- and decides with the pure parts beside it:
+:mod:`.modern` checks a modern request, :mod:`.legacy` a legacy one, :mod:`.answers` builds
+what an answer or a notification sends, :mod:`.shim` runs the legacy shim's rounds,
+``tasks._server`` the tasks extension. A request first passes the JSON-RPC shape (-32600) and
+the in-flight bounds; what survives its era's checks reaches the application as a
 :class:`RequestReceived`.
 
 Answers pass one gate (see :meth:`ServerConnection.respond`): a cancelled request gets nothing;
@@ -17,14 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import mrtr_sansio.tasks._server as tasks_part
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._connection import ENCODE_ERRORS, Connection, unserializable
-from mrtr_sansio._errors import (
-    ErrorCode,
-    JsonRpcError,
-    LocalProtocolError,
-    RemoteProtocolError,
-)
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import (
     NotificationReceived,
     Outgoing,
@@ -35,15 +33,10 @@ from mrtr_sansio._events import (
     RequestReceived,
 )
 from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
-from mrtr_sansio._mcp.envelope import (
-    PROTOCOL_VERSION_KEY,
-    SERVER_INFO,
-    invalid,
-    log_allowed,
-)
-from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED
+from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION_KEY, invalid
+from mrtr_sansio._mcp.mrtr_fields import INPUT_REQUIRED
 from mrtr_sansio._mcp.session import LegacySession
-from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
+from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, tag
 from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio._wire.jsonrpc import (
     NOTIFICATION,
@@ -65,25 +58,10 @@ from mrtr_sansio.observe import (
     SessionStarted,
     connection_key,
 )
-from mrtr_sansio.tasks._machine import TaskLimitError, TaskMachine
-from mrtr_sansio.tasks._server import (
-    detailed,
-    needs_tasks,
-    settle_task,
-    start_task,
-)
-from mrtr_sansio.tasks._store import TaskStoreError
 from mrtr_sansio.tasks._values import RunAsTask
 
-from . import legacy
-from .answers import (
-    CACHEABLE_METHODS,
-    check_input_required,
-    discover_result,
-    legacy_result,
-    missing_capability,
-    parse_input_required,
-)
+from . import answers, legacy
+from .answers import DROP, modern_result, notification_params, parse_input_required
 from .modern import ModernRequests
 from .observing import answered, leg_ended, leg_sent, refusal, started, traced_leg
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
@@ -127,25 +105,14 @@ class ServerConnection(Connection):
         self._obs_key = 0 if config.observer is None else connection_key()
         self._state = StateGate(config, self._obs_key)
         self._max_in_flight = config.limits.max_in_flight
+        # The one record of which client requests are in flight (the shim's runs are a subset).
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
         self._cancelled: dict[Any, None] = {}
         self._session: LegacySession | None = None
         self._shim = LegacyShim(config)
         self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
-        tasks = config.tasks
-        self._tasks = (
-            None
-            if tasks is None
-            else TaskMachine(
-                tasks,
-                config.clock,
-                config.token_hex,
-                config.limits.max_input_requests,
-                config.observer,
-                self._obs_key,
-            )
-        )
+        self._tasks = tasks_part.task_machine(config, self._obs_key)
         self._modern = ModernRequests(config, self._state, self._tasks)
 
     # --- public API -------------------------------------------------------------------------
@@ -215,29 +182,27 @@ class ServerConnection(Connection):
         if event.session is not None:
             self._shim.check_answer(request_id)
         kind = type(result)
-        if kind is dict:
+        if kind is dict or (kind is not InputRequiredResult and isinstance(result, Mapping)):
             if result.get("resultType") == INPUT_REQUIRED:  # type: ignore[union-attr]
                 self._respond_input_required(event, *parse_input_required(result))  # type: ignore[arg-type]
             else:
                 self._respond_complete(event, result)  # type: ignore[arg-type]
-        elif kind is InputRequiredResult:
-            self._respond_input_required(event, result)  # type: ignore[arg-type]
-        elif isinstance(result, JsonRpcError):
-            self._respond_error(event, result)
         elif isinstance(result, InputRequiredResult):
             self._respond_input_required(event, result)
-        elif isinstance(result, Mapping):
-            if result.get("resultType") == INPUT_REQUIRED:
-                self._respond_input_required(event, *parse_input_required(result))
-            else:
-                self._respond_complete(event, result)
+        elif isinstance(result, JsonRpcError):
+            self._respond_error(event, result)
         elif isinstance(result, RunAsTask):
-            self._respond_task(event, result)
+            started = tasks_part.start_task(self._tasks, event, result)
+            if isinstance(started, JsonRpcError):  # the store refused it
+                self._respond_error(event, started)
+                return
+            task, first_run = started
+            self._respond_complete(event, task.create_result())
+            self._events.append(first_run)
         else:
             raise TypeError(
                 "result must be a mapping, an InputRequiredResult, a RunAsTask or a JsonRpcError, "
-                "not "
-                f"{type(result).__name__}"
+                f"not {type(result).__name__}"
             )
 
     def notify(
@@ -251,22 +216,13 @@ class ServerConnection(Connection):
         Request-scoped notifications (progress, log messages) for a request that is no longer
         in flight are dropped, as the spec requires.
         """
-        if related_request_id is not None:
-            event = self._inflight.get(related_request_id)
-            if event is None:
-                return  # the request is over: progress and logs for it must stop
-            if event.method == LISTEN:
-                params = on_stream(event, related_request_id in self._acknowledged, method, params)
-                if params is None:
-                    return  # the client did not opt in to this notification type
-            elif method == "notifications/message" and not log_allowed(
-                params, event, self._session
-            ):
-                return
-        elif method == "notifications/message" and not log_allowed(params, None, self._session):
-            return
-        msg = notification_message(method, params)
-        self._send(OutgoingNotification, self._encode(msg), msg, related_request_id)
+        related = related_request_id is not None
+        event = self._inflight.get(related_request_id) if related else None
+        acknowledged = related_request_id in self._acknowledged
+        sent = notification_params(method, params, related, event, acknowledged, self._session)
+        if sent is not DROP:
+            msg = notification_message(method, sent)
+            self._send(OutgoingNotification, self._encode(msg), msg, related_request_id)
 
     def acknowledge(
         self, request_id: str | int, notifications: Mapping[str, Any] | None = None
@@ -277,17 +233,11 @@ class ServerConnection(Connection):
         (default: all of it); only notification types in it are sent on the stream afterwards.
         """
         event = self._inflight.get(request_id)
-        if event is None or event.method != LISTEN:
-            raise LocalProtocolError(f"{request_id!r} is not an open subscriptions/listen request")
-        requested = event.params["notifications"]
-        honored = dict(requested) if notifications is None else dict(notifications)
-        if not all(k in requested for k in honored):
-            raise LocalProtocolError("acknowledge() may only honour notification types requested")
+        honored = answers.honoured(event, request_id, notifications)
         if notifications is not None:
-            event.params["notifications"] = honored  # type: ignore[index]
+            event.params["notifications"] = honored  # type: ignore[index,union-attr]
         self._acknowledged.add(request_id)
-        params = tag({"notifications": honored}, request_id)
-        msg = notification_message(ACKNOWLEDGED, params)
+        msg = notification_message(ACKNOWLEDGED, tag({"notifications": honored}, request_id))
         self._send(OutgoingNotification, self._encode(msg), msg, request_id)
 
     def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
@@ -304,7 +254,7 @@ class ServerConnection(Connection):
         DELETE, idle expiry, eviction): only an observer is told (``SessionEnded``). Cancel
         its requests first; the connection is not used afterwards."""
         if self._observer is not None and self._session is not None:
-            self._observer.observe(SessionEnded(self.config.clock(), self._obs_key))
+            self._tell(SessionEnded)
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
@@ -312,7 +262,7 @@ class ServerConnection(Connection):
 
     def discover_result(self) -> dict[str, Any]:
         """The ``DiscoverResult``: versions, capabilities, instructions, cache hints."""
-        return discover_result(self.config)
+        return answers.discover_result(self.config)
 
     def settle_task(
         self,
@@ -324,7 +274,7 @@ class ServerConnection(Connection):
         as a :class:`RequestReceived`. A task cancelled meanwhile drops the result. When the
         store fails, the outcome is kept and saved again through :meth:`handle_timer`
         (``TaskSettings.settle_attempts``; then the task fails naming the fault)."""
-        rerun = settle_task(self._tasks, request, result, self._encode)
+        rerun = tasks_part.settle_task(self._tasks, request, result, self._encode)
         if rerun is not None:
             self._events.append(rerun)
 
@@ -333,21 +283,22 @@ class ServerConnection(Connection):
         (the params of a ``notifications/tasks``), or None when that caller may not read it
         (unknown, another principal's, expired). Raises
         :class:`~mrtr_sansio.tasks.TaskStoreError` when the store fails."""
-        return detailed(needs_tasks(self._tasks, "detailed_task").find(task_id, principal))
+        machine = tasks_part.needs_tasks(self._tasks, "detailed_task")
+        return tasks_part.detailed(machine.find(task_id, principal))
 
     def detailed_tasks(
         self, task_ids: Sequence[str], principal: str | None = None
     ) -> list[dict[str, Any] | None]:
         """:meth:`detailed_task` for each of ``task_ids`` (strings), in order, read from the
         store in one call when it can (:class:`~mrtr_sansio.tasks.BatchTaskStore`)."""
-        found = needs_tasks(self._tasks, "detailed_tasks").find_many(task_ids, principal)
-        return [detailed(task) for task in found]
+        machine = tasks_part.needs_tasks(self._tasks, "detailed_tasks")
+        return [tasks_part.detailed(task) for task in machine.find_many(task_ids, principal)]
 
     def renew_task(self, task_id: str) -> bool:
         """Extend the lease of a task's run going on in this process (call it more often than
         ``TaskSettings.lease_seconds``); False when the task is no longer running (cancelled,
         failed, gone): stop the run."""
-        return needs_tasks(self._tasks, "renew_task").renew(task_id)
+        return tasks_part.needs_tasks(self._tasks, "renew_task").renew(task_id)
 
     @property
     def unsaved_task_outcomes(self) -> int:
@@ -455,20 +406,17 @@ class ServerConnection(Connection):
             raise
         event = RequestReceived(rid, method, params, None, state, round_, principal)
         inflight[rid] = event
-        if answer is not None:  # a tasks/* request, answered from the store
-            result, caused = answer
-            if caused is not None:
-                self._events.append(caused)
-            if self._observer is not None:
-                self._observe_start(event, carried)
-            self._respond_complete(event, result)
+        if answer is None and method == "server/discover" and self.config.answer_discovery:
+            answer = answers.discover_result(self.config), None
+        elif self._observer is not None:
+            self._tell(started, event, carried, self.transport)
+        if answer is None:
+            self._events.append(event)
             return
-        if method == "server/discover" and self.config.answer_discovery:
-            self._respond_complete(event, discover_result(self.config))
-            return
-        if self._observer is not None:
-            self._observe_start(event, carried)
-        self._events.append(event)
+        result, caused = answer  # a tasks/* request, answered from the store, or discovery
+        if caused is not None:
+            self._events.append(caused)
+        self._respond_complete(event, result)
 
     def _on_legacy_request(
         self,
@@ -481,12 +429,13 @@ class ServerConnection(Connection):
     ) -> None:
         """A request without the modern envelope: initialize, or one in a legacy session."""
         config = self.config
+        session = self._session
         event = legacy.receive(
-            config, self._session, self._tasks, rid, method, params, meta, http, principal
+            config, session, self._tasks, rid, method, params, meta, http, principal
         )
         if not isinstance(event, RequestReceived):  # ping, logging/setLevel: answered here
             if event is not None:
-                self._session.log_level = event  # type: ignore[union-attr]
+                session.log_level = event  # type: ignore[union-attr]
             msg = result_message(rid, {})
             self._send(OutgoingResult, self._dumps(msg), msg, rid)
             return
@@ -494,11 +443,10 @@ class ServerConnection(Connection):
         if event.method == "initialize":
             session = self._session = event.session
             if config.answer_discovery:
-                result = legacy.initialize_result(config, session, session.protocol_version)  # type: ignore[union-attr]
-                self._respond_complete(event, result)
+                self._respond_complete(event, legacy.initialize_result(config, session))
                 return
         elif self._observer is not None:
-            self._observe_start(event, None)
+            self._tell(started, event, None, self.transport)
         self._events.append(event)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
@@ -523,19 +471,13 @@ class ServerConnection(Connection):
         if len(cancelled) > self._limits.max_in_flight:
             del cancelled[next(iter(cancelled))]
         if self._observer is not None:
-            self._observer.observe(
-                RequestAbandoned(self.config.clock(), self._obs_key, rid, "cancelled")
-            )
+            self._tell(RequestAbandoned, rid, "cancelled")
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool, request: Any = None) -> None:
         super()._invalid(exc, answer=answer)
         if answer and self._observer is not None:
-            self._observer.observe(
-                refusal(
-                    self.config.clock(), self._obs_key, request, exc, self._session, self.transport
-                )
-            )
+            self._tell(refusal, request, exc, self._session, self.transport)
 
     def _refusal_relates_to(self, request_id: Any) -> Any:
         # A refused message whose id names a request still open (a duplicate id) is not part
@@ -546,61 +488,37 @@ class ServerConnection(Connection):
         return request_id
 
     def _on_close(self) -> None:
-        for rid in self._shim.abandon_all():
+        # Requests waiting for the client's input can never be answered now; the others are
+        # the application's until it answers (the answer goes nowhere).
+        waiting = [rid for rid in self._inflight if self._shim.waiting(rid)]
+        self._shim.abandon_all()
+        for rid in waiting:
             del self._inflight[rid]
             if self._observer is not None:
-                self._observer.observe(
-                    RequestAbandoned(self.config.clock(), self._obs_key, rid, "closed")
-                )
+                self._tell(RequestAbandoned, rid, "closed")
         if self._observer is not None and self._session is not None:
-            self._observer.observe(SessionEnded(self.config.clock(), self._obs_key))
+            self._tell(SessionEnded)
 
     # --- send path --------------------------------------------------------------------------
 
     def _respond_complete(self, event: RequestReceived, result: Mapping[str, Any]) -> None:
         rid = event.request_id
         session = event.session
-        if session is not None:
-            legacy_out = legacy_result(result)
-            self._emit(_RESULT, rid, legacy_out)
-            self._shim.finish(rid, ShimTrigger.RESULT)
-            if event.method == "initialize":
-                if self._observer is not None:
-                    self._observer.observe(
-                        SessionStarted(
-                            self.config.clock(),
-                            self._obs_key,
-                            "server",
-                            session.protocol_version,
-                            self.transport,
-                        )
-                    )
-                opened = legacy.session_opened(session, legacy_out)
-                session.protocol_version = opened.protocol_version
-                self._events.append(opened)
+        if session is None:
+            if event.method == LISTEN:
+                self._acknowledged.discard(rid)
+            out = modern_result(result, event.method, rid, self._server_info, self.config)
+            self._emit(_RESULT, rid, out)
             return
-        if event.method == LISTEN:
-            self._acknowledged.discard(rid)
-        # the modern wire's decoration: resultType (complete unless the handler said),
-        # serverInfo unless the handler gave one, the listen tag, cache hints (SEP-2549)
-        out = dict(result)
-        if "resultType" not in out:
-            out["resultType"] = COMPLETE
-        info = self._server_info
-        if info is not None:
-            meta = out.get("_meta")
-            if meta is None:
-                out["_meta"] = {SERVER_INFO: info}
-            elif SERVER_INFO not in meta:
-                out["_meta"] = {**meta, SERVER_INFO: info}
-        if event.method == LISTEN:
-            out["_meta"] = tag(out, rid)["_meta"]
-        elif event.method in CACHEABLE_METHODS and out["resultType"] == COMPLETE:
-            if "ttlMs" not in out:
-                out["ttlMs"] = self.config.cache_ttl_ms
-            if "cacheScope" not in out:
-                out["cacheScope"] = self.config.cache_scope
-        self._emit(_RESULT, rid, out)
+        legacy_out = answers.legacy_result(result)
+        self._emit(_RESULT, rid, legacy_out)
+        self._shim.finish(rid, ShimTrigger.RESULT)
+        if event.method == "initialize":
+            if self._observer is not None:
+                self._tell(SessionStarted, "server", session.protocol_version, self.transport)
+            opened = legacy.session_opened(session, legacy_out)
+            session.protocol_version = opened.protocol_version
+            self._events.append(opened)
 
     def _emit(self, carrier: type[Outgoing], rid: Any, result: Mapping[str, Any]) -> None:
         """Queue the success response to ``rid`` (as ``carrier``, the item the table says the
@@ -615,13 +533,10 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._send(carrier, data, msg, rid)
         if self._observer is not None:
-            self._observer.observe(answered(self.config.clock(), self._obs_key, rid, result))
+            self._tell(answered, rid, result)
 
     def _respond_error(
-        self,
-        event: RequestReceived,
-        error: JsonRpcError,
-        carrier: type[Outgoing] = _ERROR,
+        self, event: RequestReceived, error: JsonRpcError, carrier: type[Outgoing] = _ERROR
     ) -> None:
         rid = event.request_id
         self._acknowledged.discard(rid)
@@ -631,88 +546,57 @@ class ServerConnection(Connection):
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._send(carrier, data, msg, rid, (error,))
         if self._observer is not None:
-            self._observer.observe(
-                ErrorSent(self.config.clock(), self._obs_key, rid, error.code, error.message)
-            )
+            self._tell(ErrorSent, rid, error.code, error.message)
         if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again
 
     def _respond_input_required(
-        self,
-        event: RequestReceived,
-        ir: InputRequiredResult,
-        meta: Mapping[str, Any] | None = None,
+        self, event: RequestReceived, ir: InputRequiredResult, meta: Mapping[str, Any] | None = None
     ) -> None:
-        check_input_required(event.method, ir, self._limits.max_input_requests, self._state.seals)
+        limit = self._limits.max_input_requests
+        answers.check_input_required(event.method, ir, limit, self._state.seals)
         if event.session is not None:
-            if not (self.config.legacy_shim and self._server_requests):
-                self._respond_error(
-                    event,
-                    JsonRpcError.internal(
-                        "The handler needs client input, which this server can only request "
-                        "on the 2026-07-28 protocol (input_required result)"
-                    ),
-                )
-                return
             session = self._session
-            hold = session is not None and not session.initialized
-            self._apply(self._shim.start_round(event, ir, self._encode, hold))
-            return
-        if ir.input_requests and not ir.allowed_by(event.client_capabilities):
-            missing = missing_capability(ir, event.client_capabilities)
+            if not (self.config.legacy_shim and self._server_requests):
+                self._respond_error(event, legacy.NO_SHIM)
+            else:
+                hold = session is not None and not session.initialized
+                self._apply(self._shim.start_round(event, ir, self._encode, hold))
+        elif ir.input_requests and not ir.allowed_by(event.client_capabilities):
+            missing = answers.missing_capability(ir, event.client_capabilities)
             self._respond_error(event, missing, _MISSING_CAPABILITY)
-            return
-        state = self._state.write(event, ir.request_state)
-        wire = ir.to_wire(state, meta, self._server_info)
-        self._emit(_INPUT_REQUIRED, event.request_id, wire)
+        else:
+            state = self._state.write(event, ir.request_state)
+            wire = ir.to_wire(state, meta, self._server_info)
+            self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
-    def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
-        """Make ``event`` a task: store it, answer ``CreateTaskResult``, queue its first run."""
-        try:
-            task, first_run = start_task(self._tasks, event, run)
-        except (TaskLimitError, TaskStoreError) as exc:
-            self._respond_error(event, JsonRpcError.internal(str(exc)))
-            return
-        self._respond_complete(event, task.create_result())
-        self._events.append(first_run)
-
-    # --- the observer (only called when one is configured) -----------------------------------
-
-    def _observe_start(self, event: RequestReceived, carried: Mapping[str, str] | None) -> None:
-        """Tell the observer a request reached the handler (a round, or a legacy request)."""
-        assert self._observer is not None
-        at = self.config.clock()
-        self._observer.observe(started(at, self._obs_key, event, carried, self.transport))
-
-    # --- what the legacy shim asks for --------------------------------------------------------
+    def _tell(self, fact: Any, *args: Any) -> None:
+        """Give the observer (the caller checked there is one) the fact ``fact`` builds now."""
+        self._observer.observe(fact(self.config.clock(), self._obs_key, *args))  # type: ignore[union-attr]
 
     def _apply(self, actions: list[ShimAction]) -> None:
-        """Carry out the shim's actions, in order."""
+        """Carry out the legacy shim's actions, in order."""
         for action in actions:
             if isinstance(action, SendRequest):
                 observer = self._observer
                 if observer is None:
                     self._send(*action.item)
                 else:  # the leg goes out with the trace keys the observer carries for it
-                    key = self._obs_key
-                    observer.observe(leg_sent(self.config.clock(), key, action))
-                    carry = observer.carry(key, LegKey(action.leg_id))
+                    self._tell(leg_sent, action)
+                    carry = observer.carry(self._obs_key, LegKey(action.leg_id))
                     self._send(*traced_leg(action.item, carry, self._dumps))
             elif isinstance(action, LegEnded):
                 if self._observer is not None:
-                    at = self.config.clock()
-                    self._observer.observe(leg_ended(at, self._obs_key, action))
+                    self._tell(leg_ended, action)
             elif isinstance(action, CancelLeg):
                 msg = notification_message(
                     "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}
                 )
                 self._send(OutgoingNotification, self._dumps(msg), msg, action.related_request_id)
-            elif isinstance(action, Replay):
+            elif isinstance(action, Replay):  # the request's next run replaces its record
                 self._inflight[action.event.request_id] = action.event
                 self._events.append(action.event)
-            elif isinstance(action, Fail):
-                # The shim forgot the run before asking: answering does not re-enter it
-                # (finish() finds nothing).
+            elif isinstance(action, Fail):  # the shim forgot the run: finish() finds nothing
                 self._respond_error(self._inflight[action.request_id], action.error)
             else:
                 self._events.append(action.event)

@@ -422,16 +422,19 @@ class LegacyShim:
         run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CANCELLED)
         return actions
 
-    def abandon_all(self) -> list[Any]:
-        """The stream closed: forget everything; returns the requests that were waiting for
-        the client (nothing can answer them any more)."""
-        waiting = [rid for rid, run in self._runs.items() if run.phase in _WAITING]
+    def waiting(self, request_id: Any) -> bool:
+        """Whether request ``request_id`` waits for the client (its legs held or sent), so
+        that its handler cannot answer it now."""
+        run = self._runs.get(request_id)
+        return run is not None and run.phase in _WAITING
+
+    def abandon_all(self) -> None:
+        """The stream closed: forget every run, leg and ping."""
         for run in self._runs.values():
             self._cancel_legs(run, None)
             run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CLOSED)
         self._runs.clear()
         self._pings.clear()
-        return waiting
 
     # --- timers and pings -------------------------------------------------------------------
 
