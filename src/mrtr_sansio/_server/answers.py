@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._config import ServerConfig
-from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError
 from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mcp.capabilities import capability_paths, missing_capabilities
 from mrtr_sansio._mcp.envelope import SERVER_INFO, log_allowed
@@ -25,6 +25,8 @@ from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
 __all__ = [
     "CACHEABLE_METHODS",
     "DROP",
+    "ID_IN_USE",
+    "TOO_MANY_IN_FLIGHT",
     "check_input_required",
     "discover_result",
     "honoured",
@@ -34,6 +36,11 @@ __all__ = [
     "notification_params",
     "parse_input_required",
 ]
+
+#: The refusal of a request whose id names one in flight (or cancelled and not yet answered).
+ID_IN_USE = JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use")
+#: The refusal of a request past ``Limits.max_in_flight``.
+TOO_MANY_IN_FLIGHT = JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many requests in flight")
 
 
 class _Drop(enum.Enum):

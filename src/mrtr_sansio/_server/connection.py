@@ -20,9 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import mrtr_sansio.tasks._server as tasks_part
+from mrtr_sansio import observe
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._connection import ENCODE_ERRORS, Connection, unserializable
-from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import (
     NotificationReceived,
     Outgoing,
@@ -33,31 +34,13 @@ from mrtr_sansio._events import (
     RequestReceived,
 )
 from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
-from mrtr_sansio._mcp.envelope import PROTOCOL_VERSION_KEY, invalid
 from mrtr_sansio._mcp.mrtr_fields import INPUT_REQUIRED
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, tag
 from mrtr_sansio._mcp.values import InputRequiredResult
-from mrtr_sansio._wire.jsonrpc import (
-    NOTIFICATION,
-    REQUEST,
-    answerable,
-    classify,
-    error_message,
-    is_valid_id,
-    notification_message,
-    request_message,
-    result_message,
-)
+from mrtr_sansio._wire import jsonrpc
+from mrtr_sansio._wire.jsonrpc import error_message, is_valid_id, notification_message
 from mrtr_sansio.http._facts import HttpRequestFacts
-from mrtr_sansio.observe import (
-    ErrorSent,
-    LegKey,
-    RequestAbandoned,
-    SessionEnded,
-    SessionStarted,
-    connection_key,
-)
 from mrtr_sansio.tasks._values import RunAsTask
 
 from . import answers, legacy
@@ -102,7 +85,7 @@ class ServerConnection(Connection):
         self._server_requests = server_requests
         self._server_info = config.server_info
         self._observer = config.observer
-        self._obs_key = 0 if config.observer is None else connection_key()
+        self._obs_key = 0 if config.observer is None else observe.connection_key()
         self._state = StateGate(config, self._obs_key)
         self._max_in_flight = config.limits.max_in_flight
         # The one record of which client requests are in flight (the shim's runs are a subset).
@@ -254,7 +237,7 @@ class ServerConnection(Connection):
         DELETE, idle expiry, eviction): only an observer is told (``SessionEnded``). Cancel
         its requests first; the connection is not used afterwards."""
         if self._observer is not None and self._session is not None:
-            self._tell(SessionEnded)
+            self._tell(observe.SessionEnded)
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
@@ -314,7 +297,7 @@ class ServerConnection(Connection):
                 "ping needs an open legacy session that carries server requests"
             )
         ping_id = self._shim.new_ping()
-        msg = request_message(ping_id, "ping", None)
+        msg = jsonrpc.request_message(ping_id, "ping", None)
         self._send(OutgoingRequest, self._dumps(msg), msg, None, (ping_id,))
         return ping_id
 
@@ -355,16 +338,16 @@ class ServerConnection(Connection):
                     self._invalid(exc, answer=True, request=msg)
                 return
         try:
-            kind = classify(msg)
+            kind = jsonrpc.classify(msg)
         except RemoteProtocolError as exc:
-            self._invalid(exc, answer=answerable(msg), request=msg)
+            self._invalid(exc, answer=jsonrpc.answerable(msg), request=msg)
             return
-        if kind == REQUEST:  # without params
+        if kind == jsonrpc.REQUEST:  # without params
             try:
                 self._on_request(msg["id"], msg["method"], {}, context)
             except RemoteProtocolError as exc:
                 self._invalid(exc, answer=True, request=msg)
-        elif kind == NOTIFICATION:
+        elif kind == jsonrpc.NOTIFICATION:
             self._on_notification(msg["method"], msg.get("params"))
         else:  # RESPONSE
             self._apply(self._shim.on_response(msg))
@@ -372,38 +355,25 @@ class ServerConnection(Connection):
     def _on_request(self, rid: Any, method: str, params: dict[str, Any], context: Any) -> None:
         inflight = self._inflight
         if rid in inflight or rid in self._cancelled:
-            raise RemoteProtocolError(
-                JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use"),
-                rid,
-            )
+            raise RemoteProtocolError(answers.ID_IN_USE, rid)
         if len(inflight) >= self._max_in_flight:
-            raise RemoteProtocolError(
-                JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many requests in flight"), rid
-            )
-        meta = params.get("_meta")
-        if type(meta) is dict:
-            version = meta.get(PROTOCOL_VERSION_KEY)
-        elif meta is None:
-            version = None
-        else:
-            raise invalid(rid, "_meta must be an object")
+            raise RemoteProtocolError(answers.TOO_MANY_IN_FLIGHT, rid)
         if context is None:
             http, principal = None, self.principal
         else:
             http, principal = context
             if principal is None:
                 principal = self.principal
-        if version is None:
-            self._on_legacy_request(rid, method, params, meta, http, principal)
-            return
-        assert meta is not None  # a version came from it
         try:
-            state, round_, carried, answer = self._modern.admit(
-                rid, method, params, meta, version, http, principal
-            )
+            admitted = self._modern.admit(rid, method, params, http, principal)
         except StateRejectedError as exc:
             self._events.append(exc.event)
             raise
+        if admitted is None:  # no protocol version in _meta: the legacy wire
+            meta = params.get("_meta")
+            self._on_legacy_request(rid, method, params, meta, http, principal)
+            return
+        state, round_, carried, answer = admitted
         event = RequestReceived(rid, method, params, None, state, round_, principal)
         inflight[rid] = event
         if answer is None and method == "server/discover" and self.config.answer_discovery:
@@ -436,7 +406,7 @@ class ServerConnection(Connection):
         if not isinstance(event, RequestReceived):  # ping, logging/setLevel: answered here
             if event is not None:
                 session.log_level = event  # type: ignore[union-attr]
-            msg = result_message(rid, {})
+            msg = jsonrpc.result_message(rid, {})
             self._send(OutgoingResult, self._dumps(msg), msg, rid)
             return
         self._inflight[rid] = event
@@ -471,7 +441,7 @@ class ServerConnection(Connection):
         if len(cancelled) > self._limits.max_in_flight:
             del cancelled[next(iter(cancelled))]
         if self._observer is not None:
-            self._tell(RequestAbandoned, rid, "cancelled")
+            self._tell(observe.RequestAbandoned, rid, "cancelled")
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool, request: Any = None) -> None:
@@ -495,9 +465,9 @@ class ServerConnection(Connection):
         for rid in waiting:
             del self._inflight[rid]
             if self._observer is not None:
-                self._tell(RequestAbandoned, rid, "closed")
+                self._tell(observe.RequestAbandoned, rid, "closed")
         if self._observer is not None and self._session is not None:
-            self._tell(SessionEnded)
+            self._tell(observe.SessionEnded)
 
     # --- send path --------------------------------------------------------------------------
 
@@ -515,7 +485,9 @@ class ServerConnection(Connection):
         self._shim.finish(rid, ShimTrigger.RESULT)
         if event.method == "initialize":
             if self._observer is not None:
-                self._tell(SessionStarted, "server", session.protocol_version, self.transport)
+                self._tell(
+                    observe.SessionStarted, "server", session.protocol_version, self.transport
+                )
             opened = legacy.session_opened(session, legacy_out)
             session.protocol_version = opened.protocol_version
             self._events.append(opened)
@@ -546,7 +518,7 @@ class ServerConnection(Connection):
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._send(carrier, data, msg, rid, (error,))
         if self._observer is not None:
-            self._tell(ErrorSent, rid, error.code, error.message)
+            self._tell(observe.ErrorSent, rid, error.code, error.message)
         if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again
 
@@ -583,7 +555,7 @@ class ServerConnection(Connection):
                     self._send(*action.item)
                 else:  # the leg goes out with the trace keys the observer carries for it
                     self._tell(leg_sent, action)
-                    carry = observer.carry(self._obs_key, LegKey(action.leg_id))
+                    carry = observer.carry(self._obs_key, observe.LegKey(action.leg_id))
                     self._send(*traced_leg(action.item, carry, self._dumps))
             elif isinstance(action, LegEnded):
                 if self._observer is not None:

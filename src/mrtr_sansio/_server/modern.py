@@ -1,13 +1,15 @@
 """The server's modern (2026-07-28) requests: the checks a request with the ``_meta`` envelope
 passes before it reaches the application, in the order conformance pins.
 
-The envelope's fields (-32602), the HTTP mirror and ``Mcp-Param`` headers when given (-32020),
-the protocol version (-32022), legacy-only methods (-32601), then per method: the task gate of
-``tools/call`` (-32021), the MRTR fields of ``tools/call``/``prompts/get``/``resources/read``
-(-32602, read by the :class:`StateGate`), the filter of ``subscriptions/listen``, and the
-``tasks/*`` requests, answered from the task store. A pure part: it holds the connection's
-config, state gate and task machine, keeps nothing of a request, and returns what the
-connection records (or raises the :class:`RemoteProtocolError` it answers).
+``_meta`` must be an object (-32602); without a protocol version in it the request is a legacy
+one (:mod:`.legacy` checks it). Then the envelope's fields (-32602), the HTTP mirror and
+``Mcp-Param`` headers when given (-32020), the protocol version (-32022), legacy-only methods
+(-32601), then per method: the task gate of ``tools/call`` (-32021), the MRTR fields of
+``tools/call``/``prompts/get``/``resources/read`` (-32602, read by the :class:`StateGate`), the
+filter of ``subscriptions/listen``, and the ``tasks/*`` requests, answered from the task store.
+A pure part: it holds the connection's config, state gate and task machine, keeps nothing of a
+request, and returns what the connection records (or raises the :class:`RemoteProtocolError`
+it answers).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from mrtr_sansio._mcp.envelope import (
     CLIENT_INFO,
     LOG_LEVEL,
     LOG_LEVEL_RANK,
+    PROTOCOL_VERSION_KEY,
     envelope_error,
     invalid,
 )
@@ -69,14 +72,21 @@ class ModernRequests:
         rid: Any,
         method: str,
         params: dict[str, Any],
-        meta: dict[str, Any],
-        version: Any,
         http: HttpRequestFacts | None,
         principal: str | None,
-    ) -> Admitted:
-        """Check request ``rid`` whose ``_meta`` names protocol ``version``: what the connection
-        records of it, or a :class:`RemoteProtocolError` (a
+    ) -> Admitted | None:
+        """Check request ``rid``: what the connection records of it, None when its ``_meta``
+        names no protocol version (a legacy request), or a :class:`RemoteProtocolError` (a
         :class:`~mrtr_sansio._server.state.StateRejectedError` carries an event to queue)."""
+        meta = params.get("_meta")
+        if type(meta) is dict:
+            version = meta.get(PROTOCOL_VERSION_KEY)
+            if version is None:
+                return None
+        elif meta is None:
+            return None
+        else:
+            raise invalid(rid, "_meta must be an object")
         info = meta.get(CLIENT_INFO)
         level = meta.get(LOG_LEVEL)
         capabilities = meta.get(CLIENT_CAPABILITIES)
