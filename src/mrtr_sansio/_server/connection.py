@@ -236,7 +236,7 @@ class ServerConnection(Connection):
         """An adapter ended this connection's legacy session without closing a stream (HTTP
         DELETE, idle expiry, eviction): only an observer is told (``SessionEnded``). Cancel
         its requests first; the connection is not used afterwards."""
-        if self._observer is not None and self._session is not None:
+        if self._session is not None:
             self._tell(observe.SessionEnded)
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
@@ -415,7 +415,7 @@ class ServerConnection(Connection):
             if config.answer_discovery:
                 self._respond_complete(event, legacy.initialize_result(config, session))
                 return
-        elif self._observer is not None:
+        else:
             self._tell(started, event, None, self.transport)
         self._events.append(event)
 
@@ -440,13 +440,12 @@ class ServerConnection(Connection):
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
             del cancelled[next(iter(cancelled))]
-        if self._observer is not None:
-            self._tell(observe.RequestAbandoned, rid, "cancelled")
+        self._tell(observe.RequestAbandoned, rid, "cancelled")
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool, request: Any = None) -> None:
         super()._invalid(exc, answer=answer)
-        if answer and self._observer is not None:
+        if answer:
             self._tell(refusal, request, exc, self._session, self.transport)
 
     def _refusal_relates_to(self, request_id: Any) -> Any:
@@ -464,9 +463,8 @@ class ServerConnection(Connection):
         self._shim.abandon_all()
         for rid in waiting:
             del self._inflight[rid]
-            if self._observer is not None:
-                self._tell(observe.RequestAbandoned, rid, "closed")
-        if self._observer is not None and self._session is not None:
+            self._tell(observe.RequestAbandoned, rid, "closed")
+        if self._session is not None:
             self._tell(observe.SessionEnded)
 
     # --- send path --------------------------------------------------------------------------
@@ -484,10 +482,8 @@ class ServerConnection(Connection):
         self._emit(_RESULT, rid, legacy_out)
         self._shim.finish(rid, ShimTrigger.RESULT)
         if event.method == "initialize":
-            if self._observer is not None:
-                self._tell(
-                    observe.SessionStarted, "server", session.protocol_version, self.transport
-                )
+            version = session.protocol_version
+            self._tell(observe.SessionStarted, "server", version, self.transport)
             opened = legacy.session_opened(session, legacy_out)
             session.protocol_version = opened.protocol_version
             self._events.append(opened)
@@ -517,8 +513,7 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._send(carrier, data, msg, rid, (error,))
-        if self._observer is not None:
-            self._tell(observe.ErrorSent, rid, error.code, error.message)
+        self._tell(observe.ErrorSent, rid, error.code, error.message)
         if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again
 
@@ -543,8 +538,10 @@ class ServerConnection(Connection):
             self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
     def _tell(self, fact: Any, *args: Any) -> None:
-        """Give the observer (the caller checked there is one) the fact ``fact`` builds now."""
-        self._observer.observe(fact(self.config.clock(), self._obs_key, *args))  # type: ignore[union-attr]
+        """Give the observer, if there is one, the fact ``fact`` builds now (the hot paths ask
+        for one first, to skip the call)."""
+        if self._observer is not None:
+            self._observer.observe(fact(self.config.clock(), self._obs_key, *args))
 
     def _apply(self, actions: list[ShimAction]) -> None:
         """Carry out the legacy shim's actions, in order."""
@@ -558,8 +555,7 @@ class ServerConnection(Connection):
                     carry = observer.carry(self._obs_key, observe.LegKey(action.leg_id))
                     self._send(*traced_leg(action.item, carry, self._dumps))
             elif isinstance(action, LegEnded):
-                if self._observer is not None:
-                    self._tell(leg_ended, action)
+                self._tell(leg_ended, action)
             elif isinstance(action, CancelLeg):
                 msg = notification_message(
                     "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}
