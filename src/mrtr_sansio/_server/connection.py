@@ -44,7 +44,13 @@ from mrtr_sansio.http._facts import HttpRequestFacts
 from mrtr_sansio.tasks._values import RunAsTask
 
 from . import answers, legacy
-from .answers import DROP, modern_result, notification_params, parse_input_required
+from .answers import (
+    DROP,
+    check_input_required,
+    modern_result,
+    notification_params,
+    parse_input_required,
+)
 from .modern import ModernRequests
 from .observing import answered, leg_ended, leg_sent, refusal, started, traced_leg
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
@@ -88,6 +94,7 @@ class ServerConnection(Connection):
         self._obs_key = 0 if config.observer is None else observe.connection_key()
         self._state = StateGate(config, self._obs_key)
         self._max_in_flight = config.limits.max_in_flight
+        self._max_input_requests = config.limits.max_input_requests
         # The one record of which client requests are in flight (the shim's runs are a subset).
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
@@ -175,11 +182,11 @@ class ServerConnection(Connection):
         elif isinstance(result, JsonRpcError):
             self._respond_error(event, result)
         elif isinstance(result, RunAsTask):
-            started = tasks_part.start_task(self._tasks, event, result)
-            if isinstance(started, JsonRpcError):  # the store refused it
-                self._respond_error(event, started)
+            made = tasks_part.start_task(self._tasks, event, result)
+            if isinstance(made, JsonRpcError):  # the store refused it
+                self._respond_error(event, made)
                 return
-            task, first_run = started
+            task, first_run = made
             self._respond_complete(event, task.create_result())
             self._events.append(first_run)
         else:
@@ -322,71 +329,71 @@ class ServerConnection(Connection):
     def _dispatch(self, msg: Any, context: Any) -> None:
         # A well-formed request with params (every modern one) is recognised here in one pass,
         # with the same test as classify(); everything else is sorted by classify().
+        rid: Any
+        method: Any
+        params: Any
         if type(msg) is dict:
             rid = msg.get("id")
             method = msg.get("method")
             params = msg.get("params")
-            if (
+            fast = (
                 type(params) is dict
                 and type(method) is str
                 and is_valid_id(rid)
                 and msg.get("jsonrpc") == "2.0"
-            ):
-                try:
-                    self._on_request(rid, method, params, context)
-                except RemoteProtocolError as exc:
-                    self._invalid(exc, answer=True, request=msg)
-                return
-        try:
-            kind = jsonrpc.classify(msg)
-        except RemoteProtocolError as exc:
-            self._invalid(exc, answer=jsonrpc.answerable(msg), request=msg)
-            return
-        if kind == jsonrpc.REQUEST:  # without params
-            try:
-                self._on_request(msg["id"], msg["method"], {}, context)
-            except RemoteProtocolError as exc:
-                self._invalid(exc, answer=True, request=msg)
-        elif kind == jsonrpc.NOTIFICATION:
-            self._on_notification(msg["method"], msg.get("params"))
-        else:  # RESPONSE
-            self._apply(self._shim.on_response(msg))
-
-    def _on_request(self, rid: Any, method: str, params: dict[str, Any], context: Any) -> None:
-        inflight = self._inflight
-        if rid in inflight or rid in self._cancelled:
-            raise RemoteProtocolError(answers.ID_IN_USE, rid)
-        if len(inflight) >= self._max_in_flight:
-            raise RemoteProtocolError(answers.TOO_MANY_IN_FLIGHT, rid)
-        if context is None:
-            http, principal = None, self.principal
+            )
         else:
-            http, principal = context
-            if principal is None:
-                principal = self.principal
-        try:
-            admitted = self._modern.admit(rid, method, params, http, principal)
-        except StateRejectedError as exc:
-            self._events.append(exc.event)
-            raise
-        if admitted is None:  # no protocol version in _meta: the legacy wire
-            meta = params.get("_meta")
-            self._on_legacy_request(rid, method, params, meta, http, principal)
-            return
-        state, round_, carried, answer = admitted
-        event = RequestReceived(rid, method, params, None, state, round_, principal)
-        inflight[rid] = event
-        if answer is None and method == "server/discover" and self.config.answer_discovery:
-            answer = answers.discover_result(self.config), None
-        elif self._observer is not None:
-            self._tell(started, event, carried, self.transport)
-        if answer is None:
-            self._events.append(event)
-            return
-        result, caused = answer  # a tasks/* request, answered from the store, or discovery
-        if caused is not None:
-            self._events.append(caused)
-        self._respond_complete(event, result)
+            fast = False
+        if not fast:
+            try:
+                kind = jsonrpc.classify(msg)
+            except RemoteProtocolError as exc:
+                self._invalid(exc, answer=jsonrpc.answerable(msg), request=msg)
+                return
+            if kind == jsonrpc.NOTIFICATION:
+                self._on_notification(msg["method"], msg.get("params"))
+                return
+            if kind != jsonrpc.REQUEST:
+                self._apply(self._shim.on_response(msg))
+                return
+            rid, method, params = msg["id"], msg["method"], {}  # a request without params
+        try:  # the request: the in-flight bounds, its era's checks, then it is recorded
+            inflight = self._inflight
+            if rid in inflight or rid in self._cancelled:
+                raise RemoteProtocolError(answers.ID_IN_USE, rid)
+            if len(inflight) >= self._max_in_flight:
+                raise RemoteProtocolError(answers.TOO_MANY_IN_FLIGHT, rid)
+            if context is None:
+                http, principal = None, self.principal
+            else:
+                http, principal = context
+                if principal is None:
+                    principal = self.principal
+            try:
+                admitted = self._modern.admit(rid, method, params, http, principal)
+            except StateRejectedError as exc:
+                self._events.append(exc.event)
+                raise
+            if admitted is None:  # no protocol version in _meta: the legacy wire
+                meta = params.get("_meta")
+                self._on_legacy_request(rid, method, params, meta, http, principal)
+                return
+            state, round_, carried, answer = admitted
+            event = RequestReceived(rid, method, params, None, state, round_, principal)
+            inflight[rid] = event
+            if answer is None and method == "server/discover" and self.config.answer_discovery:
+                answer = answers.discover_result(self.config), None
+            elif self._observer is not None:
+                self._tell(started, event, carried, self.transport)
+            if answer is None:
+                self._events.append(event)
+                return
+            result, caused = answer  # a tasks/* request, answered from the store, or discovery
+            if caused is not None:
+                self._events.append(caused)
+            self._respond_complete(event, result)
+        except RemoteProtocolError as exc:
+            self._invalid(exc, answer=True, request=msg)
 
     def _on_legacy_request(
         self,
@@ -520,8 +527,7 @@ class ServerConnection(Connection):
     def _respond_input_required(
         self, event: RequestReceived, ir: InputRequiredResult, meta: Mapping[str, Any] | None = None
     ) -> None:
-        limit = self._limits.max_input_requests
-        answers.check_input_required(event.method, ir, limit, self._state.seals)
+        check_input_required(event.method, ir, self._max_input_requests, self._state.seals)
         if event.session is not None:
             session = self._session
             if not (self.config.legacy_shim and self._server_requests):
