@@ -177,8 +177,8 @@ class ServerConnection(Connection):
                 self._respond_input_required(event, *parse_input_required(result))  # type: ignore[arg-type]
             else:
                 self._respond_complete(event, result)  # type: ignore[arg-type]
-        elif isinstance(result, InputRequiredResult):
-            self._respond_input_required(event, result)
+        elif kind is InputRequiredResult or isinstance(result, InputRequiredResult):
+            self._respond_input_required(event, result)  # type: ignore[arg-type]
         elif isinstance(result, JsonRpcError):
             self._respond_error(event, result)
         elif isinstance(result, RunAsTask):

@@ -59,13 +59,14 @@ _FIRST_ROUND: Admitted = (None, 1, None, None)
 class ModernRequests:
     """The checks of one server connection's modern requests (see the module docstring)."""
 
-    __slots__ = ("_config", "_gate", "_max_responses", "_tasks")
+    __slots__ = ("_config", "_gate", "_max_responses", "_supported", "_tasks")
 
     def __init__(self, config: ServerConfig, gate: StateGate, tasks: TaskMachine | None) -> None:
         self._config = config
         self._gate = gate
         self._tasks = tasks
         self._max_responses = config.limits.max_input_responses
+        self._supported = config.supported_versions
 
     def admit(
         self,
@@ -97,22 +98,17 @@ class ModernRequests:
             and (level is None or (type(level) is str and level in LOG_LEVEL_RANK))
         ):
             raise envelope_error(rid, meta)
-        config = self._config
         if http is not None:
             check_headers(http, rid, method, params, version)
-            mirrored_params = config.param_headers
+            mirrored_params = self._config.param_headers
             if method == PARAM_HEADER_METHOD and mirrored_params:
                 name = params.get("name")
                 mirrored = mirrored_params.get(name) if type(name) is str else None
                 if mirrored:
                     check_param_headers(http, rid, params.get("arguments"), mirrored)
-        if version not in config.supported_versions:
-            raise RemoteProtocolError(
-                JsonRpcError.unsupported_version(
-                    [*config.supported_versions, *config.legacy_versions], version
-                ),
-                rid,
-            )
+        if version not in self._supported:
+            served = [*self._supported, *self._config.legacy_versions]
+            raise RemoteProtocolError(JsonRpcError.unsupported_version(served, version), rid)
         tasks = self._tasks
         if method in MRTR_METHODS:
             if tasks is not None and method == TASK_METHOD:
@@ -120,7 +116,8 @@ class ModernRequests:
                 if refused is not None:
                     raise refused
             if "inputResponses" in params or "requestState" in params:
-                return (*self._gate.read(rid, method, params, principal), None)
+                state, round_, carried = self._gate.read(rid, method, params, principal)
+                return state, round_, carried, None
         elif method in LEGACY_ONLY_METHODS:
             raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
         elif method == LISTEN:
