@@ -21,6 +21,10 @@ The shim is a pure part of the :class:`~mrtr_sansio.ServerConnection` that owns 
 its runs and legs and nothing else, and every call returns the actions the connection applies,
 in order (:class:`SendRequest`, :class:`CancelLeg`, :class:`Replay`, :class:`Fail`,
 :class:`Emit`). It never calls back into the connection, so no failure path re-enters it.
+Which requests are in flight is the connection's record alone: a run exists only for a request
+in flight, the connection tells the shim when one ends (:meth:`LegacyShim.finish`,
+:meth:`~LegacyShim.abandon`, :meth:`~LegacyShim.abandon_all`) and asks which wait for the
+client (:meth:`~LegacyShim.waiting`); the shim never decides that a request leaves.
 """
 
 from __future__ import annotations
