@@ -381,7 +381,7 @@ class ServerConnection(Connection):
             state, round_, carried, answer = admitted
             event = RequestReceived(rid, method, params, None, state, round_, principal)
             inflight[rid] = event
-            if answer is None and method == "server/discover" and self.config.answer_discovery:
+            if method == "server/discover" and self.config.answer_discovery:  # never a task
                 answer = answers.discover_result(self.config), None
             elif self._observer is not None:
                 self._tell(started, event, carried, self.transport)
