@@ -88,6 +88,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
             {
                 "_server.state",
                 "_server.legacy",
+                "_server.modern",
                 "_server.shim",
                 "_server.answers",
                 "_server.observing",

@@ -1,32 +1,123 @@
-"""What the server sends for a handler's answer, as values: a result stripped for the legacy
-wire, the checks of an ``input_required`` answer and its -32021 refusal, and the
-``DiscoverResult``; the methods whose results carry cache hints. The connection decides which
-applies and queues what comes back (it decorates a modern complete result itself: that runs
-on every answer, and a call there would cost every exchange).
+"""What the server sends, as values: a result decorated for the modern wire or stripped for
+the legacy one, the checks of an ``input_required`` answer and its -32021 refusal, the
+``DiscoverResult``, and which notifications may go out (and with which params). The connection
+decides which applies and queues what comes back.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import Any
 
 from mrtr_sansio._config import ServerConfig
-from mrtr_sansio._errors import JsonRpcError, LocalProtocolError
+from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError
+from mrtr_sansio._events import RequestReceived
 from mrtr_sansio._mcp.capabilities import capability_paths, missing_capabilities
-from mrtr_sansio._mcp.envelope import SERVER_INFO
+from mrtr_sansio._mcp.envelope import SERVER_INFO, log_allowed
 from mrtr_sansio._mcp.methods import CACHEABLE_METHODS, MRTR_METHODS
+from mrtr_sansio._mcp.mrtr_fields import COMPLETE
+from mrtr_sansio._mcp.session import LegacySession
+from mrtr_sansio._mcp.subscriptions import LISTEN, on_stream, tag
 from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio.tasks._values import EXTENSION as TASKS_EXTENSION
 
 __all__ = [
     "CACHEABLE_METHODS",
+    "DROP",
+    "ID_IN_USE",
     "MODERN_RESULT_FIELDS",
+    "TOO_MANY_IN_FLIGHT",
     "check_input_required",
     "discover_result",
+    "honoured",
     "legacy_result",
     "missing_capability",
+    "modern_result",
+    "notification_params",
     "parse_input_required",
 ]
+
+#: The refusal of a request whose id names one in flight (or cancelled and not yet answered).
+ID_IN_USE = JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use")
+#: The refusal of a request past ``Limits.max_in_flight``.
+TOO_MANY_IN_FLIGHT = JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many requests in flight")
+
+
+class _Drop(enum.Enum):
+    DROP = "drop"
+
+
+#: What :func:`notification_params` returns for a notification that must not go out.
+DROP = _Drop.DROP
+
+
+def modern_result(
+    result: Mapping[str, Any],
+    method: str,
+    rid: Any,
+    server_info: Mapping[str, Any] | None,
+    config: ServerConfig,
+) -> dict[str, Any]:
+    """A handler's complete ``result`` to ``method`` as the modern wire sends it: a
+    ``resultType`` (complete unless the handler said), ``serverInfo`` in ``_meta`` unless the
+    handler gave one, a listen stream's subscription tag, cache hints (SEP-2549)."""
+    out = dict(result)
+    if "resultType" not in out:
+        out["resultType"] = COMPLETE
+    if server_info is not None:
+        meta = out.get("_meta")
+        if meta is None:
+            out["_meta"] = {SERVER_INFO: server_info}
+        elif SERVER_INFO not in meta:
+            out["_meta"] = {**meta, SERVER_INFO: server_info}
+    if method == LISTEN:
+        out["_meta"] = tag(out, rid)["_meta"]
+    elif method in CACHEABLE_METHODS and out["resultType"] == COMPLETE:
+        if "ttlMs" not in out:
+            out["ttlMs"] = config.cache_ttl_ms
+        if "cacheScope" not in out:
+            out["cacheScope"] = config.cache_scope
+    return out
+
+
+def notification_params(
+    method: str,
+    params: Mapping[str, Any] | None,
+    related: bool,
+    request: RequestReceived | None,
+    acknowledged: bool,
+    session: LegacySession | None,
+) -> Mapping[str, Any] | _Drop | None:
+    """The params to send notification ``method`` with, or :data:`DROP`. ``related``: it
+    belongs to a client request, ``request`` when that is still in flight (progress and logs
+    for a request that is over must stop); on a listen stream (``acknowledged`` or not) only
+    the types the client opted in to go, tagged; a log message goes only at the level asked
+    for. Raises :class:`LocalProtocolError` for a notification that may never go."""
+    if related:
+        if request is None:
+            return DROP
+        if request.method == LISTEN:
+            tagged = on_stream(request, acknowledged, method, params)
+            return DROP if tagged is None else tagged
+    if method == "notifications/message" and not log_allowed(params, request, session):
+        return DROP
+    return params
+
+
+def honoured(
+    request: RequestReceived | None, request_id: Any, notifications: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The filter a ``subscriptions/listen`` acknowledgement honours: ``notifications`` (all
+    that was requested when None). Raises :class:`LocalProtocolError` when ``request`` is not
+    an open listen request or the filter names a type the client did not request."""
+    if request is None or request.method != LISTEN:
+        raise LocalProtocolError(f"{request_id!r} is not an open subscriptions/listen request")
+    requested = request.params["notifications"]
+    out = dict(requested) if notifications is None else dict(notifications)
+    if not all(k in requested for k in out):
+        raise LocalProtocolError("acknowledge() may only honour notification types requested")
+    return out
 
 
 #: What only a 2026-07-28 result carries at its top level (``resultType``, a cacheable

@@ -1,9 +1,11 @@
-"""ServerConnection: the server role on both wires.
+"""ServerConnection: the server role on both wires, a thin owner.
 
-Per request, in order: JSON-RPC shape (-32600), HTTP mirror headers when given (-32020), the
-modern envelope (-32602), the protocol version (-32022), legacy-only methods on the modern wire
-(-32601), then for ``tools/call``/``prompts/get``/``resources/read`` the MRTR fields
-(``inputResponses``, ``requestState``; -32602). What survives reaches the application as a
+It owns what lives across messages -- the requests in flight, the cancelled ones, the legacy
+session, the open listen streams, the queues -- and decides with the pure parts beside it:
+:mod:`.modern` checks a modern request, :mod:`.legacy` a legacy one, :mod:`.answers` builds
+what an answer or a notification sends, :mod:`.shim` runs the legacy shim's rounds,
+``tasks._server`` the tasks extension. A request first passes the JSON-RPC shape (-32600) and
+the in-flight bounds; what survives its era's checks reaches the application as a
 :class:`RequestReceived`.
 
 Answers pass one gate (see :meth:`ServerConnection.respond`): a cancelled request gets nothing;
@@ -17,14 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import mrtr_sansio.tasks._server as tasks_part
+from mrtr_sansio import observe
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._connection import ENCODE_ERRORS, Connection, unserializable
-from mrtr_sansio._errors import (
-    ErrorCode,
-    JsonRpcError,
-    LocalProtocolError,
-    RemoteProtocolError,
-)
+from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import (
     NotificationReceived,
     Outgoing,
@@ -35,67 +34,24 @@ from mrtr_sansio._events import (
     RequestReceived,
 )
 from mrtr_sansio._lifecycle import ANSWER_CARRIER, RequestTrigger, ShimTrigger
-from mrtr_sansio._mcp.capabilities import declares_tasks
-from mrtr_sansio._mcp.envelope import (
-    CLIENT_CAPABILITIES,
-    CLIENT_INFO,
-    LOG_LEVEL,
-    LOG_LEVEL_RANK,
-    PROTOCOL_VERSION_KEY,
-    SERVER_INFO,
-    envelope_error,
-    invalid,
-    log_allowed,
-)
-from mrtr_sansio._mcp.methods import LEGACY_ONLY_METHODS, MRTR_METHODS, PARAM_HEADER_METHOD
-from mrtr_sansio._mcp.mrtr_fields import COMPLETE, INPUT_REQUIRED
+from mrtr_sansio._mcp.mrtr_fields import INPUT_REQUIRED
 from mrtr_sansio._mcp.session import LegacySession
-from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, on_stream, tag
+from mrtr_sansio._mcp.subscriptions import ACKNOWLEDGED, LISTEN, tag
 from mrtr_sansio._mcp.values import InputRequiredResult
-from mrtr_sansio._wire.jsonrpc import (
-    NOTIFICATION,
-    REQUEST,
-    answerable,
-    classify,
-    error_message,
-    is_valid_id,
-    notification_message,
-    request_message,
-    result_message,
-)
-from mrtr_sansio.http._facts import HttpRequestFacts, check_headers
-from mrtr_sansio.http._param_headers import check_param_headers
-from mrtr_sansio.observe import (
-    ErrorSent,
-    LegKey,
-    RequestAbandoned,
-    SessionEnded,
-    SessionStarted,
-    connection_key,
-)
-from mrtr_sansio.tasks._machine import TASK_METHOD, TaskLimitError, TaskMachine
-from mrtr_sansio.tasks._server import (
-    TASK_REQUESTS,
-    answer_task_request,
-    detailed,
-    missing_tasks,
-    needs_tasks,
-    required_task_error,
-    settle_task,
-    start_task,
-)
-from mrtr_sansio.tasks._store import TaskStoreError
+from mrtr_sansio._wire import jsonrpc
+from mrtr_sansio._wire.jsonrpc import error_message, is_valid_id, notification_message
+from mrtr_sansio.http._facts import HttpRequestFacts
 from mrtr_sansio.tasks._values import RunAsTask
 
-from . import legacy
+from . import answers, legacy
 from .answers import (
-    CACHEABLE_METHODS,
+    DROP,
     check_input_required,
-    discover_result,
-    legacy_result,
-    missing_capability,
+    modern_result,
+    notification_params,
     parse_input_required,
 )
+from .modern import ModernRequests
 from .observing import answered, leg_ended, leg_sent, refusal, started, traced_leg
 from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
 from .state import StateGate, StateRejectedError
@@ -135,28 +91,19 @@ class ServerConnection(Connection):
         self._server_requests = server_requests
         self._server_info = config.server_info
         self._observer = config.observer
-        self._obs_key = 0 if config.observer is None else connection_key()
+        self._obs_key = 0 if config.observer is None else observe.connection_key()
         self._state = StateGate(config, self._obs_key)
         self._max_in_flight = config.limits.max_in_flight
+        self._max_input_requests = config.limits.max_input_requests
+        # The one record of which client requests are in flight (the shim's runs are a subset).
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
         self._cancelled: dict[Any, None] = {}
         self._session: LegacySession | None = None
         self._shim = LegacyShim(config)
         self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
-        tasks = config.tasks
-        self._tasks = (
-            None
-            if tasks is None
-            else TaskMachine(
-                tasks,
-                config.clock,
-                config.token_hex,
-                config.limits.max_input_requests,
-                config.observer,
-                self._obs_key,
-            )
-        )
+        self._tasks = tasks_part.task_machine(config, self._obs_key)
+        self._modern = ModernRequests(config, self._state, self._tasks)
 
     # --- public API -------------------------------------------------------------------------
 
@@ -225,29 +172,27 @@ class ServerConnection(Connection):
         if event.session is not None:
             self._shim.check_answer(request_id)
         kind = type(result)
-        if kind is dict:
+        if kind is dict or (kind is not InputRequiredResult and isinstance(result, Mapping)):
             if result.get("resultType") == INPUT_REQUIRED:  # type: ignore[union-attr]
                 self._respond_input_required(event, *parse_input_required(result))  # type: ignore[arg-type]
             else:
                 self._respond_complete(event, result)  # type: ignore[arg-type]
-        elif kind is InputRequiredResult:
+        elif kind is InputRequiredResult or isinstance(result, InputRequiredResult):
             self._respond_input_required(event, result)  # type: ignore[arg-type]
         elif isinstance(result, JsonRpcError):
             self._respond_error(event, result)
-        elif isinstance(result, InputRequiredResult):
-            self._respond_input_required(event, result)
-        elif isinstance(result, Mapping):
-            if result.get("resultType") == INPUT_REQUIRED:
-                self._respond_input_required(event, *parse_input_required(result))
-            else:
-                self._respond_complete(event, result)
         elif isinstance(result, RunAsTask):
-            self._respond_task(event, result)
+            made = tasks_part.start_task(self._tasks, event, result)
+            if isinstance(made, JsonRpcError):  # the store refused it
+                self._respond_error(event, made)
+                return
+            task, first_run = made
+            self._respond_complete(event, task.create_result())
+            self._events.append(first_run)
         else:
             raise TypeError(
                 "result must be a mapping, an InputRequiredResult, a RunAsTask or a JsonRpcError, "
-                "not "
-                f"{type(result).__name__}"
+                f"not {type(result).__name__}"
             )
 
     def notify(
@@ -261,22 +206,13 @@ class ServerConnection(Connection):
         Request-scoped notifications (progress, log messages) for a request that is no longer
         in flight are dropped, as the spec requires.
         """
-        if related_request_id is not None:
-            event = self._inflight.get(related_request_id)
-            if event is None:
-                return  # the request is over: progress and logs for it must stop
-            if event.method == LISTEN:
-                params = on_stream(event, related_request_id in self._acknowledged, method, params)
-                if params is None:
-                    return  # the client did not opt in to this notification type
-            elif method == "notifications/message" and not log_allowed(
-                params, event, self._session
-            ):
-                return
-        elif method == "notifications/message" and not log_allowed(params, None, self._session):
-            return
-        msg = notification_message(method, params)
-        self._send(OutgoingNotification, self._encode(msg), msg, related_request_id)
+        related = related_request_id is not None
+        event = self._inflight.get(related_request_id) if related else None
+        acknowledged = related_request_id in self._acknowledged
+        sent = notification_params(method, params, related, event, acknowledged, self._session)
+        if sent is not DROP:
+            msg = notification_message(method, sent)
+            self._send(OutgoingNotification, self._encode(msg), msg, related_request_id)
 
     def acknowledge(
         self, request_id: str | int, notifications: Mapping[str, Any] | None = None
@@ -287,17 +223,11 @@ class ServerConnection(Connection):
         (default: all of it); only notification types in it are sent on the stream afterwards.
         """
         event = self._inflight.get(request_id)
-        if event is None or event.method != LISTEN:
-            raise LocalProtocolError(f"{request_id!r} is not an open subscriptions/listen request")
-        requested = event.params["notifications"]
-        honored = dict(requested) if notifications is None else dict(notifications)
-        if not all(k in requested for k in honored):
-            raise LocalProtocolError("acknowledge() may only honour notification types requested")
+        honored = answers.honoured(event, request_id, notifications)
         if notifications is not None:
-            event.params["notifications"] = honored  # type: ignore[index]
+            event.params["notifications"] = honored  # type: ignore[index,union-attr]
         self._acknowledged.add(request_id)
-        params = tag({"notifications": honored}, request_id)
-        msg = notification_message(ACKNOWLEDGED, params)
+        msg = notification_message(ACKNOWLEDGED, tag({"notifications": honored}, request_id))
         self._send(OutgoingNotification, self._encode(msg), msg, request_id)
 
     def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
@@ -313,8 +243,8 @@ class ServerConnection(Connection):
         """An adapter ended this connection's legacy session without closing a stream (HTTP
         DELETE, idle expiry, eviction): only an observer is told (``SessionEnded``). Cancel
         its requests first; the connection is not used afterwards."""
-        if self._observer is not None and self._session is not None:
-            self._observer.observe(SessionEnded(self.config.clock(), self._obs_key))
+        if self._session is not None:
+            self._tell(observe.SessionEnded)
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
@@ -322,7 +252,7 @@ class ServerConnection(Connection):
 
     def discover_result(self) -> dict[str, Any]:
         """The ``DiscoverResult``: versions, capabilities, instructions, cache hints."""
-        return discover_result(self.config)
+        return answers.discover_result(self.config)
 
     def settle_task(
         self,
@@ -334,7 +264,7 @@ class ServerConnection(Connection):
         as a :class:`RequestReceived`. A task cancelled meanwhile drops the result. When the
         store fails, the outcome is kept and saved again through :meth:`handle_timer`
         (``TaskSettings.settle_attempts``; then the task fails naming the fault)."""
-        rerun = settle_task(self._tasks, request, result, self._encode)
+        rerun = tasks_part.settle_task(self._tasks, request, result, self._encode)
         if rerun is not None:
             self._events.append(rerun)
 
@@ -343,21 +273,22 @@ class ServerConnection(Connection):
         (the params of a ``notifications/tasks``), or None when that caller may not read it
         (unknown, another principal's, expired). Raises
         :class:`~mrtr_sansio.tasks.TaskStoreError` when the store fails."""
-        return detailed(needs_tasks(self._tasks, "detailed_task").find(task_id, principal))
+        machine = tasks_part.needs_tasks(self._tasks, "detailed_task")
+        return tasks_part.detailed(machine.find(task_id, principal))
 
     def detailed_tasks(
         self, task_ids: Sequence[str], principal: str | None = None
     ) -> list[dict[str, Any] | None]:
         """:meth:`detailed_task` for each of ``task_ids`` (strings), in order, read from the
         store in one call when it can (:class:`~mrtr_sansio.tasks.BatchTaskStore`)."""
-        found = needs_tasks(self._tasks, "detailed_tasks").find_many(task_ids, principal)
-        return [detailed(task) for task in found]
+        machine = tasks_part.needs_tasks(self._tasks, "detailed_tasks")
+        return [tasks_part.detailed(task) for task in machine.find_many(task_ids, principal)]
 
     def renew_task(self, task_id: str) -> bool:
         """Extend the lease of a task's run going on in this process (call it more often than
         ``TaskSettings.lease_seconds``); False when the task is no longer running (cancelled,
         failed, gone): stop the run."""
-        return needs_tasks(self._tasks, "renew_task").renew(task_id)
+        return tasks_part.needs_tasks(self._tasks, "renew_task").renew(task_id)
 
     @property
     def unsaved_task_outcomes(self) -> int:
@@ -373,7 +304,7 @@ class ServerConnection(Connection):
                 "ping needs an open legacy session that carries server requests"
             )
         ping_id = self._shim.new_ping()
-        msg = request_message(ping_id, "ping", None)
+        msg = jsonrpc.request_message(ping_id, "ping", None)
         self._send(OutgoingRequest, self._dumps(msg), msg, None, (ping_id,))
         return ping_id
 
@@ -398,140 +329,71 @@ class ServerConnection(Connection):
     def _dispatch(self, msg: Any, context: Any) -> None:
         # A well-formed request with params (every modern one) is recognised here in one pass,
         # with the same test as classify(); everything else is sorted by classify().
+        rid: Any
+        method: Any
+        params: Any
         if type(msg) is dict:
             rid = msg.get("id")
             method = msg.get("method")
             params = msg.get("params")
-            if (
+            fast = (
                 type(params) is dict
                 and type(method) is str
                 and is_valid_id(rid)
                 and msg.get("jsonrpc") == "2.0"
-            ):
-                try:
-                    self._on_request(rid, method, params, context)
-                except RemoteProtocolError as exc:
-                    self._invalid(exc, answer=True, request=msg)
-                return
-        try:
-            kind = classify(msg)
-        except RemoteProtocolError as exc:
-            self._invalid(exc, answer=answerable(msg), request=msg)
-            return
-        if kind == REQUEST:  # without params
+            )
+        else:
+            fast = False
+        if not fast:
             try:
-                self._on_request(msg["id"], msg["method"], {}, context)
+                kind = jsonrpc.classify(msg)
             except RemoteProtocolError as exc:
-                self._invalid(exc, answer=True, request=msg)
-        elif kind == NOTIFICATION:
-            self._on_notification(msg["method"], msg.get("params"))
-        else:  # RESPONSE
-            self._apply(self._shim.on_response(msg))
-
-    def _on_request(self, rid: Any, method: str, params: dict[str, Any], context: Any) -> None:
-        inflight = self._inflight
-        if rid in inflight or rid in self._cancelled:
-            raise RemoteProtocolError(
-                JsonRpcError(ErrorCode.INVALID_REQUEST, "Invalid Request: id is already in use"),
-                rid,
-            )
-        if len(inflight) >= self._max_in_flight:
-            raise RemoteProtocolError(
-                JsonRpcError(ErrorCode.INTERNAL_ERROR, "Too many requests in flight"), rid
-            )
-        meta = params.get("_meta")
-        if type(meta) is dict:
-            version = meta.get(PROTOCOL_VERSION_KEY)
-        elif meta is None:
-            version = None
-        else:
-            raise invalid(rid, "_meta must be an object")
-        if context is None:
-            http, principal = None, self.principal
-        else:
-            http, principal = context
-            if principal is None:
-                principal = self.principal
-        if version is None:
-            self._on_legacy_request(rid, method, params, meta, http, principal)
-            return
-        tasks = self._tasks
-        # the modern checks, in the order conformance pins (the module docstring); a version
-        # came from _meta, so _meta is a dict
-        assert meta is not None
-        info = meta.get(CLIENT_INFO)
-        level = meta.get(LOG_LEVEL)
-        capabilities = meta.get(CLIENT_CAPABILITIES)
-        if not (
-            type(capabilities) is dict
-            and type(version) is str
-            and (info is None or type(info) is dict)
-            and (level is None or (type(level) is str and level in LOG_LEVEL_RANK))
-        ):
-            raise envelope_error(rid, meta)
-        if http is not None:
-            check_headers(http, rid, method, params, version)
-            mirrored_params = self.config.param_headers
-            if method == PARAM_HEADER_METHOD and mirrored_params:
-                name = params.get("name")
-                mirrored = mirrored_params.get(name) if type(name) is str else None
-                if mirrored:
-                    check_param_headers(http, rid, params.get("arguments"), mirrored)
-        if version not in self.config.supported_versions:
-            raise RemoteProtocolError(
-                JsonRpcError.unsupported_version(
-                    [*self.config.supported_versions, *self.config.legacy_versions], version
-                ),
-                rid,
-            )
-        state: Any = None
-        round_: int | None = 1
-        carried = None
-        if method in MRTR_METHODS:
-            if tasks is not None and method == TASK_METHOD:
-                refused = required_task_error(tasks, rid, params, capabilities, legacy=False)
-                if refused is not None:
-                    raise refused
-            if "inputResponses" in params or "requestState" in params:
-                try:
-                    state, round_, carried = self._state.read(rid, method, params, principal)
-                except StateRejectedError as exc:
-                    self._events.append(exc.event)
-                    raise
-        elif method in LEGACY_ONLY_METHODS:
-            raise RemoteProtocolError(JsonRpcError.method_not_found(method), rid)
-        elif method == LISTEN:
-            wanted = params.get("notifications")
-            if type(wanted) is not dict:
-                raise invalid(rid, "subscriptions/listen: notifications must be an object")
-            if tasks is not None and "taskIds" in wanted and not declares_tasks(capabilities):
-                raise missing_tasks(rid)
-        elif method in TASK_REQUESTS and tasks is not None:
-            result, found, caused = answer_task_request(
-                tasks,
-                rid,
-                method,
-                params,
-                capabilities,
-                principal,
-                self._limits.max_input_responses,
-            )
+                self._invalid(exc, answer=jsonrpc.answerable(msg), request=msg)
+                return
+            if kind == jsonrpc.NOTIFICATION:
+                self._on_notification(msg["method"], msg.get("params"))
+                return
+            if kind != jsonrpc.REQUEST:
+                self._apply(self._shim.on_response(msg))
+                return
+            rid, method, params = msg["id"], msg["method"], {}  # a request without params
+        try:  # the request: the in-flight bounds, its era's checks, then it is recorded
+            inflight = self._inflight
+            if rid in inflight or rid in self._cancelled:
+                raise RemoteProtocolError(answers.ID_IN_USE, rid)
+            if len(inflight) >= self._max_in_flight:
+                raise RemoteProtocolError(answers.TOO_MANY_IN_FLIGHT, rid)
+            if context is None:
+                http, principal = None, self.principal
+            else:
+                http, principal = context
+                if principal is None:
+                    principal = self.principal
+            try:
+                admitted = self._modern.admit(rid, method, params, http, principal)
+            except StateRejectedError as exc:
+                self._events.append(exc.event)
+                raise
+            if admitted is None:  # no protocol version in _meta: the legacy wire
+                meta = params.get("_meta")
+                self._on_legacy_request(rid, method, params, meta, http, principal)
+                return
+            state, round_, carried, answer = admitted
+            event = RequestReceived(rid, method, params, None, state, round_, principal)
+            inflight[rid] = event
+            if method == "server/discover" and self.config.answer_discovery:  # never a task
+                answer = answers.discover_result(self.config), None
+            elif self._observer is not None:
+                self._tell(started, event, carried, self.transport)
+            if answer is None:
+                self._events.append(event)
+                return
+            result, caused = answer  # a tasks/* request, answered from the store, or discovery
             if caused is not None:
                 self._events.append(caused)
-            event = RequestReceived(rid, method, params, None, None, None, principal)
-            inflight[rid] = event
-            if self._observer is not None:
-                self._observe_start(event, found)
             self._respond_complete(event, result)
-            return
-        event = RequestReceived(rid, method, params, None, state, round_, principal)
-        inflight[rid] = event
-        if method == "server/discover" and self.config.answer_discovery:
-            self._respond_complete(event, discover_result(self.config))
-            return
-        if self._observer is not None:
-            self._observe_start(event, carried)
-        self._events.append(event)
+        except RemoteProtocolError as exc:
+            self._invalid(exc, answer=True, request=msg)
 
     def _on_legacy_request(
         self,
@@ -544,24 +406,24 @@ class ServerConnection(Connection):
     ) -> None:
         """A request without the modern envelope: initialize, or one in a legacy session."""
         config = self.config
+        session = self._session
         event = legacy.receive(
-            config, self._session, self._tasks, rid, method, params, meta, http, principal
+            config, session, self._tasks, rid, method, params, meta, http, principal
         )
         if not isinstance(event, RequestReceived):  # ping, logging/setLevel: answered here
             if event is not None:
-                self._session.log_level = event  # type: ignore[union-attr]
-            msg = result_message(rid, {})
+                session.log_level = event  # type: ignore[union-attr]
+            msg = jsonrpc.result_message(rid, {})
             self._send(OutgoingResult, self._dumps(msg), msg, rid)
             return
         self._inflight[rid] = event
         if event.method == "initialize":
             session = self._session = event.session
             if config.answer_discovery:
-                result = legacy.initialize_result(config, session, session.protocol_version)  # type: ignore[union-attr]
-                self._respond_complete(event, result)
+                self._respond_complete(event, legacy.initialize_result(config, session))
                 return
-        elif self._observer is not None:
-            self._observe_start(event, None)
+        else:
+            self._tell(started, event, None, self.transport)
         self._events.append(event)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
@@ -585,20 +447,13 @@ class ServerConnection(Connection):
         cancelled[rid] = None
         if len(cancelled) > self._limits.max_in_flight:
             del cancelled[next(iter(cancelled))]
-        if self._observer is not None:
-            self._observer.observe(
-                RequestAbandoned(self.config.clock(), self._obs_key, rid, "cancelled")
-            )
+        self._tell(observe.RequestAbandoned, rid, "cancelled")
         self._events.append(RequestCancelled(rid, reason if isinstance(reason, str) else None))
 
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool, request: Any = None) -> None:
         super()._invalid(exc, answer=answer)
-        if answer and self._observer is not None:
-            self._observer.observe(
-                refusal(
-                    self.config.clock(), self._obs_key, request, exc, self._session, self.transport
-                )
-            )
+        if answer:
+            self._tell(refusal, request, exc, self._session, self.transport)
 
     def _refusal_relates_to(self, request_id: Any) -> Any:
         # A refused message whose id names a request still open (a duplicate id) is not part
@@ -609,61 +464,36 @@ class ServerConnection(Connection):
         return request_id
 
     def _on_close(self) -> None:
-        for rid in self._shim.abandon_all():
+        # Requests waiting for the client's input can never be answered now; the others are
+        # the application's until it answers (the answer goes nowhere).
+        waiting = [rid for rid in self._inflight if self._shim.waiting(rid)]
+        self._shim.abandon_all()
+        for rid in waiting:
             del self._inflight[rid]
-            if self._observer is not None:
-                self._observer.observe(
-                    RequestAbandoned(self.config.clock(), self._obs_key, rid, "closed")
-                )
-        if self._observer is not None and self._session is not None:
-            self._observer.observe(SessionEnded(self.config.clock(), self._obs_key))
+            self._tell(observe.RequestAbandoned, rid, "closed")
+        if self._session is not None:
+            self._tell(observe.SessionEnded)
 
     # --- send path --------------------------------------------------------------------------
 
     def _respond_complete(self, event: RequestReceived, result: Mapping[str, Any]) -> None:
         rid = event.request_id
         session = event.session
-        if session is not None:
-            legacy_out = legacy_result(result)
-            self._emit(_RESULT, rid, legacy_out)
-            self._shim.finish(rid, ShimTrigger.RESULT)
-            if event.method == "initialize":
-                if self._observer is not None:
-                    self._observer.observe(
-                        SessionStarted(
-                            self.config.clock(),
-                            self._obs_key,
-                            "server",
-                            session.protocol_version,
-                            self.transport,
-                        )
-                    )
-                opened = legacy.session_opened(session, legacy_out)
-                session.protocol_version = opened.protocol_version
-                self._events.append(opened)
+        if session is None:
+            if event.method == LISTEN:
+                self._acknowledged.discard(rid)
+            out = modern_result(result, event.method, rid, self._server_info, self.config)
+            self._emit(_RESULT, rid, out)
             return
-        if event.method == LISTEN:
-            self._acknowledged.discard(rid)
-        # the modern wire's decoration: resultType (complete unless the handler said),
-        # serverInfo unless the handler gave one, the listen tag, cache hints (SEP-2549)
-        out = dict(result)
-        if "resultType" not in out:
-            out["resultType"] = COMPLETE
-        info = self._server_info
-        if info is not None:
-            meta = out.get("_meta")
-            if meta is None:
-                out["_meta"] = {SERVER_INFO: info}
-            elif SERVER_INFO not in meta:
-                out["_meta"] = {**meta, SERVER_INFO: info}
-        if event.method == LISTEN:
-            out["_meta"] = tag(out, rid)["_meta"]
-        elif event.method in CACHEABLE_METHODS and out["resultType"] == COMPLETE:
-            if "ttlMs" not in out:
-                out["ttlMs"] = self.config.cache_ttl_ms
-            if "cacheScope" not in out:
-                out["cacheScope"] = self.config.cache_scope
-        self._emit(_RESULT, rid, out)
+        legacy_out = answers.legacy_result(result)
+        self._emit(_RESULT, rid, legacy_out)
+        self._shim.finish(rid, ShimTrigger.RESULT)
+        if event.method == "initialize":
+            version = session.protocol_version
+            self._tell(observe.SessionStarted, "server", version, self.transport)
+            opened = legacy.session_opened(session, legacy_out)
+            session.protocol_version = opened.protocol_version
+            self._events.append(opened)
 
     def _emit(self, carrier: type[Outgoing], rid: Any, result: Mapping[str, Any]) -> None:
         """Queue the success response to ``rid`` (as ``carrier``, the item the table says the
@@ -678,13 +508,10 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._send(carrier, data, msg, rid)
         if self._observer is not None:
-            self._observer.observe(answered(self.config.clock(), self._obs_key, rid, result))
+            self._tell(answered, rid, result)
 
     def _respond_error(
-        self,
-        event: RequestReceived,
-        error: JsonRpcError,
-        carrier: type[Outgoing] = _ERROR,
+        self, event: RequestReceived, error: JsonRpcError, carrier: type[Outgoing] = _ERROR
     ) -> None:
         rid = event.request_id
         self._acknowledged.discard(rid)
@@ -693,89 +520,57 @@ class ServerConnection(Connection):
         del self._inflight[rid]
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._send(carrier, data, msg, rid, (error,))
-        if self._observer is not None:
-            self._observer.observe(
-                ErrorSent(self.config.clock(), self._obs_key, rid, error.code, error.message)
-            )
+        self._tell(observe.ErrorSent, rid, error.code, error.message)
         if event.session is not None and event.method == "initialize":
             self._session = None  # the handshake failed: the client may try again
 
     def _respond_input_required(
-        self,
-        event: RequestReceived,
-        ir: InputRequiredResult,
-        meta: Mapping[str, Any] | None = None,
+        self, event: RequestReceived, ir: InputRequiredResult, meta: Mapping[str, Any] | None = None
     ) -> None:
-        check_input_required(event.method, ir, self._limits.max_input_requests, self._state.seals)
+        check_input_required(event.method, ir, self._max_input_requests, self._state.seals)
         if event.session is not None:
-            if not (self.config.legacy_shim and self._server_requests):
-                self._respond_error(
-                    event,
-                    JsonRpcError.internal(
-                        "The handler needs client input, which this server can only request "
-                        "on the 2026-07-28 protocol (input_required result)"
-                    ),
-                )
-                return
             session = self._session
-            hold = session is not None and not session.initialized
-            self._apply(self._shim.start_round(event, ir, self._encode, hold))
-            return
-        if ir.input_requests and not ir.allowed_by(event.client_capabilities):
-            missing = missing_capability(ir, event.client_capabilities)
+            if not (self.config.legacy_shim and self._server_requests):
+                self._respond_error(event, legacy.NO_SHIM)
+            else:
+                hold = session is not None and not session.initialized
+                self._apply(self._shim.start_round(event, ir, self._encode, hold))
+        elif ir.input_requests and not ir.allowed_by(event.client_capabilities):
+            missing = answers.missing_capability(ir, event.client_capabilities)
             self._respond_error(event, missing, _MISSING_CAPABILITY)
-            return
-        state = self._state.write(event, ir.request_state)
-        wire = ir.to_wire(state, meta, self._server_info)
-        self._emit(_INPUT_REQUIRED, event.request_id, wire)
+        else:
+            state = self._state.write(event, ir.request_state)
+            wire = ir.to_wire(state, meta, self._server_info)
+            self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
-    def _respond_task(self, event: RequestReceived, run: RunAsTask) -> None:
-        """Make ``event`` a task: store it, answer ``CreateTaskResult``, queue its first run."""
-        try:
-            task, first_run = start_task(self._tasks, event, run)
-        except (TaskLimitError, TaskStoreError) as exc:
-            self._respond_error(event, JsonRpcError.internal(str(exc)))
-            return
-        self._respond_complete(event, task.create_result())
-        self._events.append(first_run)
-
-    # --- the observer (only called when one is configured) -----------------------------------
-
-    def _observe_start(self, event: RequestReceived, carried: Mapping[str, str] | None) -> None:
-        """Tell the observer a request reached the handler (a round, or a legacy request)."""
-        assert self._observer is not None
-        at = self.config.clock()
-        self._observer.observe(started(at, self._obs_key, event, carried, self.transport))
-
-    # --- what the legacy shim asks for --------------------------------------------------------
+    def _tell(self, fact: Any, *args: Any) -> None:
+        """Give the observer, if there is one, the fact ``fact`` builds now (the hot paths ask
+        for one first, to skip the call)."""
+        if self._observer is not None:
+            self._observer.observe(fact(self.config.clock(), self._obs_key, *args))
 
     def _apply(self, actions: list[ShimAction]) -> None:
-        """Carry out the shim's actions, in order."""
+        """Carry out the legacy shim's actions, in order."""
         for action in actions:
             if isinstance(action, SendRequest):
                 observer = self._observer
                 if observer is None:
                     self._send(*action.item)
                 else:  # the leg goes out with the trace keys the observer carries for it
-                    key = self._obs_key
-                    observer.observe(leg_sent(self.config.clock(), key, action))
-                    carry = observer.carry(key, LegKey(action.leg_id))
+                    self._tell(leg_sent, action)
+                    carry = observer.carry(self._obs_key, observe.LegKey(action.leg_id))
                     self._send(*traced_leg(action.item, carry, self._dumps))
             elif isinstance(action, LegEnded):
-                if self._observer is not None:
-                    at = self.config.clock()
-                    self._observer.observe(leg_ended(at, self._obs_key, action))
+                self._tell(leg_ended, action)
             elif isinstance(action, CancelLeg):
                 msg = notification_message(
                     "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}
                 )
                 self._send(OutgoingNotification, self._dumps(msg), msg, action.related_request_id)
-            elif isinstance(action, Replay):
+            elif isinstance(action, Replay):  # the request's next run replaces its record
                 self._inflight[action.event.request_id] = action.event
                 self._events.append(action.event)
-            elif isinstance(action, Fail):
-                # The shim forgot the run before asking: answering does not re-enter it
-                # (finish() finds nothing).
+            elif isinstance(action, Fail):  # the shim forgot the run: finish() finds nothing
                 self._respond_error(self._inflight[action.request_id], action.error)
             else:
                 self._events.append(action.event)

@@ -34,6 +34,7 @@ from mrtr_sansio.tasks._server import required_task_error
 from .state import MRTR_FIELDS
 
 __all__ = [
+    "NO_SHIM",
     "check_header",
     "initialize_result",
     "on_initialize",
@@ -42,6 +43,12 @@ __all__ = [
     "session_opened",
     "unsessioned",
 ]
+
+#: The answer to a legacy request whose handler needs input where the shim cannot run.
+NO_SHIM = JsonRpcError.internal(
+    "The handler needs client input, which this server can only request on the 2026-07-28 "
+    "protocol (input_required result)"
+)
 
 
 def check_header(

@@ -21,6 +21,10 @@ The shim is a pure part of the :class:`~mrtr_sansio.ServerConnection` that owns 
 its runs and legs and nothing else, and every call returns the actions the connection applies,
 in order (:class:`SendRequest`, :class:`CancelLeg`, :class:`Replay`, :class:`Fail`,
 :class:`Emit`). It never calls back into the connection, so no failure path re-enters it.
+Which requests are in flight is the connection's record alone: a run exists only for a request
+in flight, the connection tells the shim when one ends (:meth:`LegacyShim.finish`,
+:meth:`~LegacyShim.abandon`, :meth:`~LegacyShim.abandon_all`) and asks which wait for the
+client (:meth:`~LegacyShim.waiting`); the shim never decides that a request leaves.
 """
 
 from __future__ import annotations
@@ -422,16 +426,19 @@ class LegacyShim:
         run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CANCELLED)
         return actions
 
-    def abandon_all(self) -> list[Any]:
-        """The stream closed: forget everything; returns the requests that were waiting for
-        the client (nothing can answer them any more)."""
-        waiting = [rid for rid, run in self._runs.items() if run.phase in _WAITING]
+    def waiting(self, request_id: Any) -> bool:
+        """Whether request ``request_id`` waits for the client (its legs held or sent), so
+        that its handler cannot answer it now."""
+        run = self._runs.get(request_id)
+        return run is not None and run.phase in _WAITING
+
+    def abandon_all(self) -> None:
+        """The stream closed: forget every run, leg and ping."""
         for run in self._runs.values():
             self._cancel_legs(run, None)
             run.phase = LEGACY_SHIM.step(run.phase, ShimTrigger.CLOSED)
         self._runs.clear()
         self._pings.clear()
-        return waiting
 
     # --- timers and pings -------------------------------------------------------------------
 

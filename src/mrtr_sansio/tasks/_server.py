@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import JsonRpcError, LocalProtocolError, RemoteProtocolError
 from mrtr_sansio._events import Event, RequestReceived
 from mrtr_sansio._mcp.capabilities import declares_tasks
@@ -34,10 +35,26 @@ __all__ = [
     "required_task_error",
     "settle_task",
     "start_task",
+    "task_machine",
 ]
 
 #: ``requiredCapabilities`` of every -32021 the extension causes.
 REQUIRED: dict[str, Any] = {"extensions": {EXTENSION: {}}}
+
+
+def task_machine(config: ServerConfig, observer_key: int) -> TaskMachine | None:
+    """The task machine of a server connection serving ``config`` (None without tasks)."""
+    settings = config.tasks
+    if settings is None:
+        return None
+    return TaskMachine(
+        settings,
+        config.clock,
+        config.token_hex,
+        config.limits.max_input_requests,
+        config.observer,
+        observer_key,
+    )
 
 
 def missing_tasks(rid: Any) -> RemoteProtocolError:
@@ -120,11 +137,11 @@ def answer_task_request(
 
 def start_task(
     machine: TaskMachine | None, event: RequestReceived, run: RunAsTask
-) -> tuple[Task, RequestReceived]:
+) -> tuple[Task, RequestReceived] | JsonRpcError:
     """Make ``event`` a task (a handler answered :class:`RunAsTask`): the stored task and the
-    request of its first run, for the connection to answer and queue. Raises
-    :class:`LocalProtocolError` when the server or the request cannot have a task, and
-    :class:`TaskLimitError`/:class:`TaskStoreError` from the store."""
+    request of its first run, for the connection to answer and queue, or the -32603 to answer
+    when the store fails or is full. Raises :class:`LocalProtocolError` when the server or the
+    request cannot have a task."""
     if machine is None:
         raise LocalProtocolError("RunAsTask needs the tasks extension (ServerConfig.tasks)")
     if not event.can_create_task:
@@ -134,7 +151,10 @@ def start_task(
         )
     if machine.settings.support(event.name) is TaskSupport.FORBIDDEN:
         raise LocalProtocolError(f"tool {event.name!r} may not run as a task (TaskSettings.tools)")
-    return machine.create(event, run)
+    try:
+        return machine.create(event, run)
+    except (TaskLimitError, TaskStoreError) as exc:
+        return JsonRpcError.internal(str(exc))
 
 
 def settle_task(
