@@ -135,10 +135,11 @@ class Server:
                     await self._answer(request, self._runner.admit(result))
                 self._flush()
         finally:  # a cancellation goes on to the runner's scope, which ends it
-            if rid in self._dropped:  # its stream's reader was too slow (_too_slow)
-                self._tear_down(rid)
-                self._dropped.discard(rid)
-            self._listens.discard(rid)
+            if rid in self._listens:  # ids in flight are unique: this is the listen itself
+                if rid in self._dropped:  # its stream's reader was too slow (_too_slow)
+                    self._tear_down(rid)
+                    self._dropped.discard(rid)
+                self._listens.discard(rid)
             if self._jobs.get(rid) is job:
                 del self._jobs[rid]
 
