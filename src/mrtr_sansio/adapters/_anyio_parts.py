@@ -182,8 +182,9 @@ class Writer:
                 self._hold(data[written:])
         elif self._busy and self._limit < math.inf:
             self._hold(self._pending())
-        self._woken = True  # until the task runs: what comes next waits for it
-        self._wakeup.set()
+        if not self._woken:  # else the task has yet to look at what is pending: it will
+            self._woken = True  # until the task runs: what comes next waits for it
+            self._wakeup.set()
 
     def _hold(self, data: bytes) -> None:
         if not data:
