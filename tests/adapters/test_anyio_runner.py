@@ -1,7 +1,7 @@
 """The async adapter's handler runner and its writer's direct writes, on asyncio and on trio:
 handlers that answer at once share a task, one that waits gets a task of its own and holds up
-no other, each runs in its own context and can be cancelled; the writer writes an answer as it
-is made and leaves to its task only what the descriptor does not take."""
+no other, each runs in its own context and can be cancelled through its job; the writer writes
+an answer as it is made and leaves to its task only what the descriptor does not take."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import anyio
 import pytest
 from stream_harness import TIMEOUT
 
-from mrtr_sansio.adapters._anyio_parts import Runner, Writer
+from mrtr_sansio.adapters._anyio_parts import Job, Runner, Writer
 from mrtr_sansio.adapters.anyio import StdioStream
 
 BACKENDS = ["asyncio", "trio"]
@@ -162,6 +162,72 @@ def test_runner_cancels_and_fails_like_a_task(backend: str) -> None:
 
     run(backend, lambda: failing(fails_at_once, RuntimeError))
     run(backend, lambda: failing(fails_later, LookupError))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_runner_jobs_cancel_their_coroutine_alone(backend: str) -> None:
+    """A job cancelled while its coroutine waits ends that coroutine only (the one after it in
+    the queue and the ones that answered at once are untouched); one cancelled during its first
+    step is cancelled at its first wait; a cancel scope the coroutine entered in its first step
+    nests in the runner's and exits cleanly; and the flag tells a queued coroutine that it was
+    cancelled before it ran."""
+    log: list[str] = []
+    release = anyio.Event()
+
+    async def waits(name: str) -> None:
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            log.append(f"{name} cancelled")
+            raise
+
+    async def cancels_itself(job_box: list[Job]) -> None:
+        job_box[0].cancel()
+        try:
+            await anyio.sleep(0)
+        except anyio.get_cancelled_exc_class():
+            log.append("self cancelled")
+            raise
+        log.append("self not cancelled")
+
+    async def own_scope() -> None:
+        with anyio.move_on_after(0.01) as scope:
+            await anyio.sleep_forever()
+        log.append(f"own scope ended {scope.cancelled_caught}")
+
+    async def survives() -> None:
+        await release.wait()
+        log.append("survivor ran")
+
+    async def at_once(job: Job) -> None:
+        log.append(f"at once {job.cancelled}")
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            runner = Runner(group)
+            runner.start(at_once, Job())
+            first = runner.start(waits, "first")
+            box: list[Job] = []
+            box.append(runner.start(cancels_itself, box))
+            runner.start(own_scope)
+            runner.start(survives)
+            late = Job()
+            late.cancel()  # before it runs: the coroutine sees the flag
+            runner.start(at_once, late, job=late)
+            await anyio.wait_all_tasks_blocked()
+            first.cancel()
+            await anyio.sleep(0.05)
+            release.set()
+        assert sorted(log) == [
+            "at once False",
+            "at once True",
+            "first cancelled",
+            "own scope ended True",
+            "self cancelled",
+            "survivor ran",
+        ]
+
+    run(backend, main)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -20,7 +20,7 @@ import anyio.lowlevel
 from ._common import READ_SIZE
 from ._loop import TimedDriver
 
-__all__ = ["GONE", "Runner", "StdioStream", "Timer", "Writer", "receive"]
+__all__ = ["GONE", "Job", "Runner", "StdioStream", "Timer", "Writer", "receive"]
 
 #: What ends a stream's input or output for us: the peer closed, reset or went away.
 GONE = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
@@ -182,8 +182,9 @@ class Writer:
                 self._hold(data[written:])
         elif self._busy and self._limit < math.inf:
             self._hold(self._pending())
-        self._woken = True  # until the task runs: what comes next waits for it
-        self._wakeup.set()
+        if not self._woken:  # else the task has yet to look at what is pending: it will
+            self._woken = True  # until the task runs: what comes next waits for it
+            self._wakeup.set()
 
     def _hold(self, data: bytes) -> None:
         if not data:
@@ -276,6 +277,25 @@ async def receive(stream: anyio.abc.ByteReceiveStream) -> bytes:
         return b""
 
 
+class Job:
+    """A coroutine started with :meth:`Runner.start`, to be cancelled: :meth:`cancel` marks it
+    (the coroutine asks :attr:`cancelled` before it starts its work) and, once it waits,
+    cancels the scope of the task it waits in."""
+
+    __slots__ = ("_scope", "cancelled")
+
+    def __init__(self) -> None:
+        #: Whether :meth:`cancel` was called.
+        self.cancelled = False
+        self._scope: anyio.CancelScope | None = None  # the runner task's, once it waits there
+
+    def cancel(self) -> None:
+        """Cancel the coroutine: its next wait raises the library's cancellation."""
+        self.cancelled = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+
 class Runner:
     """Runs coroutines in a task group without a task for each one that never waits.
 
@@ -286,6 +306,11 @@ class Runner:
     takes over the queue. So a slow handler never holds up another, and each waiting handler
     still runs in a task of the group (cancel scopes, ``anyio.current_task``), at the cost of
     a task start only for handlers that wait.
+
+    Each runner task runs in one cancel scope, entered before its first coroutine starts (so
+    the scopes a coroutine enters nest in it): it becomes the scope of the coroutine that waits
+    there, which its :class:`Job` cancels. A coroutine that never waits cannot be cancelled
+    while it runs, so it needs no scope of its own, and a batch of them costs one.
     """
 
     __slots__ = ("_group", "_queue", "_running")
@@ -293,33 +318,48 @@ class Runner:
     def __init__(self, group: anyio.abc.TaskGroup) -> None:
         self._group = group
         self._queue: deque[
-            tuple[contextvars.Context, Callable[..., Coroutine[Any, Any, object]], tuple[Any, ...]]
+            tuple[
+                contextvars.Context,
+                Job,
+                Callable[..., Coroutine[Any, Any, object]],
+                tuple[Any, ...],
+            ]
         ] = deque()
         self._running = False  # a runner task is started and has not handed the queue over
 
-    def start(self, func: Callable[..., Coroutine[Any, Any, object]], *args: Any) -> None:
-        """Run ``func(*args)`` soon (in the order started)."""
-        self._queue.append((contextvars.copy_context(), func, args))
+    def start(
+        self, func: Callable[..., Coroutine[Any, Any, object]], *args: Any, job: Job | None = None
+    ) -> Job:
+        """Run ``func(*args)`` soon (in the order started); the :class:`Job` (``job``, or a new
+        one) cancels it."""
+        if job is None:
+            job = Job()
+        self._queue.append((contextvars.copy_context(), job, func, args))
         if not self._running:
             self._running = True
             self._group.start_soon(self._run)
+        return job
 
     async def _run(self) -> None:
         queue = self._queue
-        while queue:
-            context, func, args = queue.popleft()
-            coro: Coroutine[Any, Any, object] = context.run(func, *args)
-            try:
-                step = context.run(coro.send, None)
-            except StopIteration:
-                continue
-            except BaseException:
-                self._hand_over()
-                raise
-            self._hand_over()  # this one waits: the others go on in another task
-            await _resume(context, coro, step)
-            return
-        self._running = False
+        with anyio.CancelScope() as scope:
+            while queue:
+                context, job, func, args = queue.popleft()
+                coro: Coroutine[Any, Any, object] = context.run(func, *args)
+                try:
+                    step = context.run(coro.send, None)
+                except StopIteration:
+                    continue
+                except BaseException:
+                    self._hand_over()
+                    raise
+                self._hand_over()  # this one waits: the others go on in another task
+                job._scope = scope
+                if job.cancelled:  # during its first step
+                    scope.cancel()
+                await _resume(context, coro, step)
+                return
+            self._running = False
 
     def _hand_over(self) -> None:
         if self._queue:

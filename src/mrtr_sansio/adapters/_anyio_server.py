@@ -1,6 +1,7 @@
 """The anyio stream server (:func:`mrtr_sansio.adapters.anyio.serve`): one stream's reader,
-writer and timer tasks, its handlers each in a cancel scope, its task runs, and the end of its
-listen streams when the reader is too slow (see that module's docstring)."""
+writer and timer tasks, its handlers each cancelled through its :class:`Job`, its task runs,
+and the end of its listen streams when the reader is too slow (see that module's
+docstring)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from mrtr_sansio import RequestReceived, ServerConnection
 from mrtr_sansio._mcp.subscriptions import CANCELLED, LISTEN
 from mrtr_sansio.tasks import RoundRunner
 
-from ._anyio_parts import GONE, Runner, Timer, Writer, receive
+from ._anyio_parts import GONE, Job, Runner, Timer, Writer, receive
 from ._common import Handler, HandlerResult, RequestContext, call_handler, log
 from ._loop import StreamServer, answer
 from ._slow_reader import STREAM_QUEUE_BYTES, log_dropped, too_slow
@@ -51,7 +52,7 @@ class Server:
         self._stream = stream
         self._driver = StreamServer(conn, self._start, self._cancel)
         self._handlers: Runner | None = None
-        self._scopes: dict[str | int, anyio.CancelScope] = {}  # request id -> its handler's
+        self._jobs: dict[str | int, Job] = {}  # request id -> its handler's
         self._listens: set[str | int] = set()  # ids of the subscriptions/listen handlers running
         self._dropped: set[str | int] = set()  # of those, the ones to answer "too slow"
         self._queue_limit = queue_limit
@@ -110,37 +111,37 @@ class Server:
         if request.task_id is not None and self._runner is not None:
             self._runner.start(request)  # a task's run: in the pool, on its own connection
             return
-        scope = self._scopes[request.request_id] = anyio.CancelScope()
+        job = self._jobs[request.request_id] = Job()
         if request.method == LISTEN:
             self._listens.add(request.request_id)
-        self._handlers.start(self._run_handler, request, scope)
+        self._handlers.start(self._run_handler, request, job, job=job)
 
     def _cancel(self, request_id: str | int) -> None:
-        scope = self._scopes.pop(request_id, None)
-        if scope is not None:
-            scope.cancel()
+        job = self._jobs.pop(request_id, None)
+        if job is not None:
+            job.cancel()
         elif self._runner is not None and type(request_id) is str:
             self._runner.cancel(request_id)  # a task's run (tasks/cancel)
 
-    async def _run_handler(self, request: RequestReceived, scope: anyio.CancelScope) -> None:
+    async def _run_handler(self, request: RequestReceived, job: Job) -> None:
         rid = request.request_id
         try:
-            if not scope.cancel_called:  # else cancelled before it could start: never run it
-                with scope:
-                    ctx = RequestContext(self._conn, request, self._flush, self._sleep)
-                    result = await call_handler(self._handler, ctx)
-                    if self._runner is None:
-                        self._driver.answer(request, result)
-                    else:
-                        await self._answer(request, self._runner.admit(result))
-                    self._flush()
-            if rid in self._dropped:  # its stream's reader was too slow (_too_slow)
-                self._tear_down(rid)
-        finally:
-            self._dropped.discard(rid)
-            self._listens.discard(rid)
-            if self._scopes.get(rid) is scope:
-                del self._scopes[rid]
+            if not job.cancelled:  # else cancelled before it could start: never run it
+                ctx = RequestContext(self._conn, request, self._flush, self._sleep)
+                result = await call_handler(self._handler, ctx)
+                if self._runner is None:
+                    self._driver.answer(request, result)
+                else:
+                    await self._answer(request, self._runner.admit(result))
+                self._flush()
+        finally:  # a cancellation goes on to the runner's scope, which ends it
+            if rid in self._listens:  # ids in flight are unique: this is the listen itself
+                if rid in self._dropped:  # its stream's reader was too slow (_too_slow)
+                    self._tear_down(rid)
+                    self._dropped.discard(rid)
+                self._listens.discard(rid)
+            if self._jobs.get(rid) is job:
+                del self._jobs[rid]
 
     def _tear_down(self, rid: str | int) -> None:
         """End listen stream ``rid`` as the spec has a server tear one down on stdio: with
@@ -153,11 +154,11 @@ class Server:
         """The reader left more than the queue limit unread: tear down its listen streams
         (the output no request of its own bounds)."""
         for rid in self._listens - self._dropped:
-            scope = self._scopes.get(rid)
-            if scope is not None:
+            job = self._jobs.get(rid)
+            if job is not None:
                 log_dropped(log, LISTEN, rid, self._queue_limit)
                 self._dropped.add(rid)
-                scope.cancel()
+                job.cancel()
 
     async def _answer(self, request: RequestReceived, result: HandlerResult) -> None:
         """Answer ``request`` (a new task refused while the pool is full), in a worker thread
