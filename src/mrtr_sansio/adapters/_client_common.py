@@ -1,7 +1,7 @@
 """What every client adapter shares above its loop: the application API (the requests, and
 what a client tells about its server). The callbacks and options are in
 :mod:`~mrtr_sansio.adapters._client_options`, the exceptions in ``_client_errors``, the IO-free
-driver in :mod:`~mrtr_sansio.adapters._loop`; they are re-exported here, where the client
+driver in :mod:`~mrtr_sansio.adapters._client_driver`; they are re-exported here, where the client
 adapters have always found them.
 """
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from mrtr_sansio import ClientConnection, Era
 
+from ._client_driver import ClientDriver
 from ._client_errors import (
     CallFailedError,
     ClientError,
@@ -32,7 +33,6 @@ from ._client_options import (
     call_hook,
     client_config,
 )
-from ._loop import ClientDriver
 
 __all__ = [
     "SHUTDOWN_TIMEOUT",
