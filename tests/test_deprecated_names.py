@@ -16,3 +16,12 @@ def test_protocol_version_is_the_meta_key_under_its_old_name() -> None:
 def test_an_unknown_name_is_still_an_attribute_error() -> None:
     with pytest.raises(AttributeError):
         protocol.NO_SUCH_NAME  # noqa: B018
+
+
+def test_stream_server_is_the_server_driver_under_its_old_name() -> None:
+    import mrtr_sansio.adapters as adapters
+
+    with pytest.warns(DeprecationWarning, match="ServerDriver"):
+        old = adapters.StreamServer
+    assert old is adapters.ServerDriver
+    assert "StreamServer" not in adapters.__all__

@@ -1084,13 +1084,13 @@ def test_progress_and_log_messages_must_not_be_sent_on_a_task_listen_stream() ->
 
 
 def test_stream_servers_run_tasks_and_stop_a_cancelled_run() -> None:
-    from mrtr_sansio.adapters import StreamServer
+    from mrtr_sansio.adapters import ServerDriver
 
     server = Server(as_task(done))
     conn = m.ServerConnection(server.config)
     started: list[m.RequestReceived] = []
     cancelled: list[Any] = []
-    driver = StreamServer(conn, started.append, cancelled.append)
+    driver = ServerDriver(conn, started.append, cancelled.append)
     driver.receive(json.dumps(call(1)).encode() + b"\n")
     (front,) = started
     driver.answer(front, as_task(done)(front))

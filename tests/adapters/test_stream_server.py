@@ -1,4 +1,4 @@
-"""StreamServer, the IO-free half every stream adapter shares: event routing, answers, timer."""
+"""ServerDriver, the IO-free half every stream adapter shares: event routing, answers, timer."""
 
 from __future__ import annotations
 
@@ -38,13 +38,13 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio.adapters import StreamServer, answer
+from mrtr_sansio.adapters import ServerDriver, answer
 
 ASK = elicit_form("What is your name?", NAME_SCHEMA)
 
 
 class Recorder:
-    """A StreamServer whose ``start``/``cancel`` only record what they were asked."""
+    """A ServerDriver whose ``start``/``cancel`` only record what they were asked."""
 
     def __init__(self, **config: Any) -> None:
         self.clock = Clock(1000.0)
@@ -52,7 +52,7 @@ class Recorder:
         self.conn = ServerConnection(ServerConfig(clock=self.clock, **config))
         self.started: list[RequestReceived] = []
         self.cancelled: list[str | int] = []
-        self.driver = StreamServer(self.conn, self.started.append, self.cancelled.append)
+        self.driver = ServerDriver(self.conn, self.started.append, self.cancelled.append)
 
     def feed(self, *messages: dict[str, Any]) -> None:
         self.driver.receive(b"".join(json.dumps(m).encode() + b"\n" for m in messages))

@@ -11,7 +11,7 @@ Import the one you need; none is imported by ``import mrtr_sansio`` or by this p
 
 Handlers are written once against :class:`RequestContext` and run under every async adapter;
 the blocking stdio adapter takes the same handler written with ``def`` against
-:class:`BlockingRequestContext`. :class:`StreamServer` is the IO-free half of a stream adapter,
+:class:`BlockingRequestContext`. :class:`ServerDriver` is the IO-free half of a stream adapter,
 for those who bring their own transport, and :func:`answer` the one way every adapter hands a
 handler's answer to the connection.
 
@@ -54,7 +54,7 @@ from ._common import (
     call_blocking_handler,
     call_handler,
 )
-from ._loop import StreamServer, answer
+from ._loop import ServerDriver, answer
 
 if TYPE_CHECKING:
     from ._listen import SubscriptionHub
@@ -80,7 +80,7 @@ __all__ = [
     "NotificationCallback",
     "RequestContext",
     "RoundsExhaustedError",
-    "StreamServer",
+    "ServerDriver",
     "SubscriptionHub",
     "TaskCallback",
     "Trace",
@@ -94,11 +94,24 @@ publish_errors(globals(), __name__)  # after __all__, which it reads
 del publish_errors
 
 
+#: Old names kept for a release: each warns and names what replaces it.
+_RENAMED = {"StreamServer": ("ServerDriver", ServerDriver)}
+
+
 def __getattr__(name: str) -> Any:
     """:class:`SubscriptionHub` on first use: it needs anyio, which the blocking stdio
-    adapter (this package without extras) does not."""
+    adapter (this package without extras) does not; and the old names, with a warning."""
     if name == "SubscriptionHub":
         from ._listen import SubscriptionHub
 
         return SubscriptionHub
+    renamed = _RENAMED.get(name)
+    if renamed is not None:
+        import warnings
+
+        new, value = renamed
+        warnings.warn(
+            f"mrtr_sansio.adapters.{name} is deprecated: use {new}", DeprecationWarning, 2
+        )
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

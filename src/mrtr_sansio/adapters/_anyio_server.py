@@ -15,7 +15,7 @@ from mrtr_sansio.tasks import RoundRunner
 
 from ._anyio_parts import GONE, Runner, Timer, Writer, receive
 from ._common import Handler, HandlerResult, RequestContext, call_handler, log
-from ._loop import StreamServer, answer
+from ._loop import ServerDriver, answer
 from ._slow_reader import STREAM_QUEUE_BYTES, log_dropped, too_slow
 from ._tasks import StoreCalls, TaskRunner, TaskRunOptions
 
@@ -49,7 +49,7 @@ class Server:
             if calls.blocking:
                 self._calls = calls.serialized()
         self._stream = stream
-        self._driver = StreamServer(conn, self._start, self._cancel)
+        self._driver = ServerDriver(conn, self._start, self._cancel)
         self._handlers: Runner | None = None
         self._scopes: dict[str | int, anyio.CancelScope] = {}  # request id -> its handler's
         self._listens: set[str | int] = set()  # ids of the subscriptions/listen handlers running

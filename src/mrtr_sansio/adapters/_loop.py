@@ -5,7 +5,7 @@ and the answer path every server adapter shares.
 to its :class:`~mrtr_sansio.ServerConnection`: an answer the connection refuses becomes -32603
 (and is logged). The ASGI adapter adds one step of its own: a fault raised while answering (a
 task store that fails) is answered -32603 there.
-:class:`StreamServer` is the part of a stream server (stdio, anyio streams) that does no IO: it
+:class:`ServerDriver` is the part of a stream server (stdio, anyio streams) that does no IO: it
 feeds bytes to the connection, routes the events (start a handler, cancel one), delivers the
 answers and keeps the connection's timer. Its client twin is
 :class:`~mrtr_sansio.adapters._client_driver.ClientDriver`; both keep the timer as
@@ -38,7 +38,7 @@ from mrtr_sansio.tasks import TaskCancelled
 
 from ._common import HandlerResult, log
 
-__all__ = ["StreamServer", "TimedDriver", "answer", "settle_task"]
+__all__ = ["ServerDriver", "TimedDriver", "answer", "settle_task"]
 
 
 def answer(conn: ServerConnection, request: RequestReceived, result: HandlerResult) -> None:
@@ -121,7 +121,7 @@ class TimedDriver(Generic[ConnT]):
         self.route()
 
 
-class StreamServer(TimedDriver[ServerConnection]):
+class ServerDriver(TimedDriver[ServerConnection]):
     """The IO-free half of a stream server loop around one :class:`ServerConnection`.
 
     The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it calls
