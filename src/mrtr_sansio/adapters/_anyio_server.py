@@ -49,7 +49,14 @@ class Server:
             if calls.blocking:
                 self._calls = calls.serialized()
         self._stream = stream
-        self._driver = ServerDriver(conn, self._start, self._cancel)
+        runner = self._runner  # a task's run goes to the pool, on its own connection
+        self._driver = ServerDriver(
+            conn,
+            self._start,
+            self._cancel,
+            run_task=None if runner is None else runner.start,
+            cancel_task=None if runner is None else runner.cancel,
+        )
         self._handlers: Runner | None = None
         self._scopes: dict[str | int, anyio.CancelScope] = {}  # request id -> its handler's
         self._listens: set[str | int] = set()  # ids of the subscriptions/listen handlers running
@@ -107,9 +114,6 @@ class Server:
 
     def _start(self, request: RequestReceived) -> None:
         assert self._handlers is not None
-        if request.task_id is not None and self._runner is not None:
-            self._runner.start(request)  # a task's run: in the pool, on its own connection
-            return
         scope = self._scopes[request.request_id] = anyio.CancelScope()
         if request.method == LISTEN:
             self._listens.add(request.request_id)
@@ -119,8 +123,6 @@ class Server:
         scope = self._scopes.pop(request_id, None)
         if scope is not None:
             scope.cancel()
-        elif self._runner is not None and type(request_id) is str:
-            self._runner.cancel(request_id)  # a task's run (tasks/cancel)
 
     async def _run_handler(self, request: RequestReceived, scope: anyio.CancelScope) -> None:
         rid = request.request_id

@@ -1,23 +1,24 @@
-"""The half of a server adapter's loop that touches no socket, file or clock of its own,
-and the answer path every server adapter shares.
+"""The half of every server adapter's loop that touches no socket, file or clock of its own.
 
-:func:`answer` is how every server adapter (stream, stdio, ASGI) hands a handler's return value
-to its :class:`~mrtr_sansio.ServerConnection`: an answer the connection refuses becomes -32603
-(and is logged). The ASGI adapter adds one step of its own: a fault raised while answering (a
-task store that fails) is answered -32603 there.
-:class:`ServerDriver` is the part of a stream server (stdio, anyio streams) that does no IO: it
-feeds bytes to the connection, routes the events (start a handler, cancel one), delivers the
-answers and keeps the connection's timer. Its client twin is
-:class:`~mrtr_sansio.adapters._client_driver.ClientDriver`; both keep the timer as
-:class:`TimedDriver` says. Neither reads or writes by itself; they log, and call the hooks
-their adapter gave them (``start``, ``cancel``...), which may. The stream adapters are then
-loops moving bytes; the ASGI adapter routes a session's events itself, and uses
-:func:`answer` only.
+:func:`route_of` is the one routing decision of every server adapter (stdio, anyio streams,
+ASGI): which owner acts on an event of a :class:`~mrtr_sansio.ServerConnection` (a
+:class:`Route`: a handler to start, a request to cancel, a task's run for the pool, a task to
+stop). :func:`answer` is how every server adapter hands a handler's return value to its
+connection: an answer the connection refuses becomes -32603 (and is logged); the ASGI adapter
+adds one step of its own, a fault raised while answering (a task store that fails) answered
+-32603 there. :class:`ServerDriver` is the part of a stream server (stdio, anyio streams) that
+does no IO: it feeds bytes to the connection, routes the events to its adapter's hooks,
+delivers the answers and keeps the connection's timer (:class:`TimedDriver`, which its client
+twin, :class:`~mrtr_sansio.adapters.ClientDriver`, shares). It reads and writes nothing by
+itself; it logs, and calls the hooks its adapter gave it, which may. The stream adapters are
+then loops moving bytes. The ASGI app routes with :func:`route_of` too, to the exchanges of a
+POST or a session instead of hooks (``_asgi_peer.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -38,7 +39,45 @@ from mrtr_sansio.tasks import TaskCancelled
 
 from ._common import HandlerResult, log
 
-__all__ = ["ServerDriver", "TimedDriver", "answer", "settle_task"]
+__all__ = ["Route", "ServerDriver", "TimedDriver", "answer", "route_of", "settle_task"]
+
+
+class Route(enum.Enum):
+    """Who acts on an event of a :class:`~mrtr_sansio.ServerConnection`: the one routing
+    decision of every server adapter (:meth:`ServerDriver.route`, the ASGI app's peers)."""
+
+    #: A request to run (a first round, or a legacy-shim replay): its handler starts.
+    HANDLER = "handler"
+    #: A task's run (tasks extension, ``task_id`` set): the task-run pool starts it.
+    TASK_RUN = "task run"
+    #: A request the client cancelled: its handler (or its exchange) stops.
+    CANCEL = "cancel"
+    #: A task cancelled with ``tasks/cancel``: its run stops, where it goes on.
+    TASK_CANCEL = "task cancel"
+    #: The input ended: nothing more will come.
+    CLOSED = "closed"
+    #: Nothing more until more bytes come (:data:`~mrtr_sansio.NEED_DATA`).
+    WAIT = "wait"
+    #: Nothing to do but log it (an invalid message, a refused state, a notification...).
+    LOG = "log"
+
+
+_ROUTES: dict[type, Route] = {
+    RequestReceived: Route.HANDLER,
+    RequestCancelled: Route.CANCEL,
+    TaskCancelled: Route.TASK_CANCEL,
+    ConnectionClosed: Route.CLOSED,
+}
+
+
+def route_of(event: object) -> Route:
+    """Where ``event`` goes (see :class:`Route`)."""
+    route = _ROUTES.get(type(event))
+    if route is None:
+        return Route.WAIT if event is NEED_DATA else Route.LOG
+    if route is Route.HANDLER and isinstance(event, RequestReceived) and event.task_id is not None:
+        return Route.TASK_RUN
+    return route
 
 
 def answer(conn: ServerConnection, request: RequestReceived, result: HandlerResult) -> None:
@@ -124,24 +163,31 @@ class TimedDriver(Generic[ConnT]):
 class ServerDriver(TimedDriver[ServerConnection]):
     """The IO-free half of a stream server loop around one :class:`ServerConnection`.
 
-    The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it calls
-    ``start(request)`` for each request to run (first rounds, legacy-shim replays and task runs
-    alike) and ``cancel(request_id)`` for each request the client cancelled (and each task,
-    by its id, cancelled with ``tasks/cancel``). It keeps the connection's timer as
-    :class:`TimedDriver` says.
+    The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it
+    routes each event as :func:`route_of` says: ``start(request)`` for each request to run
+    (first rounds and legacy-shim replays), ``cancel(request_id)`` for each request the client
+    cancelled, ``run_task(request)`` for each task's run and ``cancel_task(task_id)`` for each
+    task cancelled with ``tasks/cancel`` (by default ``start`` and ``cancel``: a task's run is
+    then started under its task id). It keeps the connection's timer as :class:`TimedDriver`
+    says.
     """
 
-    __slots__ = ("_cancel", "_start")
+    __slots__ = ("_cancel", "_cancel_task", "_run_task", "_start")
 
     def __init__(
         self,
         conn: ServerConnection,
         start: Callable[[RequestReceived], object],
         cancel: Callable[[str | int], object],
+        *,
+        run_task: Callable[[RequestReceived], object] | None = None,
+        cancel_task: Callable[[str], object] | None = None,
     ) -> None:
         super().__init__(conn)
         self._start = start
         self._cancel = cancel
+        self._run_task = start if run_task is None else run_task
+        self._cancel_task = cancel if cancel_task is None else cancel_task
         # No announce_state_key: a stream server (stdio) is one process per client, where the
         # per-process requestState key is the right default.
 
@@ -152,19 +198,26 @@ class ServerDriver(TimedDriver[ServerConnection]):
             self.route()
 
     def route(self) -> None:
-        """Hand every pending connection event to ``start``/``cancel``, or log it."""
+        """Hand every pending connection event to the hook :func:`route_of` names, or log it."""
         conn = self.conn
         while True:
             event = conn.next_event()
-            if type(event) is RequestReceived:
+            route = route_of(event)
+            if route is Route.HANDLER:
+                assert isinstance(event, RequestReceived)
                 self._start(event)
-            elif type(event) is RequestCancelled:
-                self._cancel(event.request_id)
-            elif type(event) is TaskCancelled:  # a task's run is started under its task id
-                self._cancel(event.task_id)
-            elif event is NEED_DATA:
+            elif route is Route.WAIT:
                 return
-            elif type(event) is ConnectionClosed:
+            elif route is Route.CANCEL:
+                assert isinstance(event, RequestCancelled)
+                self._cancel(event.request_id)
+            elif route is Route.TASK_RUN:
+                assert isinstance(event, RequestReceived)
+                self._run_task(event)
+            elif route is Route.TASK_CANCEL:
+                assert isinstance(event, TaskCancelled)
+                self._cancel_task(event.task_id)
+            elif route is Route.CLOSED:
                 self.closed = True
             else:
                 _log_event(event)
