@@ -28,14 +28,12 @@ from ._client_common import (
     AsyncClientBase,
     BlockingClientOptions,
     BlockingInputCallback,
-    ClientBase,
     ClientDriver,
     ClientOptions,
     InputCallback,
     NotificationCallback,
     TaskCallback,
     Trace,
-    client_config,
 )
 from ._client_errors import (
     CallFailedError,
@@ -67,7 +65,6 @@ __all__ = [
     "BlockingInputCallback",
     "BlockingRequestContext",
     "CallFailedError",
-    "ClientBase",
     "ClientDriver",
     "ClientError",
     "ClientOptions",
@@ -87,15 +84,26 @@ __all__ = [
     "answer",
     "call_blocking_handler",
     "call_handler",
-    "client_config",
 ]
 
 publish_errors(globals(), __name__)  # after __all__, which it reads
 del publish_errors
 
 
-#: Old names kept for a release: each warns and names what replaces it.
-_RENAMED = {"StreamServer": ("ServerDriver", ServerDriver)}
+#: Old names kept for a release: what each says to use instead, and where it lives now.
+_RENAMED: dict[str, tuple[str, str, str]] = {
+    "StreamServer": ("use ServerDriver", "_loop", "ServerDriver"),
+    "ClientBase": (
+        "annotate with the client class you use, or AsyncClientBase",
+        "_client_common",
+        "ClientBase",
+    ),
+    "client_config": (
+        "ClientDriver.create takes the options itself",
+        "_client_options",
+        "client_config",
+    ),
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -107,11 +115,11 @@ def __getattr__(name: str) -> Any:
         return SubscriptionHub
     renamed = _RENAMED.get(name)
     if renamed is not None:
+        import importlib
         import warnings
 
-        new, value = renamed
-        warnings.warn(
-            f"mrtr_sansio.adapters.{name} is deprecated: use {new}", DeprecationWarning, 2
-        )
-        return value
+        instead, module, attr = renamed
+        message = f"mrtr_sansio.adapters.{name} is deprecated: {instead}"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
