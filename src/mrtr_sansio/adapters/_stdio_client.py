@@ -36,9 +36,10 @@ class Client(ClientRequests[Mapping[str, Any]]):
 
     One call at a time, from one thread: each call blocks until it ends, reading the server's
     messages and running the input callbacks in turn as their requests arrive. The requests
-    are those of every client (:class:`~mrtr_sansio.adapters._client_common.ClientRequests`);
-    an interrupt (``KeyboardInterrupt``) cancels a call as its ``timeout`` expiring does,
-    before propagating.
+    (``call_tool``, ``get_prompt``, ``read_resource``, the ``list_*`` calls) are those of the
+    async clients, each with ``timeout=`` (all its rounds; when it expires the request in
+    flight is cancelled on the wire and ``TimeoutError`` is raised); an interrupt
+    (``KeyboardInterrupt``) cancels a call the same way before propagating.
     """
 
     def __init__(
