@@ -22,7 +22,7 @@ from mrtr_sansio.observe import Transport
 from mrtr_sansio.tasks import TaskCancelled, TaskStoreError
 
 from ._asgi_stream import Exchange, Scope
-from ._loop import Route, route_of
+from ._loop import CANCEL, HANDLER, TASK_CANCEL, TASK_RUN, route_of
 
 __all__ = ["IDLE_CONNECTIONS", "Peer", "fault", "may_stream", "request_id", "transport"]
 
@@ -69,22 +69,22 @@ class Peer:
                 unrouted.append(item)
         for event in conn.events():
             route = route_of(event)
-            if route is Route.HANDLER:
+            if route is HANDLER:
                 assert isinstance(event, RequestReceived)
                 exchange = self.exchanges.get(event.request_id)
                 if exchange is None:
                     fresh.append(event)
                 else:
                     exchange.put(event)  # a replay (legacy shim): its exchange runs it
-            elif route is Route.CANCEL:
+            elif route is CANCEL:
                 assert isinstance(event, RequestCancelled)
                 exchange = self.exchanges.get(event.request_id)
                 if exchange is not None:
                     exchange.put(event)
-            elif route is Route.TASK_RUN:
+            elif route is TASK_RUN:
                 assert isinstance(event, RequestReceived)
                 self.task_runs.append(event)
-            elif route is Route.TASK_CANCEL:
+            elif route is TASK_CANCEL:
                 assert isinstance(event, TaskCancelled)
                 self.task_cancels.append(event.task_id)
             else:
