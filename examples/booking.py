@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import mrtr_sansio as m
-from mrtr_sansio.adapters import ClientBase, ClientOptions
+from mrtr_sansio.adapters import AsyncClientBase, ClientOptions
+from mrtr_sansio.adapters.stdio import Client as BlockingClient
 
 __all__ = ["ARGUMENTS", "TOOL", "Demo", "parse_args"]
 
@@ -98,7 +99,7 @@ class Demo:
         if not self.full:
             self.say(f"   (strings over {LONG} characters are cut, a repeated _meta is shown as …)")
 
-    def connected(self, client: ClientBase) -> None:
+    def connected(self, client: BlockingClient | AsyncClientBase) -> None:
         era = client.era
         assert era is not None
         server = client.server_info

@@ -9,15 +9,15 @@ import attrs
 import pytest
 
 from mrtr_sansio import RequestReceived
-from mrtr_sansio.sealing import StateBinding, UnsealedState
+from mrtr_sansio.sealing import OpenedState, StateBinding
 
 
 @pytest.mark.parametrize(
-    ("cls", "a_value"), [(RequestReceived, False), (StateBinding, True), (UnsealedState, True)]
+    ("cls", "a_value"), [(RequestReceived, False), (StateBinding, True), (OpenedState, True)]
 )
 def test_hand_written_init_follows_the_fields(cls: Any, a_value: bool) -> None:
     """The hand-written ``__init__`` of RequestReceived (docs/performance.md), StateBinding and
-    UnsealedState (bench/README.md) takes exactly the attrs fields, in order, with the same
+    OpenedState (bench/README.md) takes exactly the attrs fields, in order, with the same
     defaults, and sets each one; a sealing value (not an event) stays frozen and compares by
     its fields."""
     fields = attrs.fields(cls)

@@ -130,7 +130,7 @@ class _Opaque:
 
     def unseal(
         self, token: str, binding: m.sealing.StateBinding, now: float
-    ) -> m.sealing.UnsealedState:
+    ) -> m.sealing.OpenedState:
         raise NotImplementedError
 
 

@@ -16,11 +16,11 @@ from mrtr_sansio.config import OrjsonCodec, StdlibJsonCodec
 from mrtr_sansio.sealing import (
     REQUEST_STATE_REASONS,
     MemoryReplayGuard,
+    OpenedState,
     RequestStateError,
     RequestStateSecurity,
     StateBinding,
     StateProtector,
-    UnsealedState,
 )
 from mrtr_sansio.sealing._codecs import b64url_decode, b64url_encode
 from mrtr_sansio.sealing._envelope import canonical_chunks, hash_texts, state_chunks
@@ -77,7 +77,7 @@ class PlainCodec:
 
 def test_is_a_state_protector() -> None:
     sec: StateProtector = security()
-    assert isinstance(sec.unseal(sec.seal(1, BINDING, 1, NOW), BINDING, NOW), UnsealedState)
+    assert isinstance(sec.unseal(sec.seal(1, BINDING, 1, NOW), BINDING, NOW), OpenedState)
 
 
 # --- round trips ----------------------------------------------------------------------------
@@ -91,7 +91,7 @@ def test_round_trip_any_json_state(codec: str, state: Any, round_: int) -> None:
     assert isinstance(token, str)
     assert b64url_decode(token) is not None
     unsealed = sec.unseal(token, BINDING, NOW + 1)
-    assert unsealed == UnsealedState(state, round_)
+    assert unsealed == OpenedState(state, round_)
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -142,7 +142,7 @@ def test_a_json_codec_can_replace_the_state_json_and_instances_may_differ(state:
     for sealer in (fast, strict, default):
         token = sealer.seal(state, BINDING, 2, NOW)
         for unsealer in (fast, strict, default):
-            assert unsealer.unseal(token, BINDING, NOW) == UnsealedState(state, 2)
+            assert unsealer.unseal(token, BINDING, NOW) == OpenedState(state, 2)
 
 
 def test_json_codec_errors() -> None:
@@ -629,7 +629,7 @@ def test_bring_your_own_codec() -> None:
     codec = PlainCodec()
     sec = RequestStateSecurity(codec=codec, audience="me")
     assert sec.codec is codec
-    assert sec.unseal(sec.seal([1, "two"], BINDING, 3, NOW), BINDING, NOW) == UnsealedState(
+    assert sec.unseal(sec.seal([1, "two"], BINDING, 3, NOW), BINDING, NOW) == OpenedState(
         [1, "two"], 3
     )
     assert codec.calls == ["seal", "unseal"]

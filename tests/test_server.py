@@ -58,7 +58,7 @@ from mrtr_sansio.events import (
     OutgoingResult,
 )
 from mrtr_sansio.protocol import SERVER_INFO, LegacySession
-from mrtr_sansio.sealing import RequestStateError, StateBinding, UnsealedState
+from mrtr_sansio.sealing import OpenedState, RequestStateError, StateBinding
 
 FORM = elicit_form("Your name?", FORM_SCHEMA)
 INFO_META = {SERVER_INFO: SERVER}
@@ -1244,14 +1244,14 @@ class ClearProtector:
         self.sealed.append((state, binding, round, now))
         return "T:" + json.dumps([state, round, attrs.asdict(binding)])
 
-    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
+    def unseal(self, token: str, binding: StateBinding, now: float) -> OpenedState:
         self.opened.append((token, binding, now))
         if not token.startswith("T:"):
             raise RequestStateError("not a token")
         state, round_, bound = json.loads(token[2:])
         if bound != attrs.asdict(binding):
             raise RequestStateError("binding mismatch")
-        return UnsealedState(state, round_)
+        return OpenedState(state, round_)
 
 
 def sealing_conn(protector: ClearProtector, **limits: int) -> ServerConnection:

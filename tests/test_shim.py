@@ -54,7 +54,7 @@ from mrtr_sansio.events import (
     OutgoingResult,
 )
 from mrtr_sansio.protocol import CLIENT_CAPABILITIES, PROTOCOL_VERSION_KEY
-from mrtr_sansio.sealing import StateBinding, UnsealedState
+from mrtr_sansio.sealing import OpenedState, StateBinding
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 LOGIN = elicit_form("Please provide your GitHub username", SCHEMA)
@@ -189,9 +189,9 @@ class ManglingProtector:
         self.calls += 1
         return "MANGLED"
 
-    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
+    def unseal(self, token: str, binding: StateBinding, now: float) -> OpenedState:
         self.calls += 1
-        return UnsealedState("MANGLED", 99)
+        return OpenedState("MANGLED", 99)
 
 
 @pytest.mark.parametrize("state", [{"cart": [1, 2]}, "plain", 7, [None, True], 0.5])

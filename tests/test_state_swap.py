@@ -28,11 +28,11 @@ from mrtr_sansio import (
 )
 from mrtr_sansio.sealing import (
     HmacSha256Codec,
+    OpenedState,
     RequestStateError,
     RequestStateSecurity,
     StateBinding,
     SwappableStateProtector,
-    UnsealedState,
 )
 
 OLD, NEW, OTHER = bytes(range(32)), bytes(range(1, 33)), bytes(range(2, 34))
@@ -161,9 +161,9 @@ def test_swap_returns_the_replaced_protector_and_forwards_every_argument() -> No
             seen.append(("seal", state, binding, round, now))
             return "token"
 
-        def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
+        def unseal(self, token: str, binding: StateBinding, now: float) -> OpenedState:
             seen.append(("unseal", token, binding, now))
-            return UnsealedState({"x": 1}, 3)
+            return OpenedState({"x": 1}, 3)
 
     first, second = Recorder(), Recorder()
     protector = SwappableStateProtector(first)
@@ -171,7 +171,7 @@ def test_swap_returns_the_replaced_protector_and_forwards_every_argument() -> No
     assert protector.seal({"s": 1}, BINDING, 2, 5.0) == "token"
     assert protector.swap(second) is first
     assert protector.current is second
-    assert protector.unseal("t", BINDING, 6.0) == UnsealedState({"x": 1}, 3)
+    assert protector.unseal("t", BINDING, 6.0) == OpenedState({"x": 1}, 3)
     assert seen == [("seal", {"s": 1}, BINDING, 2, 5.0), ("unseal", "t", BINDING, 6.0)]
 
 
@@ -187,7 +187,7 @@ def test_refuses_what_cannot_protect_state_or_would_recurse() -> None:
         protector.swap(outer)  # ... a cycle is not
     assert isinstance(protector.current, RequestStateSecurity)  # a refused swap changes nothing
     token = outer.seal({"a": 1}, BINDING, 1, T0)
-    assert outer.unseal(token, BINDING, T0) == UnsealedState({"a": 1}, 1)
+    assert outer.unseal(token, BINDING, T0) == OpenedState({"a": 1}, 1)
 
 
 KEYS = (OLD, NEW, OTHER)
@@ -206,7 +206,7 @@ def test_a_token_opens_exactly_where_its_sealing_key_is_in_the_ring(
         token = protector.seal({"n": 1}, BINDING, 1, T0)
         protector.swap(ring(*opening))
         if sealing[0] in opening:
-            assert protector.unseal(token, BINDING, T0) == UnsealedState({"n": 1}, 1)
+            assert protector.unseal(token, BINDING, T0) == OpenedState({"n": 1}, 1)
         else:
             with pytest.raises(RequestStateError, match="unknown_key"):
                 protector.unseal(token, BINDING, T0)

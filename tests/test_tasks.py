@@ -1084,13 +1084,13 @@ def test_progress_and_log_messages_must_not_be_sent_on_a_task_listen_stream() ->
 
 
 def test_stream_servers_run_tasks_and_stop_a_cancelled_run() -> None:
-    from mrtr_sansio.adapters import StreamServer
+    from mrtr_sansio.adapters import ServerDriver
 
     server = Server(as_task(done))
     conn = m.ServerConnection(server.config)
     started: list[m.RequestReceived] = []
     cancelled: list[Any] = []
-    driver = StreamServer(conn, started.append, cancelled.append)
+    driver = ServerDriver(conn, started.append, cancelled.append)
     driver.receive(json.dumps(call(1)).encode() + b"\n")
     (front,) = started
     driver.answer(front, as_task(done)(front))
@@ -1101,6 +1101,28 @@ def test_stream_servers_run_tasks_and_stop_a_cancelled_run() -> None:
     assert cancelled == [run.task_id]
     driver.answer(run, done(run))  # the run ends anyway: its result is dropped
     assert get(server, run.task_id)["result"]["status"] == "cancelled"
+
+
+def test_a_stream_server_with_a_pool_hands_it_the_runs_and_their_cancels() -> None:
+    from mrtr_sansio.adapters import ServerDriver
+
+    server = Server(as_task(done))
+    conn = m.ServerConnection(server.config)
+    started: list[m.RequestReceived] = []
+    runs: list[m.RequestReceived] = []
+    seen: list[Any] = []
+    driver = ServerDriver(
+        conn, started.append, seen.append, run_task=runs.append, cancel_task=seen.append
+    )
+    driver.receive(json.dumps(call(1)).encode() + b"\n")
+    (front,) = started
+    driver.answer(front, as_task(done)(front))
+    (run,) = runs  # the pool's, not a handler of the stream's
+    assert started == [front]
+    assert run.task_id is not None
+    conn.outgoing()
+    driver.receive(json.dumps(task_request(2, "tasks/cancel", run.task_id)).encode() + b"\n")
+    assert seen == [run.task_id]
 
 
 class _Contended(InMemoryTaskStore):

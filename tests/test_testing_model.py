@@ -257,7 +257,7 @@ class _UnboundState:
 
     def unseal(
         self, token: str, binding: m.sealing.StateBinding, now: float
-    ) -> m.sealing.UnsealedState:
+    ) -> m.sealing.OpenedState:
         return self._inner.unseal(token, self._anything, now)
 
 

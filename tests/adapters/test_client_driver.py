@@ -25,8 +25,8 @@ from mrtr_sansio.adapters import (
     ConnectionClosedError,
     HandshakeFailedError,
     InputRejectedError,
-    client_config,
 )
+from mrtr_sansio.adapters._client_options import client_config
 
 
 class Hooks:

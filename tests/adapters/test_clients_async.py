@@ -367,6 +367,24 @@ def test_cancelling_the_task_cancels_the_request(lib: Lib, era: EraName) -> None
     run(lib, era, body)
 
 
+@pytest.mark.parametrize("era", ERAS)
+def test_a_timeout_cancels_the_request_and_raises(lib: Lib, era: EraName) -> None:
+    """``timeout=`` bounds an async call as it bounds a blocking one: the request in flight
+    is cancelled on the wire, and TimeoutError names the method."""
+
+    async def body(session: Session, server: FixtureServer) -> None:
+        client = session.client
+        with pytest.raises(TimeoutError, match=r"tools/call did not end within 0\.2 s"):
+            await client.call_tool("hang", timeout=0.2)
+        await lib.wait(server.cancelled)
+        (leg,) = session.wire.legs("hang")
+        (cancel,) = session.wire.sent("notifications/cancelled")
+        assert cancel["params"]["requestId"] == leg["id"]
+        assert await client.list_tools(timeout=5.0)  # within its bound: the result
+
+    run(lib, era, body)
+
+
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 def test_cancelling_while_input_is_gathered(lib: Lib, era: EraName) -> None:
     """The user is still answering when the call is given up: the callback is cancelled; the

@@ -1,9 +1,10 @@
-"""StreamServer, the IO-free half every stream adapter shares: event routing, answers, timer."""
+"""ServerDriver, the IO-free half every stream adapter shares: event routing, answers, timer."""
 
 from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from stream_harness import (
     text,
 )
 
+import mrtr_sansio as m
 from helpers import (
     Clock,
     drain,
@@ -38,13 +40,15 @@ from mrtr_sansio import (
     ServerConnection,
     elicit_form,
 )
-from mrtr_sansio.adapters import StreamServer, answer
+from mrtr_sansio.adapters import ServerDriver, answer
+from mrtr_sansio.adapters._loop import Route, route_of
+from mrtr_sansio.tasks import TaskCancelled
 
 ASK = elicit_form("What is your name?", NAME_SCHEMA)
 
 
 class Recorder:
-    """A StreamServer whose ``start``/``cancel`` only record what they were asked."""
+    """A ServerDriver whose ``start``/``cancel`` only record what they were asked."""
 
     def __init__(self, **config: Any) -> None:
         self.clock = Clock(1000.0)
@@ -52,7 +56,7 @@ class Recorder:
         self.conn = ServerConnection(ServerConfig(clock=self.clock, **config))
         self.started: list[RequestReceived] = []
         self.cancelled: list[str | int] = []
-        self.driver = StreamServer(self.conn, self.started.append, self.cancelled.append)
+        self.driver = ServerDriver(self.conn, self.started.append, self.cancelled.append)
 
     def feed(self, *messages: dict[str, Any]) -> None:
         self.driver.receive(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
@@ -185,3 +189,31 @@ def test_answer_path_without_a_stream_server_ends_a_legacy_request() -> None:
     assert not rec.conn.in_flight
     answer(rec.conn, request, text("again"))  # it awaits no answer now: dropped
     assert rec.out(Era.LEGACY) == []
+
+
+@pytest.mark.parametrize(
+    ("event", "route"),
+    [
+        (m.RequestReceived(1, "tools/call", {}), Route.HANDLER),
+        (m.RequestReceived("t1", "tools/call", {}, task_id="t1"), Route.TASK_RUN),
+        (m.RequestCancelled(1, None), Route.CANCEL),
+        (TaskCancelled("t1"), Route.TASK_CANCEL),
+        (m.ConnectionClosed(), Route.CLOSED),
+        (m.NEED_DATA, Route.WAIT),
+        (m.NotificationReceived("notifications/initialized", None), Route.LOG),
+    ],
+)
+def test_every_server_event_has_one_route(event: object, route: Route) -> None:
+    assert route_of(event) is route
+
+
+def test_no_server_adapter_routes_connection_events_on_its_own() -> None:
+    """The one routing decision is route_of: the adapters branch on its Route, not on types."""
+    adapters = Path(__file__).parents[2] / "src" / "mrtr_sansio" / "adapters"
+    for name in ("stdio.py", "_anyio_server.py", "_asgi_peer.py", "asgi.py", "_asgi_serve.py"):
+        source = (adapters / name).read_text()
+        assert "type(event) is" not in source, name
+        assert "isinstance(event, RequestCancelled)" not in source.replace("assert isinstance", "")
+    for name in ("stdio.py", "_anyio_server.py"):
+        assert "ServerDriver(" in (adapters / name).read_text(), name
+    assert "route_of(event)" in (adapters / "_asgi_peer.py").read_text()

@@ -11,7 +11,7 @@ Import the one you need; none is imported by ``import mrtr_sansio`` or by this p
 
 Handlers are written once against :class:`RequestContext` and run under every async adapter;
 the blocking stdio adapter takes the same handler written with ``def`` against
-:class:`BlockingRequestContext`. :class:`StreamServer` is the IO-free half of a stream adapter,
+:class:`BlockingRequestContext`. :class:`ServerDriver` is the IO-free half of a stream adapter,
 for those who bring their own transport, and :func:`answer` the one way every adapter hands a
 handler's answer to the connection.
 
@@ -28,14 +28,12 @@ from ._client_common import (
     AsyncClientBase,
     BlockingClientOptions,
     BlockingInputCallback,
-    ClientBase,
     ClientDriver,
     ClientOptions,
     InputCallback,
     NotificationCallback,
     TaskCallback,
     Trace,
-    client_config,
 )
 from ._client_errors import (
     CallFailedError,
@@ -54,7 +52,7 @@ from ._common import (
     call_blocking_handler,
     call_handler,
 )
-from ._loop import StreamServer, answer
+from ._loop import ServerDriver, answer
 
 if TYPE_CHECKING:
     from ._listen import SubscriptionHub
@@ -67,7 +65,6 @@ __all__ = [
     "BlockingInputCallback",
     "BlockingRequestContext",
     "CallFailedError",
-    "ClientBase",
     "ClientDriver",
     "ClientError",
     "ClientOptions",
@@ -80,25 +77,49 @@ __all__ = [
     "NotificationCallback",
     "RequestContext",
     "RoundsExhaustedError",
-    "StreamServer",
+    "ServerDriver",
     "SubscriptionHub",
     "TaskCallback",
     "Trace",
     "answer",
     "call_blocking_handler",
     "call_handler",
-    "client_config",
 ]
 
 publish_errors(globals(), __name__)  # after __all__, which it reads
 del publish_errors
 
 
+#: Old names kept for a release: what each says to use instead, and where it lives now.
+_RENAMED: dict[str, tuple[str, str, str]] = {
+    "StreamServer": ("use ServerDriver", "_loop", "ServerDriver"),
+    "ClientBase": (
+        "annotate with the client class you use, or AsyncClientBase",
+        "_client_common",
+        "ClientBase",
+    ),
+    "client_config": (
+        "ClientDriver.create takes the options itself",
+        "_client_options",
+        "client_config",
+    ),
+}
+
+
 def __getattr__(name: str) -> Any:
     """:class:`SubscriptionHub` on first use: it needs anyio, which the blocking stdio
-    adapter (this package without extras) does not."""
+    adapter (this package without extras) does not; and the old names, with a warning."""
     if name == "SubscriptionHub":
         from ._listen import SubscriptionHub
 
         return SubscriptionHub
+    renamed = _RENAMED.get(name)
+    if renamed is not None:
+        import importlib
+        import warnings
+
+        instead, module, attr = renamed
+        message = f"mrtr_sansio.adapters.{name} is deprecated: {instead}"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

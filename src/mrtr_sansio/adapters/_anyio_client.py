@@ -22,7 +22,7 @@ from mrtr_sansio import Call, ClientConfig, InputNeeded
 
 from ._anyio_parts import GONE, Timer, Writer, receive
 from ._client_common import SHUTDOWN_TIMEOUT, AsyncClientBase, ClientOptions, InputCallback
-from ._loop import ClientDriver
+from ._client_driver import ClientDriver
 
 __all__ = ["Client"]
 

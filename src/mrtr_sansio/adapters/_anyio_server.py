@@ -16,7 +16,7 @@ from mrtr_sansio.tasks import RoundRunner
 
 from ._anyio_parts import GONE, Job, Runner, Timer, Writer, receive
 from ._common import Handler, HandlerResult, RequestContext, call_handler, log
-from ._loop import StreamServer, answer
+from ._loop import ServerDriver, answer
 from ._slow_reader import STREAM_QUEUE_BYTES, log_dropped, too_slow
 from ._tasks import StoreCalls, TaskRunner, TaskRunOptions
 
@@ -50,7 +50,14 @@ class Server:
             if calls.blocking:
                 self._calls = calls.serialized()
         self._stream = stream
-        self._driver = StreamServer(conn, self._start, self._cancel)
+        runner = self._runner  # a task's run goes to the pool, on its own connection
+        self._driver = ServerDriver(
+            conn,
+            self._start,
+            self._cancel,
+            run_task=None if runner is None else runner.start,
+            cancel_task=None if runner is None else runner.cancel,
+        )
         self._handlers: Runner | None = None
         self._jobs: dict[str | int, Job] = {}  # request id -> its handler's
         self._listens: set[str | int] = set()  # ids of the subscriptions/listen handlers running
@@ -108,9 +115,6 @@ class Server:
 
     def _start(self, request: RequestReceived) -> None:
         assert self._handlers is not None
-        if request.task_id is not None and self._runner is not None:
-            self._runner.start(request)  # a task's run: in the pool, on its own connection
-            return
         job = self._jobs[request.request_id] = Job()
         if request.method == LISTEN:
             self._listens.add(request.request_id)
@@ -120,8 +124,6 @@ class Server:
         job = self._jobs.pop(request_id, None)
         if job is not None:
             job.cancel()
-        elif self._runner is not None and type(request_id) is str:
-            self._runner.cancel(request_id)  # a task's run (tasks/cancel)
 
     async def _run_handler(self, request: RequestReceived, job: Job) -> None:
         rid = request.request_id

@@ -1,6 +1,8 @@
 """One server connection as the ASGI app holds it (:class:`Peer`: a stateless POST's, or a
-legacy session's), the router that hands what it produces to the exchanges answering on it,
-and what observers are told of the HTTP side (the transport, a fault's answer)."""
+legacy session's), which hands what it produces to the exchanges answering on it (events where
+:func:`~mrtr_sansio.adapters._loop.route_of` says, as every server adapter does; outgoing
+items by the request they belong to), and what observers are told of the HTTP side (the
+transport, a fault's answer)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from mrtr_sansio.observe import Transport
 from mrtr_sansio.tasks import TaskCancelled, TaskStoreError
 
 from ._asgi_stream import Exchange, Scope
+from ._loop import CANCEL, HANDLER, TASK_CANCEL, TASK_RUN, route_of
 
 __all__ = ["IDLE_CONNECTIONS", "Peer", "fault", "may_stream", "request_id", "transport"]
 
@@ -65,20 +68,24 @@ class Peer:
             else:
                 unrouted.append(item)
         for event in conn.events():
-            if type(event) is RequestReceived:
-                if event.task_id is not None:
-                    self.task_runs.append(event)
-                    continue
+            route = route_of(event)
+            if route is HANDLER:
+                assert isinstance(event, RequestReceived)
                 exchange = self.exchanges.get(event.request_id)
                 if exchange is None:
                     fresh.append(event)
                 else:
-                    exchange.put(event)
-            elif type(event) is RequestCancelled:
+                    exchange.put(event)  # a replay (legacy shim): its exchange runs it
+            elif route is CANCEL:
+                assert isinstance(event, RequestCancelled)
                 exchange = self.exchanges.get(event.request_id)
                 if exchange is not None:
                     exchange.put(event)
-            elif type(event) is TaskCancelled:
+            elif route is TASK_RUN:
+                assert isinstance(event, RequestReceived)
+                self.task_runs.append(event)
+            elif route is TASK_CANCEL:
+                assert isinstance(event, TaskCancelled)
                 self.task_cancels.append(event.task_id)
             else:
                 log.debug("event: %r", event)

@@ -1,4 +1,6 @@
-"""A task run's lease kept from a thread, for the blocking stdio server (no event loop there).
+"""How often a task run's lease is renewed (every server adapter), and the lease kept from a
+thread for the blocking stdio server (no event loop there; the async adapters renew in
+:class:`~mrtr_sansio.adapters._tasks.TaskRunner`).
 
 The thread has a connection of its own, so it shares nothing with the serving thread but the
 task store (whose calls are safe from any thread); it renews every third of
@@ -14,20 +16,27 @@ from collections.abc import Callable, Iterator
 
 from mrtr_sansio import RequestReceived, ServerConfig, ServerConnection
 
-__all__ = ["SERVER_STOPPED", "LeaseThread"]
+__all__ = ["SERVER_STOPPED", "LeaseThread", "renewal_interval"]
 
 #: The -32603 message of a task whose run the server's shutdown (or end of input) ended.
 SERVER_STOPPED = "The server stopped before the task finished"
+
+
+def renewal_interval(config: ServerConfig) -> float | None:
+    """Seconds between two renewals of a task run's lease, in every server adapter: a third of
+    ``TaskSettings.lease_seconds``, so that two renewals may fail before the lease runs out;
+    None without leases."""
+    settings = config.tasks
+    lease = None if settings is None else settings.lease_seconds
+    return None if lease is None else lease / 3
 
 
 class LeaseThread:
     """Renew the lease of the task ``task_id`` while a ``with`` :meth:`running` body runs."""
 
     def __init__(self, config: ServerConfig, task_id: str, on_stop: Callable[[], None]) -> None:
-        settings = config.tasks
-        lease = None if settings is None else settings.lease_seconds
         #: Seconds between renewals (None: no leases, nothing to renew).
-        self.every = None if lease is None else lease / 3
+        self.every = renewal_interval(config)
         self._config = config
         self._task_id = task_id
         self._done = threading.Event()

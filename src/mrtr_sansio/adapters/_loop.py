@@ -1,71 +1,93 @@
-"""The halves of the adapters' loops that touch no socket, file or clock of their own, and
-the answer path every server adapter shares.
+"""The half of every server adapter's loop that touches no socket, file or clock of its own.
 
-:func:`answer` is how every server adapter (stream, stdio, ASGI) hands a handler's return value
-to its :class:`~mrtr_sansio.ServerConnection`: an answer the connection refuses becomes -32603
-(and is logged). The ASGI adapter adds one step of its own: a fault raised while answering (a
-task store that fails) is answered -32603 there.
-:class:`StreamServer` is the part of a stream server (stdio, anyio streams) that does no IO: it
-feeds bytes to the connection, routes the events (start a handler, cancel one), delivers the
-answers and keeps the connection's timer. :class:`ClientDriver` is its client twin: it feeds
-bytes to the :class:`~mrtr_sansio.ClientConnection`, routes its events (start a callback,
-withdraw one, settle a call), turns outcomes into results or typed exceptions, and keeps the
-timer (state-only retry backoff, the era probe's timeout). Neither reads or writes by itself;
-they log, and call the hooks their adapter gave them (``start``, ``cancel``, ``trace``,
-``on_notification``...), which may. The stream adapters are then loops moving bytes; the ASGI
-adapter routes a session's events itself, and uses :func:`answer` only.
+:func:`route_of` is the one routing decision of every server adapter (stdio, anyio streams,
+ASGI): which owner acts on an event of a :class:`~mrtr_sansio.ServerConnection` (a
+:class:`Route`: a handler to start, a request to cancel, a task's run for the pool, a task to
+stop). :func:`answer` is how every server adapter hands a handler's return value to its
+connection: an answer the connection refuses becomes -32603 (and is logged); the ASGI adapter
+adds one step of its own, a fault raised while answering (a task store that fails) answered
+-32603 there. :class:`ServerDriver` is the part of a stream server (stdio, anyio streams) that
+does no IO: it feeds bytes to the connection, routes the events to its adapter's hooks,
+delivers the answers and keeps the connection's timer (:class:`TimedDriver`, which its client
+twin, :class:`~mrtr_sansio.adapters.ClientDriver`, shares). It reads and writes nothing by
+itself; it logs, and calls the hooks its adapter gave it, which may. The stream adapters are
+then loops moving bytes. The ASGI app routes with :func:`route_of` too, to the exchanges of a
+POST or a session instead of hooks (``_asgi_peer.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeAlias, TypeVar
+import enum
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from mrtr_sansio import (
     NEED_DATA,
-    Call,
-    CallCompleted,
-    CallFailed,
-    ClientConfig,
     ClientConnection,
     ConnectionClosed,
-    Era,
-    EraDetected,
-    HandshakeFailed,
-    InputNeeded,
-    InputWithdrawn,
     InvalidMessage,
     JsonRpcError,
     LocalProtocolError,
-    NotificationReceived,
     RequestCancelled,
     RequestReceived,
     RequestStateRejected,
     RoundsExhausted,
     ServerConnection,
 )
-from mrtr_sansio.tasks import TaskCancelled, TaskStarted
+from mrtr_sansio.tasks import TaskCancelled
 
-from ._client_errors import (
-    CallFailedError,
-    ConnectionClosedError,
-    HandshakeFailedError,
-    InputRejectedError,
-    RoundsExhaustedError,
-)
-from ._client_options import (
-    BlockingClientOptions,
-    ClientOptions,
-    NotificationCallback,
-    TaskCallback,
-    Trace,
-    call_hook,
-    client_config,
-)
 from ._common import HandlerResult, log
 
-__all__ = ["ClientDriver", "StreamServer", "TimedDriver", "answer", "settle_task"]
+__all__ = ["Route", "ServerDriver", "TimedDriver", "answer", "route_of", "settle_task"]
+
+
+class Route(enum.Enum):
+    """Who acts on an event of a :class:`~mrtr_sansio.ServerConnection`: the one routing
+    decision of every server adapter (:meth:`ServerDriver.route`, the ASGI app's peers)."""
+
+    #: A request to run (a first round, or a legacy-shim replay): its handler starts.
+    HANDLER = "handler"
+    #: A task's run (tasks extension, ``task_id`` set): the task-run pool starts it.
+    TASK_RUN = "task run"
+    #: A request the client cancelled: its handler (or its exchange) stops.
+    CANCEL = "cancel"
+    #: A task cancelled with ``tasks/cancel``: its run stops, where it goes on.
+    TASK_CANCEL = "task cancel"
+    #: The input ended: nothing more will come.
+    CLOSED = "closed"
+    #: Nothing more until more bytes come (:data:`~mrtr_sansio.NEED_DATA`).
+    WAIT = "wait"
+    #: Nothing to do but log it (an invalid message, a refused state, a notification...).
+    LOG = "log"
+
+
+# The members as module names, for the loops that route every event: ``Route.HANDLER`` costs
+# an enum class lookup, about four times a global's on CPython 3.11 (bench/README.md).
+HANDLER = Route.HANDLER
+TASK_RUN = Route.TASK_RUN
+CANCEL = Route.CANCEL
+TASK_CANCEL = Route.TASK_CANCEL
+CLOSED = Route.CLOSED
+WAIT = Route.WAIT
+LOG = Route.LOG
+
+_ROUTES: dict[type, Route] = {
+    RequestReceived: HANDLER,
+    RequestCancelled: CANCEL,
+    TaskCancelled: TASK_CANCEL,
+    ConnectionClosed: CLOSED,
+}
+
+
+def route_of(event: object) -> Route:
+    """Where ``event`` goes (see :class:`Route`)."""
+    route = _ROUTES.get(type(event))
+    if route is None:
+        return WAIT if event is NEED_DATA else LOG
+    if route is HANDLER and isinstance(event, RequestReceived) and event.task_id is not None:
+        return TASK_RUN
+    return route
 
 
 def answer(conn: ServerConnection, request: RequestReceived, result: HandlerResult) -> None:
@@ -148,27 +170,44 @@ class TimedDriver(Generic[ConnT]):
         self.route()
 
 
-class StreamServer(TimedDriver[ServerConnection]):
+class ServerDriver(TimedDriver[ServerConnection]):
     """The IO-free half of a stream server loop around one :class:`ServerConnection`.
 
-    The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it calls
-    ``start(request)`` for each request to run (first rounds, legacy-shim replays and task runs
-    alike) and ``cancel(request_id)`` for each request the client cancelled (and each task,
-    by its id, cancelled with ``tasks/cancel``). It keeps the connection's timer as
-    :class:`TimedDriver` says.
+    The adapter feeds it bytes (:meth:`receive`) and handler answers (:meth:`answer`); it
+    routes each event as :func:`route_of` says: ``start(request)`` for each request to run
+    (first rounds and legacy-shim replays), ``cancel(request_id)`` for each request the client
+    cancelled, ``run_task(request)`` for each task's run and ``cancel_task(task_id)`` for each
+    task cancelled with ``tasks/cancel`` (by default ``start`` and ``cancel``: a task's run is
+    then started under its task id). It keeps the connection's timer as :class:`TimedDriver`
+    says.
     """
 
-    __slots__ = ("_cancel", "_start")
+    __slots__ = ("_cancel", "_cancel_task", "_hooks", "_run_task", "_start")
 
     def __init__(
         self,
         conn: ServerConnection,
         start: Callable[[RequestReceived], object],
         cancel: Callable[[str | int], object],
+        *,
+        run_task: Callable[[RequestReceived], object] | None = None,
+        cancel_task: Callable[[str], object] | None = None,
     ) -> None:
         super().__init__(conn)
         self._start = start
         self._cancel = cancel
+        self._run_task = start if run_task is None else run_task
+        self._cancel_task = cancel if cancel_task is None else cancel_task
+        # Each event type straight to its hook, as route_of's table says: one lookup per
+        # event on the loop's hottest path. Without run_task a task's run goes to start too,
+        # so requests need no look at their task id.
+        on_route: dict[Route, Callable[[Any], object]] = {
+            HANDLER: start if run_task is None else self._on_request,
+            CANCEL: self._on_cancel,
+            TASK_CANCEL: self._on_task_cancel,
+            CLOSED: self._on_closed,
+        }
+        self._hooks = {kind: on_route[route] for kind, route in _ROUTES.items()}
         # No announce_state_key: a stream server (stdio) is one process per client, where the
         # per-process requestState key is the right default.
 
@@ -179,22 +218,33 @@ class StreamServer(TimedDriver[ServerConnection]):
             self.route()
 
     def route(self) -> None:
-        """Hand every pending connection event to ``start``/``cancel``, or log it."""
+        """Hand every pending connection event to the hook :func:`route_of` names, or log it."""
         conn = self.conn
+        hooks = self._hooks
         while True:
             event = conn.next_event()
-            if type(event) is RequestReceived:
-                self._start(event)
-            elif type(event) is RequestCancelled:
-                self._cancel(event.request_id)
-            elif type(event) is TaskCancelled:  # a task's run is started under its task id
-                self._cancel(event.task_id)
+            hook = hooks.get(type(event))
+            if hook is not None:
+                hook(event)
             elif event is NEED_DATA:
                 return
-            elif type(event) is ConnectionClosed:
-                self.closed = True
             else:
                 _log_event(event)
+
+    def _on_request(self, event: RequestReceived) -> None:
+        if route_of(event) is TASK_RUN:
+            self._run_task(event)
+        else:
+            self._start(event)
+
+    def _on_cancel(self, event: RequestCancelled) -> None:
+        self._cancel(event.request_id)
+
+    def _on_task_cancel(self, event: TaskCancelled) -> None:
+        self._cancel_task(event.task_id)
+
+    def _on_closed(self, event: ConnectionClosed) -> None:
+        self.closed = True
 
     def answer(self, request: RequestReceived, result: HandlerResult) -> None:
         """Answer ``request`` with what its handler returned (see :func:`answer`), and route
@@ -219,281 +269,3 @@ def _log_event(event: object) -> None:
         )
     else:
         log.debug("%r", event)
-
-
-# --- the driver -------------------------------------------------------------------------------
-
-#: A settled call: its result, or what :meth:`ClientDriver.take` raises.
-Outcome: TypeAlias = "Mapping[str, Any] | BaseException"
-
-
-class ClientDriver(TimedDriver[ClientConnection]):
-    """The IO-free half of a client adapter around one :class:`ClientConnection`.
-
-    The adapter feeds it bytes (:meth:`receive`), writes what :meth:`data_to_send` returns,
-    starts calls with :meth:`call` and collects them with :meth:`take` once ``settled(call)``
-    was called. For each input the server needs it calls ``start_input(event, callback)``; the
-    adapter runs the callback and reports with :meth:`answer` or :meth:`fail`;
-    ``stop_input(event)`` means the answer is no longer wanted (cancel the callback).
-    ``ready()`` is called once the handshake settles (:attr:`ready`, :attr:`handshake_error`).
-    The timer is kept as :class:`TimedDriver` says.
-    """
-
-    __slots__ = (
-        "_buffer",
-        "_callbacks",
-        "_eof",
-        "_inputs",
-        "_notify",
-        "_on_task",
-        "_ready",
-        "_settled",
-        "_start_input",
-        "_stop_input",
-        "_trace",
-        "handshake_error",
-        "outcomes",
-        "ready",
-    )
-
-    @classmethod
-    def create(
-        cls,
-        config: ClientConfig | None,
-        options: ClientOptions | BlockingClientOptions,
-        *,
-        start_input: Callable[[InputNeeded, Any], object],
-        stop_input: Callable[[InputNeeded], object],
-        settled: Callable[[Call], object],
-        ready: Callable[[], object],
-    ) -> ClientDriver:
-        """A driver for a new connection: ``config`` with the capabilities of the callbacks
-        in ``options`` (see :func:`client_config`), and the options' hooks."""
-        config, callbacks = client_config(config, options)
-        return cls(
-            ClientConnection(config),
-            callbacks,
-            start_input=start_input,
-            stop_input=stop_input,
-            settled=settled,
-            ready=ready,
-            on_notification=options.get("on_notification"),
-            on_task=options.get("on_task"),
-            trace=options.get("trace"),
-        )
-
-    def __init__(
-        self,
-        conn: ClientConnection,
-        callbacks: Mapping[str, Any],
-        *,
-        start_input: Callable[[InputNeeded, Any], object],
-        stop_input: Callable[[InputNeeded], object],
-        settled: Callable[[Call], object],
-        ready: Callable[[], object],
-        on_notification: NotificationCallback | None = None,
-        on_task: TaskCallback | None = None,
-        trace: Trace | None = None,
-    ) -> None:
-        super().__init__(conn)
-        self._callbacks = callbacks
-        self._start_input = start_input
-        self._stop_input = stop_input
-        self._settled = settled
-        self._ready = ready
-        self._notify = on_notification
-        self._on_task = on_task
-        self._trace = trace
-        self._buffer = b""  # received bytes not yet traced (a line cut by a read)
-        self._eof = False  # the connection was told the input ended
-        self._inputs: dict[int, InputNeeded] = {}  # id(event) -> inputs being answered
-        #: Settled calls whose outcome the adapter has not taken yet.
-        self.outcomes: dict[Call, Outcome] = {}
-        #: True once the era is known, or the handshake failed (:attr:`handshake_error`).
-        self.ready = conn.config.era == "modern"
-        self.handshake_error: CallFailedError | None = None
-
-    # --- calls ------------------------------------------------------------------------------
-
-    def call(self, method: str, params: Mapping[str, Any] | None) -> Call:
-        """Start a call; raises :class:`HandshakeFailedError` or :class:`ConnectionClosedError`
-        when no call can be made any more."""
-        if self.handshake_error is not None:
-            raise self.handshake_error
-        if self.closed:
-            raise ConnectionClosedError(None, JsonRpcError.internal("The connection is closed"))
-        return self.conn.call(method, params)
-
-    def resume_task(self, task_id: str) -> Call:
-        """Follow the task ``task_id`` (from an ``on_task`` hook of an earlier client) as a
-        new call that ends with the tool's result; raises as :meth:`call` does, and
-        ``LocalProtocolError`` when the server or the configuration has no tasks extension."""
-        if self.handshake_error is not None:
-            raise self.handshake_error
-        if self.closed:
-            raise ConnectionClosedError(None, JsonRpcError.internal("The connection is closed"))
-        return self.conn.resume_task(task_id)
-
-    def take(self, call: Call) -> Mapping[str, Any]:
-        """The settled call's result; raises its :class:`ClientError` (or the exception of the
-        input callback that failed it)."""
-        outcome = self.outcomes.pop(call)
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    def cancel(self, call: Call, reason: str | None = None) -> bool:
-        """Give up on ``call``: cancel it on the wire if a request is in flight, stop its
-        callbacks, forget its outcome. False when it had already ended."""
-        self.outcomes.pop(call, None)
-        self._stop_inputs_of(call)
-        return self.conn.cancel(call, reason)
-
-    # --- input ------------------------------------------------------------------------------
-
-    def receive(self, data: bytes) -> None:
-        """Feed bytes read from the server (``b""`` at the end of input) and route the events."""
-        if self.closed:
-            return
-        if self._trace is not None:
-            self._trace_received(data)
-        if not data:
-            self._eof = True
-        self.conn.receive_data(data)
-        self.route()
-
-    def close(self) -> None:
-        """The adapter stops reading: end the input, so every open call fails."""
-        self.receive(b"")
-
-    def _trace_received(self, data: bytes) -> None:
-        assert self._trace is not None
-        *lines, self._buffer = (self._buffer + data).split(b"\n")
-        if not data and self._buffer:
-            lines.append(self._buffer)
-        for line in lines:
-            if line.strip():
-                call_hook(self._trace, "recv", line)
-
-    def route(self) -> None:
-        """Act on every pending connection event."""
-        conn = self.conn
-        while True:
-            event = conn.next_event()
-            kind = type(event)
-            if kind is InputNeeded:
-                assert isinstance(event, InputNeeded)
-                self._inputs[id(event)] = event
-                self._start_input(event, self._callbacks[event.method])
-            elif kind is CallCompleted:
-                assert isinstance(event, CallCompleted)
-                self._settle(event.call, event.result)
-            elif kind is CallFailed:
-                assert isinstance(event, CallFailed)
-                self._settle(event.call, self._failure(event))
-            elif kind is RoundsExhausted:
-                assert isinstance(event, RoundsExhausted)
-                exhausted = RoundsExhaustedError(
-                    event.call, event.rounds, event.last_result, event.asked_again
-                )
-                self._settle(event.call, exhausted)
-            elif kind is InputWithdrawn:
-                assert isinstance(event, InputWithdrawn)
-                self._withdraw(event)
-            elif kind is NotificationReceived:
-                assert isinstance(event, NotificationReceived)
-                if self._notify is not None:
-                    call_hook(self._notify, event.method, event.params)
-            elif kind is TaskStarted:
-                assert isinstance(event, TaskStarted)
-                if self._on_task is not None:
-                    call_hook(self._on_task, event)
-            elif kind is EraDetected or kind is HandshakeFailed:
-                if isinstance(event, HandshakeFailed):
-                    error, local = event.error, event.local
-                    self.handshake_error = HandshakeFailedError(None, error, local=local)
-                self.ready = True
-                self._ready()
-            elif kind is ConnectionClosed:
-                self.closed = True
-                if not self.ready:
-                    self.handshake_error = ConnectionClosedError(
-                        None, JsonRpcError.internal("The connection closed during the handshake")
-                    )
-                    self.ready = True
-                    self._ready()
-            elif event is NEED_DATA:
-                return
-            else:
-                log.debug("client: %r", event)
-
-    def _failure(self, event: CallFailed) -> CallFailedError:
-        if self.handshake_error is not None:
-            return type(self.handshake_error)(event.call, event.error, local=event.local)
-        if event.local and self._eof:
-            return ConnectionClosedError(event.call, event.error, local=True)
-        return CallFailedError(event.call, event.error, local=event.local)
-
-    def _settle(self, call: Call, outcome: Outcome) -> None:
-        self._stop_inputs_of(call)
-        self.outcomes[call] = outcome
-        self._settled(call)
-
-    def _stop_inputs_of(self, call: Call) -> None:
-        for key, event in list(self._inputs.items()):
-            if event.call is call:
-                del self._inputs[key]
-                self._stop_input(event)
-
-    def _withdraw(self, withdrawn: InputWithdrawn) -> None:
-        for key, event in self._inputs.items():
-            if event.key == withdrawn.key and event.call is withdrawn.call:
-                del self._inputs[key]
-                self._stop_input(event)
-                return
-
-    # --- answers ----------------------------------------------------------------------------
-
-    def answer(self, event: InputNeeded, result: Mapping[str, Any]) -> None:
-        """A callback returned ``result`` for ``event`` (ignored if no longer wanted)."""
-        if self._inputs.pop(id(event), None) is None:
-            return
-        try:
-            self.conn.fulfil(event, result)
-        except LocalProtocolError as exc:  # not an answer the server could read
-            self._inputs[id(event)] = event
-            self.fail(event, exc)
-
-    def fail(self, event: InputNeeded, exc: BaseException) -> None:
-        """A callback raised ``exc`` for ``event`` (ignored if no longer wanted).
-
-        :class:`InputRejectedError` refuses the request (see there). Anything else is a bug in
-        the callback: its call is cancelled and raises ``exc``; a legacy request tied to no call
-        is answered -32603.
-        """
-        if self._inputs.pop(id(event), None) is None:
-            return
-        call = event.call
-        if isinstance(exc, InputRejectedError):
-            self.conn.reject(event, exc.error)  # modern: that abandoned the call
-            if call is None or self.conn.era is not Era.MODERN:
-                return  # the server heard the refusal, and decides
-        else:
-            log.error("the %s callback failed", event.method, exc_info=exc)
-            if call is None:
-                self.conn.reject(event, JsonRpcError.internal())
-                return
-            self.conn.cancel(call, f"The client's {event.method} callback failed")
-        self._settle(call, exc)
-
-    # --- output and time --------------------------------------------------------------------
-
-    def data_to_send(self) -> bytes:
-        """What the connection queued, as newline-delimited bytes (traced when tracing)."""
-        trace = self._trace
-        if trace is None:
-            return self.conn.data_to_send()
-        items = self.conn.outgoing()
-        for item in items:
-            call_hook(trace, "send", item.data)
-        return b"".join([item.data + b"\n" for item in items])

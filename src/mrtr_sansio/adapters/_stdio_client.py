@@ -21,9 +21,8 @@ from ._client_common import (
     SHUTDOWN_TIMEOUT,
     BlockingClientOptions,
     BlockingInputCallback,
-    ClientBase,
     ClientDriver,
-    request_params,
+    ClientRequests,
 )
 from ._common import PIPE
 from ._stdio_io import wait_input, write_all
@@ -31,15 +30,16 @@ from ._stdio_io import wait_input, write_all
 __all__ = ["Client"]
 
 
-class Client(ClientBase):
+class Client(ClientRequests[Mapping[str, Any]]):
     """A blocking MCP client over a server's pipes; open it with :meth:`connect_stdio` or
     :meth:`connect` (context managers).
 
     One call at a time, from one thread: each call blocks until it ends, reading the server's
-    messages and running the input callbacks in turn as their requests arrive. ``timeout``
-    bounds a whole call (all its rounds): when it expires the request in flight is cancelled on
-    the wire and ``TimeoutError`` is raised; an interrupt (``KeyboardInterrupt``) cancels it
-    the same way before propagating.
+    messages and running the input callbacks in turn as their requests arrive. The requests
+    (``call_tool``, ``get_prompt``, ``read_resource``, the ``list_*`` calls) are those of the
+    async clients, each with ``timeout=`` (all its rounds; when it expires the request in
+    flight is cancelled on the wire and ``TimeoutError`` is raised); an interrupt
+    (``KeyboardInterrupt``) cancels a call the same way before propagating.
     """
 
     def __init__(
@@ -181,61 +181,10 @@ class Client(ClientBase):
             raise TimeoutError(f"{what} did not end within {timeout} s")
         return driver.take(call)
 
-    def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | None = None,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
+    def _send(
+        self, method: str, params: Mapping[str, Any] | None, timeout: float | None
     ) -> Mapping[str, Any]:
-        """Call tool ``name``, answering the input it asks for through the callbacks."""
-        params = request_params(name=name, arguments=arguments, _meta=meta)
-        return self.request("tools/call", params, timeout=timeout)
-
-    def get_prompt(
-        self,
-        name: str,
-        arguments: Mapping[str, str] | None = None,
-        *,
-        meta: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-    ) -> Mapping[str, Any]:
-        """Get prompt ``name``, answering the input it asks for through the callbacks."""
-        params = request_params(name=name, arguments=arguments, _meta=meta)
-        return self.request("prompts/get", params, timeout=timeout)
-
-    def read_resource(
-        self, uri: str, *, meta: Mapping[str, Any] | None = None, timeout: float | None = None
-    ) -> Mapping[str, Any]:
-        """Read resource ``uri``, answering the input it asks for through the callbacks."""
-        params = request_params(uri=uri, _meta=meta)
-        return self.request("resources/read", params, timeout=timeout)
-
-    def list_tools(
-        self, cursor: str | None = None, *, timeout: float | None = None
-    ) -> Mapping[str, Any]:
-        """One page of ``tools/list`` (pass the previous ``nextCursor`` for the next)."""
-        return self.request("tools/list", request_params(cursor=cursor), timeout=timeout)
-
-    def list_prompts(
-        self, cursor: str | None = None, *, timeout: float | None = None
-    ) -> Mapping[str, Any]:
-        """One page of ``prompts/list``."""
-        return self.request("prompts/list", request_params(cursor=cursor), timeout=timeout)
-
-    def list_resources(
-        self, cursor: str | None = None, *, timeout: float | None = None
-    ) -> Mapping[str, Any]:
-        """One page of ``resources/list``."""
-        return self.request("resources/list", request_params(cursor=cursor), timeout=timeout)
-
-    def list_resource_templates(
-        self, cursor: str | None = None, *, timeout: float | None = None
-    ) -> Mapping[str, Any]:
-        """One page of ``resources/templates/list``."""
-        params = request_params(cursor=cursor)
-        return self.request("resources/templates/list", params, timeout=timeout)
+        return self.request(method, params, timeout=timeout)
 
     # --- the loop ---------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from mrtr_sansio._validators import positive
 from mrtr_sansio.tasks import InMemoryTaskStore, RunAsTask
 
 from ._common import Handler, HandlerResult, RequestContext, call_handler
-from ._lease import SERVER_STOPPED
+from ._lease import SERVER_STOPPED, renewal_interval
 from ._loop import answer
 
 __all__ = ["SERVER_STOPPED", "StoreCalls", "TaskRunOptions", "TaskRunner", "blocking_stores"]
@@ -163,9 +163,7 @@ class TaskRunner:
         self.share = max(1, options.max_running // 4) if share is None else share
         self._group: TaskGroup | None = None
         self._stopping = False
-        settings = config.tasks
-        lease = None if settings is None else settings.lease_seconds
-        self._renew_every = None if lease is None else lease / 3
+        self._renew_every = renewal_interval(config)
 
     def attach(self, group: TaskGroup | None) -> None:
         """Run tasks in ``group`` from now on (None: in the caller of :meth:`run_all`)."""

@@ -37,7 +37,7 @@ from mrtr_sansio import JsonRpcError, RequestReceived, ServerConfig, ServerConne
 
 from ._common import PIPE, BlockingHandler, BlockingRequestContext, call_blocking_handler
 from ._lease import SERVER_STOPPED, LeaseThread
-from ._loop import StreamServer
+from ._loop import ServerDriver
 from ._stdio_client import Client
 from ._stdio_io import can_select, wait_input, write_all
 
@@ -89,7 +89,7 @@ class _Server:
         self._conn = conn
         self._fd = fd_in
         self._fd_out = fd_out
-        self._driver = StreamServer(conn, self._start, self._cancel)
+        self._driver = ServerDriver(conn, self._start, self._cancel)
         self._pending: dict[str | int, RequestReceived] = {}  # arrival order
         self._current: str | int | None = None  # id of the request whose handler runs
         self._current_cancelled = False

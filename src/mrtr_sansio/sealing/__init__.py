@@ -14,11 +14,11 @@ from ._replay import MemoryReplayGuard, ReplayGuard
 from ._security import REQUEST_STATE_REASONS, RequestStateSecurity, process_state_protector
 from ._state import (
     UNSEALED,
+    OpenedState,
     RequestStateError,
     StateBinding,
     StateProtector,
     Unsealed,
-    UnsealedState,
 )
 from ._swap import SwappableStateProtector
 
@@ -28,6 +28,7 @@ __all__ = [
     "AesGcmCodec",
     "HmacSha256Codec",
     "MemoryReplayGuard",
+    "OpenedState",
     "RecordEncryption",
     "ReplayGuard",
     "RequestStateError",
@@ -37,7 +38,6 @@ __all__ = [
     "StateProtector",
     "SwappableStateProtector",
     "Unsealed",
-    "UnsealedState",
     "process_state_protector",
 ]
 
@@ -45,3 +45,18 @@ from mrtr_sansio._public import publish_errors  # after __all__, which it reads
 
 publish_errors(globals(), __name__)
 del publish_errors
+
+
+def __getattr__(name: str) -> object:
+    """``UnsealedState``, the old name of :class:`OpenedState`, with a warning."""
+    if name == "UnsealedState":
+        import warnings
+
+        warnings.warn(
+            "mrtr_sansio.sealing.UnsealedState is deprecated: use OpenedState (UNSEALED and "
+            "its type Unsealed are the choice not to seal)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return OpenedState
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -65,7 +65,7 @@ from ._envelope import (
     state_chunks,
 )
 from ._replay import ReplayGuard
-from ._state import RequestStateError, StateBinding, UnsealedState
+from ._state import OpenedState, RequestStateError, StateBinding
 
 __all__ = [
     "REQUEST_STATE_REASONS",
@@ -259,7 +259,7 @@ class RequestStateSecurity:
             )
         return token
 
-    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
+    def unseal(self, token: str, binding: StateBinding, now: float) -> OpenedState:
         """The state and round sealed in ``token``; raises :class:`RequestStateError`."""
         if type(token) is not str:
             raise RequestStateError("not_a_string")
@@ -312,7 +312,7 @@ class RequestStateSecurity:
         guard = self.replay_guard
         if guard is not None and not guard.consume(token_id, expires, now):
             raise RequestStateError("replayed")
-        return UnsealedState(state, round_, carried)
+        return OpenedState(state, round_, carried)
 
     # --- internals -----------------------------------------------------------------------
 

@@ -15,11 +15,11 @@ import attrs
 
 __all__ = [
     "UNSEALED",
+    "OpenedState",
     "RequestStateError",
     "StateBinding",
     "StateProtector",
     "Unsealed",
-    "UnsealedState",
 ]
 
 
@@ -49,8 +49,10 @@ class StateBinding:
 
 
 @attrs.frozen(slots=False, init=False)
-class UnsealedState:
-    """The state a handler wrote, recovered from a token, and the round that wrote it;
+class OpenedState:
+    """What :meth:`StateProtector.unseal` opens a token into: the state a handler wrote, and
+    the round that wrote it (named ``UnsealedState`` before; ``UNSEALED`` is something else,
+    the choice not to seal at all);
     ``carried`` is the observer's trace context sealed beside it (``mrtr_sansio.observe``)."""
 
     state: Any
@@ -80,14 +82,14 @@ class StateProtector(Protocol):
     ``now`` is the connection's clock reading, so that implementations never read time.
     A protector whose class sets ``seals_carry = True`` also takes ``seal(..., carry=...)``
     (an observer's trace context, string to string, passed only when there is one) and
-    returns it as :attr:`UnsealedState.carried`; :class:`RequestStateSecurity` does.
+    returns it as :attr:`OpenedState.carried`; :class:`RequestStateSecurity` does.
     """
 
     def seal(self, state: Any, binding: StateBinding, round: int, now: float) -> str:
         """The token for ``state``, written by the handler in ``round``, bound to ``binding``."""
         ...
 
-    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
+    def unseal(self, token: str, binding: StateBinding, now: float) -> OpenedState:
         """The state in ``token`` if it verifies for ``binding`` at ``now``; else raises
         :class:`RequestStateError`."""
         ...

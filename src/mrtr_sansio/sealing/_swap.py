@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ._state import StateBinding, StateProtector, UnsealedState
+from ._state import OpenedState, StateBinding, StateProtector
 
 __all__ = ["SwappableStateProtector"]
 
@@ -64,7 +64,7 @@ class SwappableStateProtector:
             return current.seal(state, binding, round, now, carry=carry)  # type: ignore[call-arg]
         return current.seal(state, binding, round, now)
 
-    def unseal(self, token: str, binding: StateBinding, now: float) -> UnsealedState:
+    def unseal(self, token: str, binding: StateBinding, now: float) -> OpenedState:
         """Unseal with the current protector."""
         return self._current.unseal(token, binding, now)
 
