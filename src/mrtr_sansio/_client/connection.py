@@ -21,7 +21,6 @@ from mrtr_sansio._events import (
     Event,
     HandshakeFailed,
     InputNeeded,
-    InputWithdrawn,
     NotificationReceived,
     Outgoing,
     OutgoingNotification,
@@ -38,7 +37,7 @@ from . import calls, checks
 from . import task_follow as follow
 from .calls import IN_FLIGHT, TASK_LEGS, TASK_PHASES, CallState
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
-from .legacy_rounds import WITHDRAWN, Closed, Exhausted, LegacyRounds, Opened
+from .legacy_rounds import Closed, Exhausted, LegacyRounds, Opened
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered
 from .server_requests import Refuse, Reply
@@ -57,13 +56,10 @@ _ENDED = CLIENT_CALL.terminal
 
 
 class ClientConnection(Connection):
-    """The client side of one stream (a stdio process), or of one server over HTTP.
-
-    Feed what the server sends to :meth:`receive_data` (NDJSON) or :meth:`receive_message`
-    (one HTTP body, or a decoded message); read events with :meth:`next_event`; write what
-    :meth:`outgoing` or :meth:`data_to_send` returns. Drive :meth:`handle_timer` at
-    :meth:`next_deadline`.
-    """
+    """The client side of one stream (a stdio process), or of one server over HTTP: feed it
+    what the server sends (:meth:`receive_data`, :meth:`receive_message`), read
+    :meth:`next_event`, write :meth:`outgoing` or :meth:`data_to_send`, and call
+    :meth:`handle_timer` at :meth:`next_deadline`."""
 
     #: The transport's name for the legacy session (HTTP ``Mcp-Session-Id``), set by the
     #: adapter that received it; only reported to an observer (``mcp.session.id``).
@@ -159,10 +155,7 @@ class ClientConnection(Connection):
         """Cancel ``call``: its request in flight, if any, gets ``notifications/cancelled``,
         its pending input is void, and nothing more is sent or reported for it. Returns False
         when the call had already ended. (A dismissed elicitation is :meth:`dismiss`'s.)"""
-        if type(call) is not Call:
-            hint = "; dismiss(event) answers an elicitation" * isinstance(call, InputNeeded)
-            raise TypeError(f"cancel() takes a Call, not {type(call).__name__}{hint}")
-        st = self._calls.get(call.call_id)
+        st = self._calls.get(checks.check_handle(call).call_id)
         if st is None or st.call is not call:
             return False
         self._abandon(st, reason, K.CANCELLED)
@@ -306,9 +299,8 @@ class ClientConnection(Connection):
             self._ignore(msg["id"])
 
     def _send_leg(self, st: CallState, trigger: CallTrigger) -> None:
-        """Send the call's next request, as the phase ``trigger`` leads to says (a task's
-        ``tasks/get`` or ``tasks/update``, else the call's own), and move it once queued. An
-        answer that cannot be serialized is taken back (its event pending again) and named."""
+        """Send the call's next request, the one the phase ``trigger`` leads to names, and move
+        it once queued; an answer that cannot be serialized is taken back and named."""
         phase = _MOVES[trigger][st.phase]
         method = TASK_LEGS.get(phase)
         if method is None:
@@ -351,10 +343,7 @@ class ClientConnection(Connection):
                 self._server.cancelled(st.call.method, self._next_id)
         elif was is P.QUEUED:
             self._queue.remove(st)
-        if self._report is not None:
-            outcome = "CallCancelled" if trigger is K.CANCELLED else "CallAbandoned"
-            self._report.finished(st.call, outcome, st.round)
-        self._forget(st, was)
+        self._end(st, was, "CallCancelled" if trigger is K.CANCELLED else "CallAbandoned")
 
     # --- receiving --------------------------------------------------------------------------
 
@@ -397,7 +386,8 @@ class ClientConnection(Connection):
         was = st.phase
         st.phase = phase = _MOVES[trigger][was]
         if phase in _ENDED:  # the table says the call is over; ``detail`` is its last event
-            self._end(st, detail, was)
+            self._end(st, was, detail)
+            self._events.append(detail)
             return
         events, delay = st.enter(trigger, detail, self.config)
         self._events.extend(events)
@@ -443,8 +433,8 @@ class ClientConnection(Connection):
         if move is not None:
             st = self._calls[event.call.call_id]  # type: ignore[union-attr]
             st.phase = _MOVES[move][st.phase]
-        if closed.outcome is WITHDRAWN:
-            self._events.append(InputWithdrawn(event.call, event.key))
+        if (withdrawn := closed.withdrawn) is not None:
+            self._events.append(withdrawn)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
@@ -453,9 +443,8 @@ class ClientConnection(Connection):
             self._events.append(NotificationReceived(method, params))
 
     def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
-        """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
-        that request as an invalid response; anything else is reported (and a legacy
-        server request with a readable id is answered)."""
+        """A message that is not valid JSON-RPC: a broken answer to one of our requests ends
+        that request; anything else is reported (a legacy server's request answered)."""
         if type(msg) is not dict or "method" in msg:
             self._invalid(exc, answer=True)
         elif not is_valid_id(rid := msg.get("id")) or not self._unanswered(
@@ -483,20 +472,16 @@ class ClientConnection(Connection):
 
     # --- endings ----------------------------------------------------------------------------
 
-    def _forget(self, st: CallState, was: CallPhase) -> None:
-        """Drop every trace of a call that was in phase ``was``: its request in flight is no
-        longer ours to route, and its pending input (a legacy server's included) is void."""
+    def _end(self, st: CallState, was: CallPhase, outcome: Event | str) -> None:
+        """Report the ``outcome`` of a call that was in phase ``was`` and drop every trace of
+        it: its request in flight is no longer ours to route, its pending input is void."""
+        if self._report is not None:
+            self._report.finished(st.call, outcome, st.round)
         del self._calls[st.call.call_id]
         self._timers.pop(st.call.call_id, None)
         self._legs.pop(st.leg, None)
         if was is _ANSWERING_SERVER:
             self._server.drop_call(st.call)
-
-    def _end(self, st: CallState, event: Event, was: CallPhase) -> None:
-        if self._report is not None:
-            self._report.finished(st.call, event, st.round)
-        self._forget(st, was)
-        self._events.append(event)
 
     def _on_close(self) -> None:
         error = JsonRpcError.internal("The connection closed before the call ended")
