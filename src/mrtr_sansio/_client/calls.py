@@ -116,6 +116,16 @@ class CallState:
             asked[key] = InputNeeded(call, key, method, params, round_)
         return list(asked.values())
 
+    def awaits(self, event: InputNeeded) -> bool:
+        """Whether this round still awaits ``event``'s answer."""
+        key = event.key
+        return self.asked.get(key) is event and key not in self.answers  # type: ignore[arg-type]
+
+    def answer(self, event: InputNeeded, answer: Any) -> bool:
+        """Record this round's answer to ``event``; whether every key is now answered."""
+        self.answers[event.key] = answer  # type: ignore[index]
+        return len(self.answers) == len(self.asked)
+
     def enter(
         self, trigger: CallTrigger, detail: Any, config: ClientConfig
     ) -> tuple[Sequence[Event], float | None]:

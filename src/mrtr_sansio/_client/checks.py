@@ -13,7 +13,7 @@ from typing import Any
 
 from mrtr_sansio._config import Limits
 from mrtr_sansio._errors import ErrorCode, InvalidResponseError, JsonRpcError, LocalProtocolError
-from mrtr_sansio._events import InputNeeded
+from mrtr_sansio._events import Call, InputNeeded
 from mrtr_sansio._mcp.capabilities import (
     ELICIT,
     ROOTS,
@@ -35,6 +35,7 @@ __all__ = [
     "check_capabilities",
     "check_elicitation",
     "check_event",
+    "check_handle",
     "check_rejection",
     "check_server_request",
     "read_input_required",
@@ -217,6 +218,15 @@ def check_event(event: Any) -> InputNeeded:
     if type(event) is not InputNeeded:
         raise TypeError(f"event: must be an InputNeeded, not {type(event).__name__}")
     return event
+
+
+def check_handle(call: Any) -> Call:
+    """``call``, when ``cancel`` is handed a :class:`Call`; else TypeError (with a hint for an
+    event, whose elicitation ``dismiss`` answers)."""
+    if type(call) is not Call:
+        hint = "; dismiss(event) answers an elicitation" * isinstance(call, InputNeeded)
+        raise TypeError(f"cancel() takes a Call, not {type(call).__name__}{hint}")
+    return call
 
 
 def check_elicitation(event: Any, action: str) -> InputNeeded:

@@ -1,22 +1,10 @@
 """ClientConnection: the client role on both wires, one driver for multi round-trip requests.
 
-The application makes calls and answers :class:`InputNeeded` events; the connection does the
-rest. On the modern wire it puts the ``_meta`` envelope on every request, validates each
-``input_required`` result, and once every key of a round is answered sends the retry: same
-method and params, a new id, this round's ``inputResponses`` and the ``requestState`` echoed
-byte-for-byte. On the legacy wire it performs ``initialize`` and surfaces the server's own
-requests as the same events (see ``server_requests.py``). With ``era="auto"`` it probes with
-``server/discover`` first (DIGEST §1.8) and queues calls until the era is known.
-
 The connection owns the state (calls, requests in flight, timers, queues) and carries out what
-its parts decide: ``calls.py`` (a call's state and its legs' params), ``results.py`` and
-``task_follow.py`` (what an answer means), ``era.py`` (the handshake), ``server_requests.py``
-and ``legacy_rounds.py`` (a legacy server's requests), ``checks.py`` (what it is handed),
-``observing.py`` (the observer's facts). A call's phase in
-:data:`~mrtr_sansio._lifecycle.CLIENT_CALL` decides what happens next.
-
-Time enters only through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`, which
-must read the same clock.
+its pure parts decide: ``calls.py``, ``results.py``, ``task_follow.py``, ``era.py``,
+``legacy_rounds.py``, ``checks.py``, ``observing.py`` (each says what it decides). A call's phase
+in :data:`~mrtr_sansio._lifecycle.CLIENT_CALL` decides what happens next. Time enters only
+through ``ClientConfig.clock`` and the ``now`` of :meth:`handle_timer`.
 """
 
 from __future__ import annotations
@@ -33,7 +21,6 @@ from mrtr_sansio._events import (
     Event,
     HandshakeFailed,
     InputNeeded,
-    InputWithdrawn,
     NotificationReceived,
     Outgoing,
     OutgoingNotification,
@@ -46,19 +33,11 @@ from mrtr_sansio._mcp.envelope import Era
 from mrtr_sansio._wire.jsonrpc import REQUEST, RESPONSE, classify, is_valid_id, request_message
 from mrtr_sansio.http._client_headers import request_headers
 
-from . import checks
+from . import calls, checks
 from . import task_follow as follow
-from .calls import (
-    IN_FLIGHT,
-    TASK_LEGS,
-    TASK_PHASES,
-    CallState,
-    cancelled_message,
-    leg_params,
-    unsendable,
-)
+from .calls import IN_FLIGHT, TASK_LEGS, TASK_PHASES, CallState
 from .era import Handshake, HandshakeAction, Ignore, Settled, StartInitialize
-from .legacy_rounds import WITHDRAWN, Closed, Exhausted, LegacyRounds, Opened
+from .legacy_rounds import Closed, Exhausted, LegacyRounds, Opened
 from .observing import Reporter
 from .results import Reading, read_answer, unanswered
 from .server_requests import Refuse, Reply
@@ -67,11 +46,9 @@ __all__ = ["ClientConnection"]
 
 P = CallPhase
 K = CallTrigger
-#: Every move of a call, as the table says: ``_MOVES[trigger][phase]`` is the next phase (an
-#: undeclared one raises). Two dict lookups, no call: a call moves on every leg.
+#: ``_MOVES[trigger][phase]``: the table's next phase (an undeclared move raises), by lookup.
 _MOVES = {trigger: CLIENT_CALL.moves(trigger) for trigger in CallTrigger}
-# The members the hot paths name, bound once: an enum member's attribute lookup costs several
-# times a global's (docs/performance.md).
+# Hot-path members bound once: a global is cheaper than an enum attribute (docs/performance.md).
 _SENT, _RETRY, _ANSWERED = K.SENT, K.RETRY, K.ANSWERED
 _ANSWERING_SERVER, _TASK_WAITING = P.ANSWERING_SERVER, P.TASK_WAITING
 _TASK_INPUT, _TASK_UPDATING = P.TASK_INPUT, P.TASK_UPDATING
@@ -79,13 +56,10 @@ _ENDED = CLIENT_CALL.terminal
 
 
 class ClientConnection(Connection):
-    """The client side of one stream (a stdio process), or of one server over HTTP.
-
-    Feed what the server sends to :meth:`receive_data` (NDJSON) or :meth:`receive_message`
-    (one HTTP body, or a decoded message); read events with :meth:`next_event`; write what
-    :meth:`outgoing` or :meth:`data_to_send` returns. Drive :meth:`handle_timer` at
-    :meth:`next_deadline`.
-    """
+    """The client side of one stream (a stdio process), or of one server over HTTP: feed it
+    what the server sends (:meth:`receive_data`, :meth:`receive_message`), read
+    :meth:`next_event`, write :meth:`outgoing` or :meth:`data_to_send`, and call
+    :meth:`handle_timer` at :meth:`next_deadline`."""
 
     #: The transport's name for the legacy session (HTTP ``Mcp-Session-Id``), set by the
     #: adapter that received it; only reported to an observer (``mcp.session.id``).
@@ -100,8 +74,7 @@ class ClientConnection(Connection):
         self._tasks = declares_tasks(config.capabilities)
         self._clock = config.clock
         self._backoff = config.retry_backoff
-        observer = config.observer
-        self._report = None if observer is None else Reporter(observer, config.clock)
+        self._report = None if config.observer is None else Reporter(config.observer, config.clock)
         self._next_id = 0
         self._next_call = 0
         self._calls: dict[int, CallState] = {}
@@ -127,7 +100,7 @@ class ClientConnection(Connection):
         elif config.era == "legacy":
             self._apply_handshake([StartInitialize()])
         else:
-            self._request(self._handshake.probe(self._new_id()))
+            self._own(self._handshake.probe(self._new_id()))
 
     # --- public API -------------------------------------------------------------------------
 
@@ -136,19 +109,14 @@ class ClientConnection(Connection):
         message: bytes | str | Mapping[str, Any],
         related_request_id: int | None = None,
     ) -> None:
-        """Feed one whole message: an HTTP response body, an SSE event's data, or a decoded
-        message; ``related_request_id`` names our request whose HTTP response carried it (a
-        legacy server's request arriving there belongs to that request's call, SEP-2260)."""
+        """Feed one whole message (an HTTP body, an SSE event's data, or decoded);
+        ``related_request_id``: our request whose HTTP response carried it (SEP-2260)."""
         self._receive_decoded(message, related_request_id)
 
     def call(self, method: str, params: Mapping[str, Any] | None = None) -> Call:
         """Start an operation; its outcome arrives as events carrying the returned handle.
-
-        ``params`` are sent as given, plus the envelope on the modern wire; their ``_meta``
-        may carry e.g. a ``progressToken`` but not the envelope keys, and ``inputResponses`` /
-        ``requestState`` are the connection's to send. Before the era is known the call is
-        queued and sent once it is.
-        """
+        ``params`` go as given (the envelope, ``inputResponses`` and ``requestState`` are the
+        connection's); before the era is known the call waits in a queue."""
         if self._closed:
             raise LocalProtocolError("call after the stream was closed")
         if self._failure is not None:
@@ -163,23 +131,16 @@ class ClientConnection(Connection):
 
     def fulfil(self, event: InputNeeded, result: Mapping[str, Any]) -> bool:
         """Answer ``event`` with ``result`` (an ElicitResult, CreateMessageResult or
-        ListRootsResult object).
-
-        On the modern wire, the answer that completes a round sends the retry; on the legacy
-        wire the answer goes out at once as the response to the server's request. Returns
-        False, doing nothing, when the request is no longer pending (answered, withdrawn, or
-        its call ended); raises :class:`LocalProtocolError` for an answer of the wrong shape.
-        """
+        ListRootsResult); the answer completing a modern round sends the retry. False, doing
+        nothing, when it is no longer pending; :class:`LocalProtocolError` for a wrong shape."""
         answer = checks.check_answer(checks.check_event(event).method, result)
         st = self._round_of(event)
         if st is None:
             return self._answer_server_request(event, self._server.answer(event, answer))
-        answers = st.answers
-        answers[event.key] = answer  # type: ignore[index]
-        if len(answers) < len(st.asked):
-            st.phase = _MOVES[_ANSWERED][st.phase]
-        else:  # the round is answered: send it (a task's, with tasks/update)
+        if st.answer(event, answer):  # the round is answered: send it (a task's, tasks/update)
             self._send_leg(st, K.TASK_UPDATE if st.phase is _TASK_INPUT else _RETRY)
+        else:
+            st.phase = _MOVES[_ANSWERED][st.phase]
         return True
 
     def decline(self, event: InputNeeded) -> bool:
@@ -194,33 +155,24 @@ class ClientConnection(Connection):
         """Cancel ``call``: its request in flight, if any, gets ``notifications/cancelled``,
         its pending input is void, and nothing more is sent or reported for it. Returns False
         when the call had already ended. (A dismissed elicitation is :meth:`dismiss`'s.)"""
-        if type(call) is not Call:
-            hint = "; dismiss(event) answers an elicitation" * isinstance(call, InputNeeded)
-            raise TypeError(f"cancel() takes a Call, not {type(call).__name__}{hint}")
-        st = self._calls.get(call.call_id)
+        st = self._calls.get(checks.check_handle(call).call_id)
         if st is None or st.call is not call:
             return False
         self._abandon(st, reason, K.CANCELLED)
         return True
 
     def resume_task(self, task_id: str) -> Call:
-        """Follow the task ``task_id`` (from a :class:`~mrtr_sansio.tasks.TaskStarted` of an
-        earlier connection, say after a restart) as a new ``tools/call`` call: it is polled,
-        its input requests surface as :class:`InputNeeded`, and it ends with the tool's result.
-        Needs the modern wire and the tasks extension in ``ClientConfig.capabilities``."""
+        """Follow the task ``task_id`` (of an earlier connection's ``TaskStarted``) as a new
+        ``tools/call`` call; needs the modern wire and the tasks extension declared."""
         resumable = self._ready and self.era is Era.MODERN and self._tasks
         return self._start(
             follow.resumed(self._next_call, task_id, resumable, self._backoff), K.POLL
         )
 
     def reject(self, event: InputNeeded, error: JsonRpcError | None = None) -> bool:
-        """Refuse a request the application will not fulfil (e.g. the user rejected sampling).
-
-        Legacy wire: answered with ``error`` (default -1, "User rejected the request", the
-        convention for sampling). Modern wire: embedded requests have no error channel
-        (DIGEST §2.6), so the call is abandoned, as with :meth:`cancel`. Prefer
-        :meth:`decline` for elicitation. Returns False when the request is no longer pending.
-        """
+        """Refuse a request (e.g. sampling): on the legacy wire with ``error`` (default -1,
+        "User rejected the request"); the modern wire has no error channel, so the call is
+        cancelled. Prefer :meth:`decline` for elicitation. False when no longer pending."""
         error = checks.check_rejection(error)
         st = self._round_of(checks.check_event(event))
         if st is not None:
@@ -231,14 +183,11 @@ class ClientConnection(Connection):
         """When :meth:`handle_timer` must next be called (clock seconds), or None."""
         due = min(self._timers.values(), default=None)
         probe = self._handshake.deadline
-        if probe is not None and (due is None or probe < due):
-            return probe
-        return due
+        return due if probe is None or (due is not None and due <= probe) else probe
 
     def handle_timer(self, now: float) -> None:
         """Do what is due at ``now`` (read from ``ClientConfig.clock``): state-only retries,
-        task polls, and the probe's fallback to legacy when the server did not answer it in
-        time."""
+        task polls, the probe's fallback to legacy."""
         self._apply_handshake(self._handshake.on_timer(now))
         timers = self._timers
         for call_id in [cid for cid, due in timers.items() if due <= now]:
@@ -251,10 +200,8 @@ class ClientConnection(Connection):
         item: Outgoing,
         param_headers: Mapping[str, Mapping[str, tuple[str, ...]]] | None = None,
     ) -> dict[str, str]:
-        """The MCP headers an HTTP transport sets on the POST carrying ``item``
-        (:mod:`mrtr_sansio.http` states each): ``MCP-Protocol-Version``, ``Mcp-Method``,
-        ``Mcp-Name``, and the ``Mcp-Param-*`` of a tool's ``x-mcp-header`` arguments given
-        ``param_headers`` (``param_headers_for(tools)`` over the ``tools/list`` result)."""
+        """The MCP headers of the POST carrying ``item`` (:mod:`mrtr_sansio.http` states each);
+        ``param_headers``: ``param_headers_for(tools)`` of the ``tools/list`` result."""
         return request_headers(item.message, self.protocol_version, param_headers)
 
     def request_call(self, request_id: Any) -> Call | None:
@@ -263,10 +210,9 @@ class ClientConnection(Connection):
         return None if st is None else st.call
 
     def request_failed(self, request_id: Any, reason: str) -> bool:
-        """The transport lost request ``request_id`` (an HTTP error without a JSON-RPC body, a
-        stream that ended first): its call fails (-32603 with ``reason``, ``local=True``), the
-        era probe falls back to ``initialize``, ``initialize`` fails the handshake. False, doing
-        nothing, when no request of ours awaits an answer under that id."""
+        """The transport lost request ``request_id`` (an HTTP error, a stream that ended): what
+        waited for it fails with -32603 ``reason`` (the probe falls back to ``initialize``).
+        False, doing nothing, when no request of ours awaits an answer under that id."""
         return self._unanswered(request_id, reason, lost=True)
 
     @property
@@ -291,9 +237,7 @@ class ClientConnection(Connection):
         """The call whose current modern round still awaits ``event``'s answer, or None."""
         call = event.call
         st = None if call is None else self._calls.get(call.call_id)
-        if st is None or st.asked.get(event.key) is not event or event.key in st.answers:  # type: ignore[arg-type]
-            return None
-        return st
+        return st if st is not None and st.awaits(event) else None
 
     # --- era (what the Handshake decides) ----------------------------------------------------
 
@@ -302,37 +246,34 @@ class ClientConnection(Connection):
         for action in actions:
             if isinstance(action, StartInitialize):
                 self.era, self.protocol_version = Era.LEGACY, None
-                self._request(self._handshake.initialize(self._new_id()))
+                self._own(self._handshake.initialize(self._new_id()))
             elif isinstance(action, Ignore):
                 self._ignore(action.request_id)
-            elif isinstance(action, Settled):  # report it, then send what waited for it
-                self._agree(action)
+            elif isinstance(action, Settled):
                 self._events.append(action.detected)
-                for msg in action.follow_ups(self._new_id):
-                    if "id" in msg:
-                        self._request(msg, ignore=True)
-                    else:
-                        self._notify(msg)
-                if self._report is not None and self.era is Era.LEGACY:
-                    self._report.session_started(action.detected.protocol_version, self.transport)
-                queue, self._queue = self._queue, []
-                for st in queue:
-                    self._send_leg(st, _SENT)
-            else:
+                self._agree(action)
+            else:  # (the handshake has stopped: it failed)
                 self._failure = error = action.error
-                local = action.local
-                self._handshake.stop()
-                self._events.append(HandshakeFailed(error, local))
+                self._events.append(HandshakeFailed(error, action.local))
                 queue, self._queue = self._queue, []
                 for st in queue:
-                    self._settle(st, (K.HANDSHAKE_FAILED, CallFailed(st.call, error, local)))
+                    failed = CallFailed(st.call, error, action.local)
+                    self._settle(st, (K.HANDSHAKE_FAILED, failed))
 
     def _agree(self, settled: Settled) -> None:
-        """Take the era, version and server facts the handshake agreed."""
+        """Take the era, version and server facts the handshake agreed, then send what waited
+        for them (the legacy follow-ups, the queued calls)."""
         known = settled.detected
         self.era, self.protocol_version = known.era, known.protocol_version
         self.server_capabilities, self.server_info = known.capabilities, known.server_info
         self.instructions, self._envelope, self._ready = known.instructions, settled.envelope, True
+        for msg in settled.follow_ups(self._new_id):
+            self._own(msg, ignore=True)
+        if self._report is not None and known.era is Era.LEGACY:
+            self._report.session_started(known.protocol_version, self.transport)
+        queue, self._queue = self._queue, []
+        for st in queue:
+            self._send_leg(st, _SENT)
 
     # --- sending ----------------------------------------------------------------------------
 
@@ -347,26 +288,24 @@ class ClientConnection(Connection):
         if len(ignored) > self._limits.max_in_flight:
             del ignored[next(iter(ignored))]
 
-    def _request(self, msg: dict[str, Any], *, ignore: bool = False) -> None:
-        """Queue a request of the connection's own (no call's); with ``ignore`` its answer,
-        if any, is dropped."""
+    def _own(self, msg: dict[str, Any], *, ignore: bool = False) -> None:
+        """Queue a notification, or a request of the connection's own (no call's) whose answer,
+        with ``ignore``, is dropped."""
+        if "id" not in msg:
+            self._send(OutgoingNotification, self._encode(msg), msg, None)
+            return
         self._send(OutgoingRequest, self._encode(msg), msg, None, (msg["id"],))
         if ignore:
             self._ignore(msg["id"])
 
-    def _notify(self, msg: dict[str, Any]) -> None:
-        """Queue a notification."""
-        self._send(OutgoingNotification, self._encode(msg), msg, None)
-
     def _send_leg(self, st: CallState, trigger: CallTrigger) -> None:
-        """Send the call's next request, as the phase ``trigger`` leads to says (a task's
-        ``tasks/get`` or ``tasks/update``, else the call's own), and move it once queued. An
-        answer that cannot be serialized is taken back (its event pending again) and named."""
+        """Send the call's next request, the one the phase ``trigger`` leads to names, and move
+        it once queued; an answer that cannot be serialized is taken back and named."""
         phase = _MOVES[trigger][st.phase]
         method = TASK_LEGS.get(phase)
         if method is None:
             method = st.call.method
-            params = leg_params(st, self.era, self._envelope, self.config)
+            params = calls.leg_params(st, self.era, self._envelope, self.config)
         else:
             params = follow.task_params(st, phase is _TASK_UPDATING, self._envelope)
         rid = self._new_id()
@@ -381,7 +320,7 @@ class ClientConnection(Connection):
         except LocalProtocolError as exc:
             if report is not None:
                 report.unsent(st.call, rid, exc)
-            names = ", ".join(map(repr, unsendable(st, self._encode)))
+            names = ", ".join(map(repr, calls.unsendable(st, self._encode)))
             if names:
                 raise LocalProtocolError(f"the answer to {names} cannot be sent: {exc}") from None
             raise
@@ -395,19 +334,16 @@ class ClientConnection(Connection):
         task, with ``tasks/cancel``, whose answer is ignored)."""
         was = st.phase
         if trigger is K.CANCELLED and was in TASK_PHASES:
-            self._request(follow.cancel_message(self._new_id(), st, self._envelope), ignore=True)
+            self._own(follow.cancel_message(self._new_id(), st, self._envelope), ignore=True)
         st.phase = _MOVES[trigger][was]
         if was in IN_FLIGHT:
-            self._notify(cancelled_message(st, reason))
+            self._own(calls.cancelled_message(st, reason))
             self._ignore(st.leg)
             if self.era is Era.LEGACY:
                 self._server.cancelled(st.call.method, self._next_id)
         elif was is P.QUEUED:
             self._queue.remove(st)
-        if self._report is not None:
-            outcome = "CallCancelled" if trigger is K.CANCELLED else "CallAbandoned"
-            self._report.finished(st.call, outcome, st.round)
-        self._forget(st, was)
+        self._end(st, was, "CallCancelled" if trigger is K.CANCELLED else "CallAbandoned")
 
     # --- receiving --------------------------------------------------------------------------
 
@@ -450,7 +386,8 @@ class ClientConnection(Connection):
         was = st.phase
         st.phase = phase = _MOVES[trigger][was]
         if phase in _ENDED:  # the table says the call is over; ``detail`` is its last event
-            self._end(st, detail, was)
+            self._end(st, was, detail)
+            self._events.append(detail)
             return
         events, delay = st.enter(trigger, detail, self.config)
         self._events.extend(events)
@@ -496,8 +433,8 @@ class ClientConnection(Connection):
         if move is not None:
             st = self._calls[event.call.call_id]  # type: ignore[union-attr]
             st.phase = _MOVES[move][st.phase]
-        if closed.outcome is WITHDRAWN:
-            self._events.append(InputWithdrawn(event.call, event.key))
+        if (withdrawn := closed.withdrawn) is not None:
+            self._events.append(withdrawn)
 
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled" and self.era is not Era.MODERN:
@@ -506,9 +443,8 @@ class ClientConnection(Connection):
             self._events.append(NotificationReceived(method, params))
 
     def _on_malformed(self, msg: Any, exc: RemoteProtocolError) -> None:
-        """A message that is not valid JSON-RPC. A broken answer to one of our requests ends
-        that request as an invalid response; anything else is reported (and a legacy
-        server request with a readable id is answered)."""
+        """A message that is not valid JSON-RPC: a broken answer to one of our requests ends
+        that request; anything else is reported (a legacy server's request answered)."""
         if type(msg) is not dict or "method" in msg:
             self._invalid(exc, answer=True)
         elif not is_valid_id(rid := msg.get("id")) or not self._unanswered(
@@ -536,22 +472,16 @@ class ClientConnection(Connection):
 
     # --- endings ----------------------------------------------------------------------------
 
-    def _forget(self, st: CallState, was: CallPhase) -> None:
-        """Drop every trace of a call that was in phase ``was``: its request in flight is no
-        longer ours to route, and its pending input (a legacy server's included) is void."""
+    def _end(self, st: CallState, was: CallPhase, outcome: Event | str) -> None:
+        """Report the ``outcome`` of a call that was in phase ``was`` and drop every trace of
+        it: its request in flight is no longer ours to route, its pending input is void."""
+        if self._report is not None:
+            self._report.finished(st.call, outcome, st.round)
         del self._calls[st.call.call_id]
         self._timers.pop(st.call.call_id, None)
-        if st.leg is not None:
-            self._legs.pop(st.leg, None)
-            st.leg = None
+        self._legs.pop(st.leg, None)
         if was is _ANSWERING_SERVER:
             self._server.drop_call(st.call)
-
-    def _end(self, st: CallState, event: Event, was: CallPhase) -> None:
-        if self._report is not None:
-            self._report.finished(st.call, event, st.round)
-        self._forget(st, was)
-        self._events.append(event)
 
     def _on_close(self) -> None:
         error = JsonRpcError.internal("The connection closed before the call ended")

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from mrtr_sansio._errors import ErrorCode, JsonRpcError
-from mrtr_sansio._events import InputNeeded, RoundsExhausted
+from mrtr_sansio._events import InputNeeded, InputWithdrawn, RoundsExhausted
 from mrtr_sansio._lifecycle import CallPhase, CallTrigger
 from mrtr_sansio._mcp.envelope import Era
 from mrtr_sansio._wire.jsonrpc import error_message
@@ -59,6 +59,12 @@ class Closed:
     event: InputNeeded
     outcome: str
     move: CallTrigger | None = None
+
+    @property
+    def withdrawn(self) -> InputWithdrawn | None:
+        """What tells the application its request is withdrawn (None: it was answered)."""
+        event = self.event
+        return InputWithdrawn(event.call, event.key) if self.outcome is WITHDRAWN else None
 
 
 def receive(
