@@ -82,28 +82,37 @@ def screen(
         # Two framings: a proxy in front may have read another body than we would, and
         # what follows it on the connection could be a smuggled request (RFC 9112 §6.1).
         return Refusal(400, "Bad Request: Content-Length with Transfer-Encoding", [CLOSE])
-    close = close_if_body(headers)
     if not path_ok:
-        return Refusal(404, "Not Found", close, observed=False)
+        return Refusal(404, "Not Found", close_if_body(headers), observed=False)
     for name in repeated:
         if name in SINGLE_HEADERS:
-            return Refusal(400, f"Bad Request: header {name} sent more than once", close)
+            return Refusal(
+                400, f"Bad Request: header {name} sent more than once", close_if_body(headers)
+            )
     if allowed_hosts is not None:
         if not _allowed(host_name(headers.get("host", "")), allowed_hosts):
-            return Refusal(421, "Misdirected Request: Host not allowed", close)
+            return Refusal(421, "Misdirected Request: Host not allowed", close_if_body(headers))
         origin = headers.get("origin")
         if origin is not None and not _allowed(origin_host(origin), allowed_hosts):
-            return Refusal(403, "Forbidden: Origin not allowed", close)
+            return Refusal(403, "Forbidden: Origin not allowed", close_if_body(headers))
     if method != "POST":
         if method == "DELETE" and legacy:
             return None
         allow = b"POST, DELETE" if legacy else b"POST"
-        return Refusal(405, "Method Not Allowed", [(b"allow", allow), *close], observed=False)
+        return Refusal(
+            405, "Method Not Allowed", [(b"allow", allow), *close_if_body(headers)], observed=False
+        )
     if not is_json(headers.get("content-type", "")):
-        return Refusal(415, "Unsupported Media Type: expected application/json", close)
+        return Refusal(
+            415, "Unsupported Media Type: expected application/json", close_if_body(headers)
+        )
     accept = headers.get("accept")
     if accept is not None and not accepts(accept):
-        return Refusal(406, "Not Acceptable: accept application/json, text/event-stream", close)
+        return Refusal(
+            406,
+            "Not Acceptable: accept application/json, text/event-stream",
+            close_if_body(headers),
+        )
     return None
 
 
