@@ -31,6 +31,7 @@ from mrtr_sansio import (
 )
 from mrtr_sansio.events import OutgoingError
 from mrtr_sansio.http import HttpRequestFacts, decode_header_value
+from mrtr_sansio.http._facts import is_field_value
 
 V = "2026-07-28"
 
@@ -139,6 +140,13 @@ def test_header_values_outside_visible_ascii_are_invalid_characters(
     assert sent(conn) == [
         error(ErrorCode.HEADER_MISMATCH, f"Header {named} has invalid characters", 7)
     ]
+
+
+def test_a_plain_value_is_visible_ascii_space_and_tab_and_nothing_else() -> None:
+    for code in range(0x180):
+        char = chr(code)
+        assert is_field_value(f"a{char}b") is (0x20 <= code <= 0x7E or char == "\t"), hex(code)
+    assert is_field_value("")
 
 
 def test_surrounding_spaces_and_tabs_are_not_part_of_the_value(conn: ServerConnection) -> None:

@@ -42,8 +42,6 @@ from ._names import (
 
 __all__ = ["HeaderReader", "HttpRequestFacts", "decode_header_value", "encode_header_value"]
 
-#: Visible ASCII, space and horizontal tab: what a plain mirror-header value may hold.
-FIELD_VALUE = re.compile(r"[\x20-\x7e\t]*")
 PARAM_PREFIX_BYTES = PARAM_PREFIX.encode()
 #: How each checked header is named in error messages.
 _DISPLAY = {
@@ -195,6 +193,13 @@ _MCP_ONLY = HeaderReader()
 _NONE: frozenset[str] = frozenset()
 
 
+def is_field_value(value: str) -> bool:
+    """Whether ``value`` holds only visible ASCII, space and horizontal tab: what a plain
+    mirror-header value may hold (an ASCII character is printable exactly when it is visible
+    or a space)."""
+    return value.isascii() and value.replace("\t", " ").isprintable()
+
+
 # RFC 3986 reg-name (unreserved, pct-encoded, sub-delims), then an optional numeric port.
 _REG_NAME_PORT = re.compile(
     r"((?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+)(?::([0-9]{1,5}))?", re.ASCII
@@ -273,7 +278,7 @@ def header_display_name(name: str) -> str:
 
 def _plain(value: str, header: str, request_id: Any) -> str:
     """``value`` stripped, after refusing characters a header value may not carry as is."""
-    if not FIELD_VALUE.fullmatch(value):
+    if not is_field_value(value):
         raise _mismatch(f"Header {header} has invalid characters", request_id)
     return value.strip()
 

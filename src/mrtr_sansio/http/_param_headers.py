@@ -16,7 +16,7 @@ from typing import Any
 
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, RemoteProtocolError
 
-from ._facts import FIELD_VALUE, HttpRequestFacts, decode_header_value
+from ._facts import HttpRequestFacts, decode_header_value, is_field_value
 from ._names import PARAM_DISPLAY
 
 __all__ = ["check_param_headers", "header_text", "mirrored_params", "param_headers_for"]
@@ -131,7 +131,7 @@ def check_param_headers(
         if raw is None:
             raise _mismatch(f"Missing required header {header}", request_id)
         raw = raw.strip()
-        if not FIELD_VALUE.fullmatch(raw):
+        if not is_field_value(raw):
             raise _mismatch(f"Header {header} has invalid characters", request_id)
         try:
             text = decode_header_value(raw)
