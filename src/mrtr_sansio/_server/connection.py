@@ -16,7 +16,7 @@ by the shim (or refused with -32603); embedded requests beyond the declared capa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import mrtr_sansio.tasks._server as tasks_part
@@ -51,9 +51,10 @@ from .answers import (
     notification_params,
     parse_input_required,
 )
+from .legacy import Admit, EmptyResult, LegacyAction, LegacyRequests
 from .modern import ModernRequests
 from .observing import answered, leg_ended, leg_sent, refusal, started, traced_leg
-from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
+from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest
 from .state import StateGate, StateRejectedError
 
 __all__ = ["ServerConnection", "refusal"]
@@ -88,7 +89,6 @@ class ServerConnection(Connection):
         self.config = config
         #: The authenticated caller of every message without its own (bound into sealed state).
         self.principal = principal
-        self._server_requests = server_requests
         self._server_info = config.server_info
         self._observer = config.observer
         self._obs_key = 0 if config.observer is None else observe.connection_key()
@@ -99,18 +99,18 @@ class ServerConnection(Connection):
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
         self._cancelled: dict[Any, None] = {}
-        self._session: LegacySession | None = None
         self._shim = LegacyShim(config)
         self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
         self._tasks = tasks_part.task_machine(config, self._obs_key)
         self._modern = ModernRequests(config, self._state, self._tasks)
+        self._legacy = LegacyRequests(config, self._shim, self._tasks, server_requests)
 
     # --- public API -------------------------------------------------------------------------
 
     @property
     def session(self) -> LegacySession | None:
         """The legacy session, once ``initialize`` was received."""
-        return self._session
+        return self._legacy.session
 
     @property
     def in_flight(self) -> frozenset[Any]:
@@ -130,7 +130,7 @@ class ServerConnection(Connection):
         return not (
             self._inflight
             or self._cancelled
-            or self._session is not None
+            or self._legacy.session is not None
             or self._acknowledged
             or self._events
             or self._out
@@ -209,7 +209,8 @@ class ServerConnection(Connection):
         related = related_request_id is not None
         event = self._inflight.get(related_request_id) if related else None
         acknowledged = related_request_id in self._acknowledged
-        sent = notification_params(method, params, related, event, acknowledged, self._session)
+        session = self._legacy.session
+        sent = notification_params(method, params, related, event, acknowledged, session)
         if sent is not DROP:
             msg = notification_message(method, sent)
             self._send(OutgoingNotification, self._encode(msg), msg, related_request_id)
@@ -243,12 +244,12 @@ class ServerConnection(Connection):
         """An adapter ended this connection's legacy session without closing a stream (HTTP
         DELETE, idle expiry, eviction): only an observer is told (``SessionEnded``). Cancel
         its requests first; the connection is not used afterwards."""
-        if self._session is not None:
+        if self._legacy.session is not None:
             self._tell(observe.SessionEnded)
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
-        return legacy.initialize_result(self.config, self._session, protocol_version)
+        return legacy.initialize_result(self.config, self._legacy.session, protocol_version)
 
     def discover_result(self) -> dict[str, Any]:
         """The ``DiscoverResult``: versions, capabilities, instructions, cache hints."""
@@ -299,11 +300,7 @@ class ServerConnection(Connection):
 
     def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
-        if self._session is None or not self._server_requests or self._closed:
-            raise LocalProtocolError(
-                "ping needs an open legacy session that carries server requests"
-            )
-        ping_id = self._shim.new_ping()
+        ping_id = self._legacy.ping(self._closed)
         msg = jsonrpc.request_message(ping_id, "ping", None)
         self._send(OutgoingRequest, self._dumps(msg), msg, None, (ping_id,))
         return ping_id
@@ -376,7 +373,7 @@ class ServerConnection(Connection):
                 raise
             if admitted is None:  # no protocol version in _meta: the legacy wire
                 meta = params.get("_meta")
-                self._on_legacy_request(rid, method, params, meta, http, principal)
+                self._apply(self._legacy.receive(rid, method, params, meta, http, principal))
                 return
             state, round_, carried, answer = admitted
             event = RequestReceived(rid, method, params, None, state, round_, principal)
@@ -395,37 +392,6 @@ class ServerConnection(Connection):
         except RemoteProtocolError as exc:
             self._invalid(exc, answer=True, request=msg)
 
-    def _on_legacy_request(
-        self,
-        rid: Any,
-        method: str,
-        params: dict[str, Any],
-        meta: dict[str, Any] | None,
-        http: HttpRequestFacts | None,
-        principal: str | None,
-    ) -> None:
-        """A request without the modern envelope: initialize, or one in a legacy session."""
-        config = self.config
-        session = self._session
-        event = legacy.receive(
-            config, session, self._tasks, rid, method, params, meta, http, principal
-        )
-        if not isinstance(event, RequestReceived):  # ping, logging/setLevel: answered here
-            if event is not None:
-                session.log_level = event  # type: ignore[union-attr]
-            msg = jsonrpc.result_message(rid, {})
-            self._send(OutgoingResult, self._dumps(msg), msg, rid)
-            return
-        self._inflight[rid] = event
-        if event.method == "initialize":
-            session = self._session = event.session
-            if config.answer_discovery:
-                self._respond_complete(event, legacy.initialize_result(config, session))
-                return
-        else:
-            self._tell(started, event, None, self.transport)
-        self._events.append(event)
-
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
             rid = params.get("requestId") if params is not None else None
@@ -434,9 +400,8 @@ class ServerConnection(Connection):
             if event is not None and event.method != "initialize":
                 self._cancel(rid, params.get("reason") if params is not None else None)
             return
-        if method == "notifications/initialized" and self._session is not None:
-            self._session.initialized = True
-            self._apply(self._shim.release())
+        if method == "notifications/initialized":
+            self._apply(self._legacy.initialized())
         self._events.append(NotificationReceived(method, params))
 
     def _cancel(self, rid: Any, reason: Any) -> None:
@@ -453,7 +418,7 @@ class ServerConnection(Connection):
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool, request: Any = None) -> None:
         super()._invalid(exc, answer=answer)
         if answer:
-            self._tell(refusal, request, exc, self._session, self.transport)
+            self._tell(refusal, request, exc, self._legacy.session, self.transport)
 
     def _refusal_relates_to(self, request_id: Any) -> Any:
         # A refused message whose id names a request still open (a duplicate id) is not part
@@ -466,13 +431,10 @@ class ServerConnection(Connection):
     def _on_close(self) -> None:
         # Requests waiting for the client's input can never be answered now; the others are
         # the application's until it answers (the answer goes nowhere).
-        waiting = [rid for rid in self._inflight if self._shim.waiting(rid)]
-        self._shim.abandon_all()
-        for rid in waiting:
+        for rid in self._legacy.close(self._inflight):
             del self._inflight[rid]
             self._tell(observe.RequestAbandoned, rid, "closed")
-        if self._session is not None:
-            self._tell(observe.SessionEnded)
+        self.end_session()
 
     # --- send path --------------------------------------------------------------------------
 
@@ -521,20 +483,15 @@ class ServerConnection(Connection):
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._send(carrier, data, msg, rid, (error,))
         self._tell(observe.ErrorSent, rid, error.code, error.message)
-        if event.session is not None and event.method == "initialize":
-            self._session = None  # the handshake failed: the client may try again
+        if event.session is not None:
+            self._legacy.failed(event)
 
     def _respond_input_required(
         self, event: RequestReceived, ir: InputRequiredResult, meta: Mapping[str, Any] | None = None
     ) -> None:
         check_input_required(event.method, ir, self._max_input_requests, self._state.seals)
         if event.session is not None:
-            session = self._session
-            if not (self.config.legacy_shim and self._server_requests):
-                self._respond_error(event, legacy.NO_SHIM)
-            else:
-                hold = session is not None and not session.initialized
-                self._apply(self._shim.start_round(event, ir, self._encode, hold))
+            self._apply(self._legacy.start_round(event, ir, self._encode))
         elif ir.input_requests and not ir.allowed_by(event.client_capabilities):
             missing = answers.missing_capability(ir, event.client_capabilities)
             self._respond_error(event, missing, _MISSING_CAPABILITY)
@@ -549,8 +506,8 @@ class ServerConnection(Connection):
         if self._observer is not None:
             self._observer.observe(fact(self.config.clock(), self._obs_key, *args))
 
-    def _apply(self, actions: list[ShimAction]) -> None:
-        """Carry out the legacy shim's actions, in order."""
+    def _apply(self, actions: Iterable[LegacyAction]) -> None:
+        """Carry out the legacy side's actions, in order."""
         for action in actions:
             if isinstance(action, SendRequest):
                 observer = self._observer
@@ -572,5 +529,17 @@ class ServerConnection(Connection):
                 self._events.append(action.event)
             elif isinstance(action, Fail):  # the shim forgot the run: finish() finds nothing
                 self._respond_error(self._inflight[action.request_id], action.error)
+            elif isinstance(action, Admit):
+                event = action.event
+                self._inflight[event.request_id] = event
+                if action.result is not None:
+                    self._respond_complete(event, action.result)
+                    continue
+                if action.observed:
+                    self._tell(started, event, None, self.transport)
+                self._events.append(event)
+            elif isinstance(action, EmptyResult):
+                msg = jsonrpc.result_message(action.request_id, {})
+                self._send(OutgoingResult, self._dumps(msg), msg, action.request_id)
             else:
                 self._events.append(action.event)
