@@ -1,17 +1,8 @@
-"""ServerConnection: the server role on both wires, a thin owner.
-
-It owns what lives across messages -- the requests in flight, the cancelled ones, the legacy
-session, the open listen streams, the queues -- and decides with the pure parts beside it:
-:mod:`.modern` checks a modern request, :mod:`.legacy` a legacy one, :mod:`.answers` builds
-what an answer or a notification sends, :mod:`.shim` runs the legacy shim's rounds,
-``tasks._server`` the tasks extension. A request first passes the JSON-RPC shape (-32600) and
-the in-flight bounds; what survives its era's checks reaches the application as a
-:class:`RequestReceived`.
-
-Answers pass one gate (see :meth:`ServerConnection.respond`): a cancelled request gets nothing;
-``input_required`` is allowed only on the three MRTR methods; on the legacy wire it is fulfilled
-by the shim (or refused with -32603); embedded requests beyond the declared capabilities become
--32021. Modern results always carry ``resultType``; legacy results never do.
+"""ServerConnection: the server role on both wires, a thin owner of what lives across messages
+(requests in flight and cancelled, listen streams, the queues). It decides with the parts
+beside it -- :mod:`.modern` and :mod:`.legacy` check requests, :mod:`.answers` builds what goes
+out, :mod:`.shim` runs legacy rounds, ``tasks._server`` the tasks extension -- and applies what
+they return.
 """
 
 from __future__ import annotations
@@ -67,14 +58,10 @@ _MISSING_CAPABILITY = ANSWER_CARRIER[RequestTrigger.MISSING_CAPABILITY]
 
 
 class ServerConnection(Connection):
-    """The server side of one stream (a stdio process, a TCP connection), one legacy HTTP
-    session, or one stateless HTTP exchange.
-
-    ``principal`` is the authenticated caller for every message on this connection (messages
-    may override it); it is bound into sealed state. ``server_requests`` says whether the
-    transport can carry server-to-client requests at all; without it legacy requests that
-    need input are refused, as the legacy shim cannot run.
-    """
+    """The server side of one stream (stdio, TCP), one legacy HTTP session, or one stateless
+    HTTP exchange. ``principal`` is the caller of every message without its own (bound into
+    sealed state); ``server_requests=False``: the transport cannot carry server-to-client
+    requests, so legacy requests that need input are refused (the shim cannot run)."""
 
     def __init__(
         self,
@@ -119,14 +106,9 @@ class ServerConnection(Connection):
 
     @property
     def reusable(self) -> bool:
-        """Whether the connection holds nothing of any request: none in flight or cancelled,
-        no legacy session, no listen stream, nothing queued, not closed.
-
-        The server keeps no memory of a modern request once it is answered, so such a
-        connection serves the next stateless request exactly as a new one would: an HTTP
-        transport may keep it for that instead of building a connection per POST (setting
-        :attr:`principal` for each).
-        """
+        """Whether the connection holds nothing of any request (none in flight or cancelled,
+        no session or listen stream, nothing queued, not closed): it then serves the next
+        stateless request as a new one would (an HTTP transport sets :attr:`principal`)."""
         return not (
             self._inflight
             or self._cancelled
@@ -144,11 +126,8 @@ class ServerConnection(Connection):
         http: HttpRequestFacts | None = None,
         principal: str | None = None,
     ) -> None:
-        """Feed one whole message (an HTTP body, or a message already decoded).
-
-        ``http`` carries the request's MCP headers for the modern mirror-header checks;
-        ``principal`` overrides the connection's for this message.
-        """
+        """Feed one whole message (an HTTP body, or decoded); ``http``: the request's MCP
+        headers, for the mirror-header checks; ``principal`` overrides the connection's."""
         context = None if http is None and principal is None else (http, principal)
         self._receive_decoded(message, context)
 
@@ -157,12 +136,9 @@ class ServerConnection(Connection):
         request_id: str | int,
         result: Mapping[str, Any] | InputRequiredResult | JsonRpcError | RunAsTask,
     ) -> None:
-        """Answer a request with a result mapping, an :class:`InputRequiredResult`, or an error
-        (or, tasks extension, a :class:`~mrtr_sansio.tasks.RunAsTask`).
-
-        Raises :class:`LocalProtocolError` for an id that awaits no answer, and for
-        ``input_required`` on a method that does not allow it (the request stays open).
-        """
+        """Answer a request with a result mapping, an :class:`InputRequiredResult`, an error or
+        a :class:`~mrtr_sansio.tasks.RunAsTask`. Raises :class:`LocalProtocolError` for an id
+        that awaits no answer or an answer its method does not allow (the request stays open)."""
         event = self._inflight.get(request_id)
         if event is None:
             if request_id in self._cancelled:
@@ -190,10 +166,8 @@ class ServerConnection(Connection):
             self._respond_complete(event, task.create_result())
             self._events.append(first_run)
         else:
-            raise TypeError(
-                "result must be a mapping, an InputRequiredResult, a RunAsTask or a JsonRpcError, "
-                f"not {type(result).__name__}"
-            )
+            kinds = "a mapping, an InputRequiredResult, a RunAsTask or a JsonRpcError"
+            raise TypeError(f"result must be {kinds}, not {type(result).__name__}")
 
     def notify(
         self,
@@ -201,11 +175,8 @@ class ServerConnection(Connection):
         params: Mapping[str, Any] | None = None,
         related_request_id: str | int | None = None,
     ) -> None:
-        """Send a notification, tied to the client request it belongs to when there is one.
-
-        Request-scoped notifications (progress, log messages) for a request that is no longer
-        in flight are dropped, as the spec requires.
-        """
+        """Send a notification, tied to the client request it belongs to when there is one
+        (dropped when that request is no longer in flight)."""
         related = related_request_id is not None
         event = self._inflight.get(related_request_id) if related else None
         acknowledged = related_request_id in self._acknowledged
@@ -218,11 +189,8 @@ class ServerConnection(Connection):
     def acknowledge(
         self, request_id: str | int, notifications: Mapping[str, Any] | None = None
     ) -> None:
-        """Acknowledge a ``subscriptions/listen`` request: the first message on its stream.
-
-        ``notifications`` is the subset of the requested filter the server will honour
-        (default: all of it); only notification types in it are sent on the stream afterwards.
-        """
+        """Acknowledge a ``subscriptions/listen`` request (the first message on its stream),
+        honouring ``notifications`` of its filter (default: all): only those types follow."""
         event = self._inflight.get(request_id)
         honored = answers.honoured(event, request_id, notifications)
         if notifications is not None:
@@ -232,18 +200,16 @@ class ServerConnection(Connection):
         self._send(OutgoingNotification, self._encode(msg), msg, request_id)
 
     def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
-        """Abandon a client request locally (e.g. its HTTP stream is gone): as if the client
-        had cancelled it. Legacy shim legs are cancelled on the wire; a later answer from the
-        application is dropped. Returns False when the request was not in flight."""
+        """Abandon a client request as if the client had cancelled it (e.g. its HTTP stream is
+        gone); False when it was not in flight."""
         if request_id not in self._inflight:
             return False
         self._cancel(request_id, reason)
         return True
 
     def end_session(self) -> None:
-        """An adapter ended this connection's legacy session without closing a stream (HTTP
-        DELETE, idle expiry, eviction): only an observer is told (``SessionEnded``). Cancel
-        its requests first; the connection is not used afterwards."""
+        """An adapter ended the legacy session without closing a stream (HTTP DELETE, expiry):
+        an observer is told. Cancel its requests first; the connection is not used after."""
         if self._legacy.session is not None:
             self._tell(observe.SessionEnded)
 
@@ -260,20 +226,16 @@ class ServerConnection(Connection):
         request: RequestReceived,
         result: Mapping[str, Any] | InputRequiredResult | JsonRpcError | RunAsTask,
     ) -> None:
-        """Record what a task's run of the handler returned (``request.task_id`` set): the
-        task completes, fails, or waits for input; a state-only answer queues the next run
-        as a :class:`RequestReceived`. A task cancelled meanwhile drops the result. When the
-        store fails, the outcome is kept and saved again through :meth:`handle_timer`
-        (``TaskSettings.settle_attempts``; then the task fails naming the fault)."""
+        """Record what a task's run (``request.task_id`` set) returned: the task completes,
+        fails or waits for input (a state-only answer queues its next run); a task cancelled
+        meanwhile drops it. An outcome the store refused is saved again by :meth:`handle_timer`."""
         rerun = tasks_part.settle_task(self._tasks, request, result, self._encode)
         if rerun is not None:
             self._events.append(rerun)
 
     def detailed_task(self, task_id: str, principal: str | None = None) -> dict[str, Any] | None:
-        """The ``DetailedTask`` of ``task_id`` as ``tasks/get`` would give it to ``principal``
-        (the params of a ``notifications/tasks``), or None when that caller may not read it
-        (unknown, another principal's, expired). Raises
-        :class:`~mrtr_sansio.tasks.TaskStoreError` when the store fails."""
+        """The ``DetailedTask`` ``tasks/get`` gives ``principal`` for ``task_id``, or None when
+        that caller may not read it; raises :class:`~mrtr_sansio.tasks.TaskStoreError`."""
         machine = tasks_part.needs_tasks(self._tasks, "detailed_task")
         return tasks_part.detailed(machine.find(task_id, principal))
 
@@ -286,22 +248,19 @@ class ServerConnection(Connection):
         return [tasks_part.detailed(task) for task in machine.find_many(task_ids, principal)]
 
     def renew_task(self, task_id: str) -> bool:
-        """Extend the lease of a task's run going on in this process (call it more often than
-        ``TaskSettings.lease_seconds``); False when the task is no longer running (cancelled,
-        failed, gone): stop the run."""
+        """Extend the lease of a task's run in this process (more often than
+        ``TaskSettings.lease_seconds``); False when the task no longer runs: stop the run."""
         return tasks_part.needs_tasks(self._tasks, "renew_task").renew(task_id)
 
     @property
     def unsaved_task_outcomes(self) -> int:
-        """Outcomes of task runs the store refused and this connection keeps to save again:
-        keep calling :meth:`handle_timer` at :meth:`next_deadline` while this is not 0 (a
-        connection dropped now loses them; a durable store's lease then fails those tasks)."""
+        """Task outcomes the store refused, kept to save again: keep calling
+        :meth:`handle_timer` while this is not 0 (dropping the connection loses them)."""
         return 0 if self._tasks is None else self._tasks.unsaved
 
     def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
-        ping_id = self._legacy.ping(self._closed)
-        msg = jsonrpc.request_message(ping_id, "ping", None)
+        ping_id, msg = self._legacy.ping(self._closed)
         self._send(OutgoingRequest, self._dumps(msg), msg, None, (ping_id,))
         return ping_id
 
@@ -314,9 +273,8 @@ class ServerConnection(Connection):
         return deadline
 
     def handle_timer(self, now: float) -> None:
-        """Do what is due at ``now``: expire legacy shim legs that got no answer; with tasks,
-        sweep expired tasks out of the store (``TaskSettings.sweep_interval``) and retry
-        saving the outcomes the store refused (a retry may queue a task's next run)."""
+        """Do what is due at ``now``: expire unanswered legacy shim legs; sweep expired tasks
+        and retry saving the outcomes the store refused."""
         self._apply(self._shim.handle_timer(now))
         if self._tasks is not None:
             self._events.extend(self._tasks.handle_timer(now))
@@ -429,8 +387,7 @@ class ServerConnection(Connection):
         return request_id
 
     def _on_close(self) -> None:
-        # Requests waiting for the client's input can never be answered now; the others are
-        # the application's until it answers (the answer goes nowhere).
+        # Those waiting for the client can never be answered; the others' answers go nowhere.
         for rid in self._legacy.close(self._inflight):
             del self._inflight[rid]
             self._tell(observe.RequestAbandoned, rid, "closed")
@@ -483,8 +440,7 @@ class ServerConnection(Connection):
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._send(carrier, data, msg, rid, (error,))
         self._tell(observe.ErrorSent, rid, error.code, error.message)
-        if event.session is not None:
-            self._legacy.failed(event)
+        self._legacy.failed(event)
 
     def _respond_input_required(
         self, event: RequestReceived, ir: InputRequiredResult, meta: Mapping[str, Any] | None = None
@@ -501,8 +457,7 @@ class ServerConnection(Connection):
             self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
     def _tell(self, fact: Any, *args: Any) -> None:
-        """Give the observer, if there is one, the fact ``fact`` builds now (the hot paths ask
-        for one first, to skip the call)."""
+        """Give the observer, if any, the fact ``fact`` builds now (hot paths check first)."""
         if self._observer is not None:
             self._observer.observe(fact(self.config.clock(), self._obs_key, *args))
 
@@ -520,9 +475,7 @@ class ServerConnection(Connection):
             elif isinstance(action, LegEnded):
                 self._tell(leg_ended, action)
             elif isinstance(action, CancelLeg):
-                msg = notification_message(
-                    "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}
-                )
+                msg = action.message()
                 self._send(OutgoingNotification, self._dumps(msg), msg, action.related_request_id)
             elif isinstance(action, Replay):  # the request's next run replaces its record
                 self._inflight[action.event.request_id] = action.event

@@ -26,6 +26,7 @@ from mrtr_sansio._mcp.envelope import (
 from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.session import LegacySession
 from mrtr_sansio._mcp.values import InputRequiredResult
+from mrtr_sansio._wire.jsonrpc import request_message
 from mrtr_sansio.http._facts import HttpRequestFacts
 from mrtr_sansio.http._names import VERSION_HEADER
 from mrtr_sansio.tasks._machine import TASK_METHOD, TaskMachine
@@ -147,19 +148,20 @@ class LegacyRequests:
         return self._shim.start_round(event, ir, encode, hold)
 
     def failed(self, event: RequestReceived) -> None:
-        """``event`` (of this session) was answered with an error: a failed ``initialize``
-        ends the session, so the client may try again."""
-        if event.method == "initialize":
+        """``event`` was answered with an error: a failed ``initialize`` ends the session, so
+        the client may try again."""
+        if event.session is not None and event.method == "initialize":
             self._session = None
 
-    def ping(self, closed: bool) -> int:
-        """The id of a ``ping`` to send (raises :class:`LocalProtocolError` without an open
+    def ping(self, closed: bool) -> tuple[int, dict[str, Any]]:
+        """A ``ping`` to send and its id (raises :class:`LocalProtocolError` without an open
         session that carries server requests)."""
         if self._session is None or not self._server_requests or closed:
             raise LocalProtocolError(
                 "ping needs an open legacy session that carries server requests"
             )
-        return self._shim.new_ping()
+        ping_id = self._shim.new_ping()
+        return ping_id, request_message(ping_id, "ping", None)
 
     def close(self, in_flight: Iterable[Any]) -> list[Any]:
         """The stream closed: the shim forgets everything; returns which of ``in_flight``
