@@ -331,7 +331,7 @@ class ServerConnection(Connection):
                 raise
             if admitted is None:  # no protocol version in _meta: the legacy wire
                 meta = params.get("_meta")
-                self._apply(self._legacy.receive(rid, method, params, meta, http, principal))
+                self._apply(self._legacy.admit(rid, method, params, meta, http, principal))
                 return
             state, round_, carried, answer = admitted
             event = RequestReceived(rid, method, params, None, state, round_, principal)

@@ -104,7 +104,7 @@ class LegacyRequests:
         """The session ``initialize`` opened (None before it, and after it failed)."""
         return self._session
 
-    def receive(
+    def admit(
         self,
         rid: Any,
         method: str,
@@ -113,8 +113,8 @@ class LegacyRequests:
         http: HttpRequestFacts | None,
         principal: str | None,
     ) -> list[LegacyAction]:
-        """A request without the modern envelope (checked by :func:`receive`; raises its
-        :class:`RemoteProtocolError`)."""
+        """What a request without the modern envelope does (checked by :func:`receive`, which
+        raises its :class:`RemoteProtocolError`)."""
         config = self._config
         event = receive(
             config, self._session, self._tasks, rid, method, params, meta, http, principal
