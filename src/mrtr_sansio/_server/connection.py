@@ -1,22 +1,13 @@
-"""ServerConnection: the server role on both wires, a thin owner.
-
-It owns what lives across messages -- the requests in flight, the cancelled ones, the legacy
-session, the open listen streams, the queues -- and decides with the pure parts beside it:
-:mod:`.modern` checks a modern request, :mod:`.legacy` a legacy one, :mod:`.answers` builds
-what an answer or a notification sends, :mod:`.shim` runs the legacy shim's rounds,
-``tasks._server`` the tasks extension. A request first passes the JSON-RPC shape (-32600) and
-the in-flight bounds; what survives its era's checks reaches the application as a
-:class:`RequestReceived`.
-
-Answers pass one gate (see :meth:`ServerConnection.respond`): a cancelled request gets nothing;
-``input_required`` is allowed only on the three MRTR methods; on the legacy wire it is fulfilled
-by the shim (or refused with -32603); embedded requests beyond the declared capabilities become
--32021. Modern results always carry ``resultType``; legacy results never do.
+"""ServerConnection: the server role on both wires, a thin owner of what lives across messages
+(requests in flight and cancelled, listen streams, the queues). It decides with the parts
+beside it -- :mod:`.modern` and :mod:`.legacy` check requests, :mod:`.answers` builds what goes
+out, :mod:`.shim` runs legacy rounds, ``tasks._server`` the tasks extension -- and applies what
+they return.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import mrtr_sansio.tasks._server as tasks_part
@@ -51,9 +42,10 @@ from .answers import (
     notification_params,
     parse_input_required,
 )
+from .legacy import Admit, EmptyResult, LegacyAction, LegacyRequests
 from .modern import ModernRequests
 from .observing import answered, leg_ended, leg_sent, refusal, started, traced_leg
-from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest, ShimAction
+from .shim import CancelLeg, Fail, LegacyShim, LegEnded, Replay, SendRequest
 from .state import StateGate, StateRejectedError
 
 __all__ = ["ServerConnection", "refusal"]
@@ -66,14 +58,10 @@ _MISSING_CAPABILITY = ANSWER_CARRIER[RequestTrigger.MISSING_CAPABILITY]
 
 
 class ServerConnection(Connection):
-    """The server side of one stream (a stdio process, a TCP connection), one legacy HTTP
-    session, or one stateless HTTP exchange.
-
-    ``principal`` is the authenticated caller for every message on this connection (messages
-    may override it); it is bound into sealed state. ``server_requests`` says whether the
-    transport can carry server-to-client requests at all; without it legacy requests that
-    need input are refused, as the legacy shim cannot run.
-    """
+    """The server side of one stream (stdio, TCP), one legacy HTTP session, or one stateless
+    HTTP exchange. ``principal`` is the caller of every message without its own (bound into
+    sealed state); ``server_requests=False``: the transport cannot carry server-to-client
+    requests, so legacy requests that need input are refused (the shim cannot run)."""
 
     def __init__(
         self,
@@ -88,7 +76,6 @@ class ServerConnection(Connection):
         self.config = config
         #: The authenticated caller of every message without its own (bound into sealed state).
         self.principal = principal
-        self._server_requests = server_requests
         self._server_info = config.server_info
         self._observer = config.observer
         self._obs_key = 0 if config.observer is None else observe.connection_key()
@@ -99,18 +86,18 @@ class ServerConnection(Connection):
         self._inflight: dict[Any, RequestReceived] = {}
         # Cancelled requests the application may still answer (the answer is dropped).
         self._cancelled: dict[Any, None] = {}
-        self._session: LegacySession | None = None
         self._shim = LegacyShim(config)
         self._acknowledged: set[Any] = set()  # open subscriptions/listen streams
         self._tasks = tasks_part.task_machine(config, self._obs_key)
         self._modern = ModernRequests(config, self._state, self._tasks)
+        self._legacy = LegacyRequests(config, self._shim, self._tasks, server_requests)
 
     # --- public API -------------------------------------------------------------------------
 
     @property
     def session(self) -> LegacySession | None:
         """The legacy session, once ``initialize`` was received."""
-        return self._session
+        return self._legacy.session
 
     @property
     def in_flight(self) -> frozenset[Any]:
@@ -119,18 +106,13 @@ class ServerConnection(Connection):
 
     @property
     def reusable(self) -> bool:
-        """Whether the connection holds nothing of any request: none in flight or cancelled,
-        no legacy session, no listen stream, nothing queued, not closed.
-
-        The server keeps no memory of a modern request once it is answered, so such a
-        connection serves the next stateless request exactly as a new one would: an HTTP
-        transport may keep it for that instead of building a connection per POST (setting
-        :attr:`principal` for each).
-        """
+        """Whether the connection holds nothing of any request (none in flight or cancelled,
+        no session or listen stream, nothing queued, not closed): it then serves the next
+        stateless request as a new one would (an HTTP transport sets :attr:`principal`)."""
         return not (
             self._inflight
             or self._cancelled
-            or self._session is not None
+            or self._legacy.session is not None
             or self._acknowledged
             or self._events
             or self._out
@@ -144,11 +126,8 @@ class ServerConnection(Connection):
         http: HttpRequestFacts | None = None,
         principal: str | None = None,
     ) -> None:
-        """Feed one whole message (an HTTP body, or a message already decoded).
-
-        ``http`` carries the request's MCP headers for the modern mirror-header checks;
-        ``principal`` overrides the connection's for this message.
-        """
+        """Feed one whole message (an HTTP body, or decoded); ``http``: the request's MCP
+        headers, for the mirror-header checks; ``principal`` overrides the connection's."""
         context = None if http is None and principal is None else (http, principal)
         self._receive_decoded(message, context)
 
@@ -157,12 +136,9 @@ class ServerConnection(Connection):
         request_id: str | int,
         result: Mapping[str, Any] | InputRequiredResult | JsonRpcError | RunAsTask,
     ) -> None:
-        """Answer a request with a result mapping, an :class:`InputRequiredResult`, or an error
-        (or, tasks extension, a :class:`~mrtr_sansio.tasks.RunAsTask`).
-
-        Raises :class:`LocalProtocolError` for an id that awaits no answer, and for
-        ``input_required`` on a method that does not allow it (the request stays open).
-        """
+        """Answer a request with a result mapping, an :class:`InputRequiredResult`, an error or
+        a :class:`~mrtr_sansio.tasks.RunAsTask`. Raises :class:`LocalProtocolError` for an id
+        that awaits no answer or an answer its method does not allow (the request stays open)."""
         event = self._inflight.get(request_id)
         if event is None:
             if request_id in self._cancelled:
@@ -190,10 +166,8 @@ class ServerConnection(Connection):
             self._respond_complete(event, task.create_result())
             self._events.append(first_run)
         else:
-            raise TypeError(
-                "result must be a mapping, an InputRequiredResult, a RunAsTask or a JsonRpcError, "
-                f"not {type(result).__name__}"
-            )
+            kinds = "a mapping, an InputRequiredResult, a RunAsTask or a JsonRpcError"
+            raise TypeError(f"result must be {kinds}, not {type(result).__name__}")
 
     def notify(
         self,
@@ -201,15 +175,13 @@ class ServerConnection(Connection):
         params: Mapping[str, Any] | None = None,
         related_request_id: str | int | None = None,
     ) -> None:
-        """Send a notification, tied to the client request it belongs to when there is one.
-
-        Request-scoped notifications (progress, log messages) for a request that is no longer
-        in flight are dropped, as the spec requires.
-        """
+        """Send a notification, tied to the client request it belongs to when there is one
+        (dropped when that request is no longer in flight)."""
         related = related_request_id is not None
         event = self._inflight.get(related_request_id) if related else None
         acknowledged = related_request_id in self._acknowledged
-        sent = notification_params(method, params, related, event, acknowledged, self._session)
+        session = self._legacy.session
+        sent = notification_params(method, params, related, event, acknowledged, session)
         if sent is not DROP:
             msg = notification_message(method, sent)
             self._send(OutgoingNotification, self._encode(msg), msg, related_request_id)
@@ -217,11 +189,8 @@ class ServerConnection(Connection):
     def acknowledge(
         self, request_id: str | int, notifications: Mapping[str, Any] | None = None
     ) -> None:
-        """Acknowledge a ``subscriptions/listen`` request: the first message on its stream.
-
-        ``notifications`` is the subset of the requested filter the server will honour
-        (default: all of it); only notification types in it are sent on the stream afterwards.
-        """
+        """Acknowledge a ``subscriptions/listen`` request (the first message on its stream),
+        honouring ``notifications`` of its filter (default: all): only those types follow."""
         event = self._inflight.get(request_id)
         honored = answers.honoured(event, request_id, notifications)
         if notifications is not None:
@@ -231,24 +200,22 @@ class ServerConnection(Connection):
         self._send(OutgoingNotification, self._encode(msg), msg, request_id)
 
     def cancel(self, request_id: str | int, reason: str | None = None) -> bool:
-        """Abandon a client request locally (e.g. its HTTP stream is gone): as if the client
-        had cancelled it. Legacy shim legs are cancelled on the wire; a later answer from the
-        application is dropped. Returns False when the request was not in flight."""
+        """Abandon a client request as if the client had cancelled it (e.g. its HTTP stream is
+        gone); False when it was not in flight."""
         if request_id not in self._inflight:
             return False
         self._cancel(request_id, reason)
         return True
 
     def end_session(self) -> None:
-        """An adapter ended this connection's legacy session without closing a stream (HTTP
-        DELETE, idle expiry, eviction): only an observer is told (``SessionEnded``). Cancel
-        its requests first; the connection is not used afterwards."""
-        if self._session is not None:
+        """An adapter ended the legacy session without closing a stream (HTTP DELETE, expiry):
+        an observer is told. Cancel its requests first; the connection is not used after."""
+        if self._legacy.session is not None:
             self._tell(observe.SessionEnded)
 
     def initialize_result(self, protocol_version: str | None = None) -> dict[str, Any]:
         """The ``InitializeResult`` for this session (negotiated version unless given)."""
-        return legacy.initialize_result(self.config, self._session, protocol_version)
+        return legacy.initialize_result(self.config, self._legacy.session, protocol_version)
 
     def discover_result(self) -> dict[str, Any]:
         """The ``DiscoverResult``: versions, capabilities, instructions, cache hints."""
@@ -259,20 +226,16 @@ class ServerConnection(Connection):
         request: RequestReceived,
         result: Mapping[str, Any] | InputRequiredResult | JsonRpcError | RunAsTask,
     ) -> None:
-        """Record what a task's run of the handler returned (``request.task_id`` set): the
-        task completes, fails, or waits for input; a state-only answer queues the next run
-        as a :class:`RequestReceived`. A task cancelled meanwhile drops the result. When the
-        store fails, the outcome is kept and saved again through :meth:`handle_timer`
-        (``TaskSettings.settle_attempts``; then the task fails naming the fault)."""
+        """Record what a task's run (``request.task_id`` set) returned: the task completes,
+        fails or waits for input (a state-only answer queues its next run); a task cancelled
+        meanwhile drops it. An outcome the store refused is saved again by :meth:`handle_timer`."""
         rerun = tasks_part.settle_task(self._tasks, request, result, self._encode)
         if rerun is not None:
             self._events.append(rerun)
 
     def detailed_task(self, task_id: str, principal: str | None = None) -> dict[str, Any] | None:
-        """The ``DetailedTask`` of ``task_id`` as ``tasks/get`` would give it to ``principal``
-        (the params of a ``notifications/tasks``), or None when that caller may not read it
-        (unknown, another principal's, expired). Raises
-        :class:`~mrtr_sansio.tasks.TaskStoreError` when the store fails."""
+        """The ``DetailedTask`` ``tasks/get`` gives ``principal`` for ``task_id``, or None when
+        that caller may not read it; raises :class:`~mrtr_sansio.tasks.TaskStoreError`."""
         machine = tasks_part.needs_tasks(self._tasks, "detailed_task")
         return tasks_part.detailed(machine.find(task_id, principal))
 
@@ -285,26 +248,19 @@ class ServerConnection(Connection):
         return [tasks_part.detailed(task) for task in machine.find_many(task_ids, principal)]
 
     def renew_task(self, task_id: str) -> bool:
-        """Extend the lease of a task's run going on in this process (call it more often than
-        ``TaskSettings.lease_seconds``); False when the task is no longer running (cancelled,
-        failed, gone): stop the run."""
+        """Extend the lease of a task's run in this process (more often than
+        ``TaskSettings.lease_seconds``); False when the task no longer runs: stop the run."""
         return tasks_part.needs_tasks(self._tasks, "renew_task").renew(task_id)
 
     @property
     def unsaved_task_outcomes(self) -> int:
-        """Outcomes of task runs the store refused and this connection keeps to save again:
-        keep calling :meth:`handle_timer` at :meth:`next_deadline` while this is not 0 (a
-        connection dropped now loses them; a durable store's lease then fails those tasks)."""
+        """Task outcomes the store refused, kept to save again: keep calling
+        :meth:`handle_timer` while this is not 0 (dropping the connection loses them)."""
         return 0 if self._tasks is None else self._tasks.unsaved
 
     def ping(self) -> int:
         """Send a legacy ``ping`` to the client; its answer arrives as ``PingAnswered``."""
-        if self._session is None or not self._server_requests or self._closed:
-            raise LocalProtocolError(
-                "ping needs an open legacy session that carries server requests"
-            )
-        ping_id = self._shim.new_ping()
-        msg = jsonrpc.request_message(ping_id, "ping", None)
+        ping_id, msg = self._legacy.ping(self._closed)
         self._send(OutgoingRequest, self._dumps(msg), msg, None, (ping_id,))
         return ping_id
 
@@ -317,9 +273,8 @@ class ServerConnection(Connection):
         return deadline
 
     def handle_timer(self, now: float) -> None:
-        """Do what is due at ``now``: expire legacy shim legs that got no answer; with tasks,
-        sweep expired tasks out of the store (``TaskSettings.sweep_interval``) and retry
-        saving the outcomes the store refused (a retry may queue a task's next run)."""
+        """Do what is due at ``now``: expire unanswered legacy shim legs; sweep expired tasks
+        and retry saving the outcomes the store refused."""
         self._apply(self._shim.handle_timer(now))
         if self._tasks is not None:
             self._events.extend(self._tasks.handle_timer(now))
@@ -376,7 +331,7 @@ class ServerConnection(Connection):
                 raise
             if admitted is None:  # no protocol version in _meta: the legacy wire
                 meta = params.get("_meta")
-                self._on_legacy_request(rid, method, params, meta, http, principal)
+                self._apply(self._legacy.admit(rid, method, params, meta, http, principal))
                 return
             state, round_, carried, answer = admitted
             event = RequestReceived(rid, method, params, None, state, round_, principal)
@@ -395,37 +350,6 @@ class ServerConnection(Connection):
         except RemoteProtocolError as exc:
             self._invalid(exc, answer=True, request=msg)
 
-    def _on_legacy_request(
-        self,
-        rid: Any,
-        method: str,
-        params: dict[str, Any],
-        meta: dict[str, Any] | None,
-        http: HttpRequestFacts | None,
-        principal: str | None,
-    ) -> None:
-        """A request without the modern envelope: initialize, or one in a legacy session."""
-        config = self.config
-        session = self._session
-        event = legacy.receive(
-            config, session, self._tasks, rid, method, params, meta, http, principal
-        )
-        if not isinstance(event, RequestReceived):  # ping, logging/setLevel: answered here
-            if event is not None:
-                session.log_level = event  # type: ignore[union-attr]
-            msg = jsonrpc.result_message(rid, {})
-            self._send(OutgoingResult, self._dumps(msg), msg, rid)
-            return
-        self._inflight[rid] = event
-        if event.method == "initialize":
-            session = self._session = event.session
-            if config.answer_discovery:
-                self._respond_complete(event, legacy.initialize_result(config, session))
-                return
-        else:
-            self._tell(started, event, None, self.transport)
-        self._events.append(event)
-
     def _on_notification(self, method: str, params: dict[str, Any] | None) -> None:
         if method == "notifications/cancelled":
             rid = params.get("requestId") if params is not None else None
@@ -434,9 +358,8 @@ class ServerConnection(Connection):
             if event is not None and event.method != "initialize":
                 self._cancel(rid, params.get("reason") if params is not None else None)
             return
-        if method == "notifications/initialized" and self._session is not None:
-            self._session.initialized = True
-            self._apply(self._shim.release())
+        if method == "notifications/initialized":
+            self._apply(self._legacy.initialized())
         self._events.append(NotificationReceived(method, params))
 
     def _cancel(self, rid: Any, reason: Any) -> None:
@@ -453,7 +376,7 @@ class ServerConnection(Connection):
     def _invalid(self, exc: RemoteProtocolError, *, answer: bool, request: Any = None) -> None:
         super()._invalid(exc, answer=answer)
         if answer:
-            self._tell(refusal, request, exc, self._session, self.transport)
+            self._tell(refusal, request, exc, self._legacy.session, self.transport)
 
     def _refusal_relates_to(self, request_id: Any) -> Any:
         # A refused message whose id names a request still open (a duplicate id) is not part
@@ -464,15 +387,11 @@ class ServerConnection(Connection):
         return request_id
 
     def _on_close(self) -> None:
-        # Requests waiting for the client's input can never be answered now; the others are
-        # the application's until it answers (the answer goes nowhere).
-        waiting = [rid for rid in self._inflight if self._shim.waiting(rid)]
-        self._shim.abandon_all()
-        for rid in waiting:
+        # Those waiting for the client can never be answered; the others' answers go nowhere.
+        for rid in self._legacy.close(self._inflight):
             del self._inflight[rid]
             self._tell(observe.RequestAbandoned, rid, "closed")
-        if self._session is not None:
-            self._tell(observe.SessionEnded)
+        self.end_session()
 
     # --- send path --------------------------------------------------------------------------
 
@@ -521,20 +440,14 @@ class ServerConnection(Connection):
         self._shim.finish(rid, ShimTrigger.ERROR)
         self._send(carrier, data, msg, rid, (error,))
         self._tell(observe.ErrorSent, rid, error.code, error.message)
-        if event.session is not None and event.method == "initialize":
-            self._session = None  # the handshake failed: the client may try again
+        self._legacy.failed(event)
 
     def _respond_input_required(
         self, event: RequestReceived, ir: InputRequiredResult, meta: Mapping[str, Any] | None = None
     ) -> None:
         check_input_required(event.method, ir, self._max_input_requests, self._state.seals)
         if event.session is not None:
-            session = self._session
-            if not (self.config.legacy_shim and self._server_requests):
-                self._respond_error(event, legacy.NO_SHIM)
-            else:
-                hold = session is not None and not session.initialized
-                self._apply(self._shim.start_round(event, ir, self._encode, hold))
+            self._apply(self._legacy.start_round(event, ir, self._encode))
         elif ir.input_requests and not ir.allowed_by(event.client_capabilities):
             missing = answers.missing_capability(ir, event.client_capabilities)
             self._respond_error(event, missing, _MISSING_CAPABILITY)
@@ -544,13 +457,12 @@ class ServerConnection(Connection):
             self._emit(_INPUT_REQUIRED, event.request_id, wire)
 
     def _tell(self, fact: Any, *args: Any) -> None:
-        """Give the observer, if there is one, the fact ``fact`` builds now (the hot paths ask
-        for one first, to skip the call)."""
+        """Give the observer, if any, the fact ``fact`` builds now (hot paths check first)."""
         if self._observer is not None:
             self._observer.observe(fact(self.config.clock(), self._obs_key, *args))
 
-    def _apply(self, actions: list[ShimAction]) -> None:
-        """Carry out the legacy shim's actions, in order."""
+    def _apply(self, actions: Iterable[LegacyAction]) -> None:
+        """Carry out the legacy side's actions, in order."""
         for action in actions:
             if isinstance(action, SendRequest):
                 observer = self._observer
@@ -563,14 +475,24 @@ class ServerConnection(Connection):
             elif isinstance(action, LegEnded):
                 self._tell(leg_ended, action)
             elif isinstance(action, CancelLeg):
-                msg = notification_message(
-                    "notifications/cancelled", {"requestId": action.leg_id, "reason": action.reason}
-                )
+                msg = action.message()
                 self._send(OutgoingNotification, self._dumps(msg), msg, action.related_request_id)
             elif isinstance(action, Replay):  # the request's next run replaces its record
                 self._inflight[action.event.request_id] = action.event
                 self._events.append(action.event)
             elif isinstance(action, Fail):  # the shim forgot the run: finish() finds nothing
                 self._respond_error(self._inflight[action.request_id], action.error)
+            elif isinstance(action, Admit):
+                event = action.event
+                self._inflight[event.request_id] = event
+                if action.result is not None:
+                    self._respond_complete(event, action.result)
+                    continue
+                if action.observed:
+                    self._tell(started, event, None, self.transport)
+                self._events.append(event)
+            elif isinstance(action, EmptyResult):
+                msg = jsonrpc.result_message(action.request_id, {})
+                self._send(OutgoingResult, self._dumps(msg), msg, action.request_id)
             else:
                 self._events.append(action.event)

@@ -1,19 +1,18 @@
-"""The server's legacy (2025-11-25) session: ``initialize``, and requests without the envelope.
+"""The server's legacy (2025-11-25) side: ``initialize``, the session it opens, and requests
+without the modern envelope.
 
-``initialize`` selects legacy semantics for the connection (a stdio process or one HTTP
-session): the version is negotiated (the requested one if served, else the newest legacy one),
-the client's capabilities and info are recorded, and later requests without the modern envelope
-are served under them. ``ping`` and ``logging/setLevel`` are answered here; everything else
-reaches the application as a :class:`RequestReceived` with the session attached.
-
-Pure functions of the config, the session and the message: the server connection owns the
-session and its queues, and applies what these return.
+``initialize`` negotiates the version (the requested one if served, else the newest legacy
+one) and records the client's capabilities; later requests without the envelope are served
+under them. ``ping`` and ``logging/setLevel`` are answered here. :class:`LegacyRequests` owns
+the session and returns actions the server connection applies; the functions are pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import attrs
 
 from mrtr_sansio._config import ServerConfig
 from mrtr_sansio._errors import ErrorCode, JsonRpcError, LocalProtocolError, RemoteProtocolError
@@ -26,15 +25,22 @@ from mrtr_sansio._mcp.envelope import (
 )
 from mrtr_sansio._mcp.methods import MRTR_METHODS
 from mrtr_sansio._mcp.session import LegacySession
+from mrtr_sansio._mcp.values import InputRequiredResult
+from mrtr_sansio._wire.jsonrpc import request_message
 from mrtr_sansio.http._facts import HttpRequestFacts
 from mrtr_sansio.http._names import VERSION_HEADER
 from mrtr_sansio.tasks._machine import TASK_METHOD, TaskMachine
 from mrtr_sansio.tasks._server import required_task_error
 
+from .shim import Fail, LegacyShim, ShimAction
 from .state import MRTR_FIELDS
 
 __all__ = [
     "NO_SHIM",
+    "Admit",
+    "EmptyResult",
+    "LegacyAction",
+    "LegacyRequests",
     "check_header",
     "initialize_result",
     "on_initialize",
@@ -49,6 +55,121 @@ NO_SHIM = JsonRpcError.internal(
     "The handler needs client input, which this server can only request on the 2026-07-28 "
     "protocol (input_required result)"
 )
+
+
+@attrs.frozen
+class Admit:
+    """Record the new request ``event`` in flight; answer it with ``result`` when given (an
+    ``initialize`` the library answers), else hand it to the application, telling an observer
+    it started when ``observed``."""
+
+    event: RequestReceived
+    result: Mapping[str, Any] | None = None
+    observed: bool = True
+
+
+@attrs.frozen
+class EmptyResult:
+    """Answer ``request_id`` (a ``ping`` or ``logging/setLevel``, never in flight) with ``{}``."""
+
+    request_id: Any
+
+
+#: What a :class:`LegacyRequests` call asks its connection to do, in order.
+LegacyAction = ShimAction | Admit | EmptyResult
+
+
+class LegacyRequests:
+    """The legacy side of one server connection: it owns the session, and decides with it
+    what the connection's shim may do (hold legs until ``notifications/initialized``, send a
+    ``ping``). ``server_requests``: the transport carries server-to-client requests."""
+
+    __slots__ = ("_config", "_server_requests", "_session", "_shim", "_tasks")
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        shim: LegacyShim,
+        tasks: TaskMachine | None,
+        server_requests: bool,
+    ) -> None:
+        self._config = config
+        self._shim = shim
+        self._tasks = tasks
+        self._server_requests = server_requests
+        self._session: LegacySession | None = None
+
+    @property
+    def session(self) -> LegacySession | None:
+        """The session ``initialize`` opened (None before it, and after it failed)."""
+        return self._session
+
+    def admit(
+        self,
+        rid: Any,
+        method: str,
+        params: dict[str, Any],
+        meta: dict[str, Any] | None,
+        http: HttpRequestFacts | None,
+        principal: str | None,
+    ) -> list[LegacyAction]:
+        """What a request without the modern envelope does (checked by :func:`receive`, which
+        raises its :class:`RemoteProtocolError`)."""
+        config = self._config
+        event = receive(
+            config, self._session, self._tasks, rid, method, params, meta, http, principal
+        )
+        if not isinstance(event, RequestReceived):  # ping, logging/setLevel
+            if event is not None:
+                self._session.log_level = event  # type: ignore[union-attr]
+            return [EmptyResult(rid)]
+        if event.method != "initialize":
+            return [Admit(event)]
+        session = self._session = event.session
+        answer = initialize_result(config, session) if config.answer_discovery else None
+        return [Admit(event, answer, observed=False)]
+
+    def initialized(self) -> list[ShimAction]:
+        """``notifications/initialized`` arrived: the shim's held legs go out."""
+        if self._session is None:
+            return []
+        self._session.initialized = True
+        return self._shim.release()
+
+    def start_round(
+        self, event: RequestReceived, ir: InputRequiredResult, encode: Callable[[Any], bytes]
+    ) -> list[ShimAction]:
+        """The handler answered legacy ``event`` with ``ir``: the shim's round, or -32603 where
+        the shim cannot run (switched off, or no server-to-client requests)."""
+        if not (self._config.legacy_shim and self._server_requests):
+            return [Fail(event.request_id, NO_SHIM)]
+        session = self._session
+        hold = session is not None and not session.initialized
+        return self._shim.start_round(event, ir, encode, hold)
+
+    def failed(self, event: RequestReceived) -> None:
+        """``event`` was answered with an error: a failed ``initialize`` ends the session, so
+        the client may try again."""
+        if event.session is not None and event.method == "initialize":
+            self._session = None
+
+    def ping(self, closed: bool) -> tuple[int, dict[str, Any]]:
+        """A ``ping`` to send and its id (raises :class:`LocalProtocolError` without an open
+        session that carries server requests)."""
+        if self._session is None or not self._server_requests or closed:
+            raise LocalProtocolError(
+                "ping needs an open legacy session that carries server requests"
+            )
+        ping_id = self._shim.new_ping()
+        return ping_id, request_message(ping_id, "ping", None)
+
+    def close(self, in_flight: Iterable[Any]) -> list[Any]:
+        """The stream closed: the shim forgets everything; returns which of ``in_flight``
+        waited for the client's input (they can never be answered now)."""
+        shim = self._shim
+        waiting = [rid for rid in in_flight if shim.waiting(rid)]
+        shim.abandon_all()
+        return waiting
 
 
 def check_header(

@@ -48,7 +48,7 @@ from mrtr_sansio._lifecycle import LEGACY_SHIM, ShimPhase, ShimTrigger
 from mrtr_sansio._mcp.capabilities import ELICIT, capability_paths, missing_capabilities
 from mrtr_sansio._mcp.values import InputRequiredResult
 from mrtr_sansio._pending import Pending
-from mrtr_sansio._wire.jsonrpc import is_valid_id, request_message
+from mrtr_sansio._wire.jsonrpc import is_valid_id, notification_message, request_message
 
 __all__ = [
     "CancelLeg",
@@ -83,6 +83,12 @@ class CancelLeg:
     leg_id: int
     related_request_id: Any
     reason: str
+
+    def message(self) -> dict[str, Any]:
+        """The ``notifications/cancelled`` that withdraws the leg."""
+        return notification_message(
+            "notifications/cancelled", {"requestId": self.leg_id, "reason": self.reason}
+        )
 
 
 @attrs.frozen
