@@ -80,9 +80,8 @@ class Connection:
         self._raw_loads = codec.loads
         self._framer = LineFramer(limits.max_message_bytes)
         # The stream fast path decodes a line directly when it cannot be past the JSON limits
-        # (the cheap half of ``bounded_loads``, inlined: it runs for every message); the length
-        # counts the line's newline.
-        self._fast_line = min(limits.max_message_bytes, 2 * limits.max_json_nodes - 1) + 1
+        # (the cheap half of ``bounded_loads``, inlined: it runs for every message).
+        self._fast_line = min(limits.max_message_bytes, 2 * limits.max_json_nodes - 1)
         self._max_depth = limits.max_json_depth
         self._events: deque[Event] = deque()
         # The typed item of each entry is built only if the transport asks for it, so
@@ -105,14 +104,12 @@ class Connection:
             return
         # The common case: nothing is buffered and ``data`` is one whole line within the limits.
         # It is decoded as it is (codecs skip the trailing newline); a line that fails to decode
-        # (a blank one, say) goes through the framer like any other chunk. Bytes are searched for
-        # as ints (10 the newline, 91 ``[``): an int operand of ``in`` is one memchr, while a
-        # bytes one is first tried as an int (a TypeError made and dropped each time).
+        # (a blank one, say) goes through the framer like any other chunk. ``91 in data`` asks
+        # whether a ``[`` is there: an int operand is one memchr, while a bytes one is first
+        # tried as an int (a TypeError made and dropped each time).
         if (
             self._framer.idle
-            and len(data) <= self._fast_line
-            and data[-1] == 10
-            and 10 not in data[:-1]
+            and data.find(b"\n") == len(data) - 1 <= self._fast_line
             and data.count(b"{") + (data.count(b"[") if 91 in data else 0) <= self._max_depth
         ):
             try:
