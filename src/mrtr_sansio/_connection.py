@@ -104,11 +104,13 @@ class Connection:
             return
         # The common case: nothing is buffered and ``data`` is one whole line within the limits.
         # It is decoded as it is (codecs skip the trailing newline); a line that fails to decode
-        # (a blank one, say) goes through the framer like any other chunk.
+        # (a blank one, say) goes through the framer like any other chunk. ``91 in data`` asks
+        # whether a ``[`` is there: an int operand is one memchr, while a bytes one is first
+        # tried as an int (a TypeError made and dropped each time).
         if (
             self._framer.idle
             and data.find(b"\n") == len(data) - 1 <= self._fast_line
-            and data.count(b"{") + (data.count(b"[") if b"[" in data else 0) <= self._max_depth
+            and data.count(b"{") + (data.count(b"[") if 91 in data else 0) <= self._max_depth
         ):
             try:
                 msg = self._raw_loads(data)
